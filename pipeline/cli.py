@@ -1,0 +1,178 @@
+"""The spark-nightly command line: subcommands, global options, and the error tree mapped to exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import yaml
+
+from pipeline import __version__
+from pipeline.config.bundle import Config, ConfigPaths, load_config
+from pipeline.config.recipes import ImportOptions, import_recipe
+from pipeline.config.thresholds import Reference
+from pipeline.errors import ConfigError, PipelineCrash, SparkNightlyError, UsageError
+from pipeline.settings import Resolved, declarations, from_environment
+
+Handler = Callable[[argparse.Namespace, Resolved], int]
+
+
+def _common_options() -> argparse.ArgumentParser:
+    """Options every subcommand accepts, before or after its name (SUPPRESS keeps either place's value)."""
+    common = argparse.ArgumentParser(add_help=False)
+    group = common.add_argument_group("settings")
+    group.add_argument("--settings", metavar="FILE", default=argparse.SUPPRESS,
+                       help="settings file (default: ./spark-nightly.yaml if present, or $SPARK_NIGHTLY_SETTINGS)")
+    group.add_argument("--set", metavar="KEY=VALUE", action="append", dest="overrides", default=argparse.SUPPRESS,
+                       help="override one setting, e.g. --set sources.vllm.prs=12345,12346 (repeatable)")
+    for decl in declarations():
+        if decl.flag:
+            group.add_argument(decl.flag, dest=f"flag_{decl.name}", metavar=decl.name.upper(), default=argparse.SUPPRESS,
+                               choices=decl.choices or None, help=f"{decl.help} (setting {decl.key})")
+    group.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
+    return common
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = _common_options()
+    parser = argparse.ArgumentParser(
+        prog="spark-nightly", parents=[common],
+        description="Nightly regression gate for vLLM + FlashInfer wheels on the DGX Spark.",
+        epilog="Exit codes: 0 ok, 1 error, 2 bad configuration or usage, 3 process or engine failure, 70 internal bug.",
+    )
+    parser.add_argument("--version", action="version", version=f"spark-nightly {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    validate = commands.add_parser("validate", parents=[common], help="check all configuration and list every issue",
+                                   description="Check models.yaml, thresholds/, golden/ and the settings; "
+                                               "print every issue as file:line:column, exit 2 if any.")
+    validate.set_defaults(handler=_validate)
+    show = commands.add_parser("show", parents=[common], help="print effective settings (with sources) and the matrix",
+                               description="Print every setting with the place its value came from, then the matrix "
+                                           "entries of the selected profile.")
+    show.add_argument("--all", action="store_true", help="show the entries of every profile")
+    show.set_defaults(handler=_show)
+    recipe = commands.add_parser("import-recipe", parents=[common], help="convert recipes into models.yaml entries",
+                                 description="Convert spark-vllm-docker (v1) and sparkrun (v2) recipes into models.yaml "
+                                             "entries on stdout; what could not be carried over is reported on stderr.")
+    recipe.add_argument("files", nargs="+", metavar="FILE", help="recipe YAML files")
+    recipe.add_argument("--golden", default="spark-general", help="golden set for the new entries (default: %(default)s)")
+    recipe.set_defaults(handler=_import_recipe)
+    return parser
+
+
+def _cli_values(args: argparse.Namespace) -> list[tuple[str, str, str]]:
+    values = []
+    for decl in declarations():
+        flagged = getattr(args, f"flag_{decl.name}", None)
+        if flagged is not None:
+            values.append((decl.key, flagged, f"{decl.flag} {flagged}"))
+    for override in getattr(args, "overrides", []):
+        key, sep, value = override.partition("=")
+        if not sep:
+            raise UsageError(f"--set {override!r} needs KEY=VALUE")
+        values.append((key.strip(), value, f"--set {key.strip()}"))
+    return values
+
+
+def config_paths(resolved: Resolved) -> ConfigPaths:
+    root = resolved.settings.path("config_dir")
+    return ConfigPaths(models=root / "models.yaml", thresholds=root / "thresholds", golden=root / "golden")
+
+
+def _validate(args: argparse.Namespace, resolved: Resolved) -> int:
+    config = load_config(config_paths(resolved))
+    entries, profiles = len(config.matrix.entries), len(config.matrix.profiles)
+    cells = sum(len(e.bench.cells()) for e in config.matrix.entries)
+    print(f"ok: {entries} matrix entries on {profiles} profiles, {cells} benchmark cells with references, "
+          f"{len(config.golden)} golden sets")
+    return 0
+
+
+def _show(args: argparse.Namespace, resolved: Resolved) -> int:
+    rows = resolved.rows()
+    width = max(len(key) for key, _, _ in rows)
+    value_width = min(max(len(value) for _, value, _ in rows), 48)
+    print("settings (value, then where it came from):")
+    for key, value, source in rows:
+        print(f"  {key:<{width}}  {value:<{value_width}}  {source}")
+    config = load_config(config_paths(resolved))
+    _print_matrix(config, None if args.all else resolved.settings.profile)
+    return 0
+
+
+def _print_matrix(config: Config, profile: str | None) -> None:
+    entries = [e for e in config.matrix.entries if profile is None or e.profile == profile]
+    print(f"\nmatrix ({'all profiles' if profile is None else 'profile ' + profile}, {len(entries)} entries):")
+    for entry in entries:
+        hardware = config.matrix.profiles[entry.profile].hardware
+        topology = "solo" if entry.topology == "solo" else f"cluster x{entry.nodes}"
+        print(f"  {entry.id}  ({'required' if entry.required else 'optional'})")
+        print(f"    model    {entry.model}" + (f"@{entry.revision}" if entry.revision else ""))
+        print(f"    launch   {entry.launch.target} ({entry.launch.entrypoint}), {topology}, profile {entry.profile}")
+        serve = " ".join(f"{k}={v}" for k, v in entry.serve.items())
+        print(f"    serve    {serve or '(vLLM defaults)'}")
+        print(f"    golden   {entry.golden} ({len(config.golden[entry.golden].prompts)} prompts)")
+        refs = config.thresholds[(hardware, entry.id)].cells
+        cells = ", ".join(f"{c.name}={_reference_text(refs[c.name])}" for c in entry.bench.cells())
+        print(f"    cells    {cells}")
+
+
+def _reference_text(ref: Reference) -> str:
+    if ref.ref is None:
+        return "pending"
+    return f"{ref.ref:g} {ref.unit}" + (" (xfail)" if ref.xfail else "")
+
+
+def _import_recipe(args: argparse.Namespace, resolved: Resolved) -> int:
+    options = ImportOptions(profile=resolved.settings.profile if resolved.sources["profile"] != "default" else "spark",
+                            golden=args.golden)
+    entries, issues = [], []
+    for file in args.files:
+        try:
+            imported = import_recipe(Path(file), options)
+        except ConfigError as exc:
+            issues.extend(exc.issues)
+            continue
+        entries.append(imported.entry)
+        for line in imported.dropped:
+            print(f"{imported.source}: dropped: {line}", file=sys.stderr)
+        for line in imported.notes:
+            print(f"{imported.source}: note: {line}", file=sys.stderr)
+    if entries:
+        sys.stdout.write(yaml.safe_dump({"models": entries}, sort_keys=False, allow_unicode=True, width=100))
+    if issues:
+        raise ConfigError(issues)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    debug = getattr(args, "debug", False)
+    if not getattr(args, "handler", None):
+        parser.print_help()
+        return 2
+    handler: Handler = args.handler
+    try:
+        resolved = from_environment(getattr(args, "settings", None), _cli_values(args))
+        return handler(args, resolved)
+    except SparkNightlyError as exc:
+        if debug:
+            traceback.print_exc()
+        for line in exc.lines():
+            print(line, file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # a bug of ours: say so, never blame the wheels
+        crash = PipelineCrash(f"internal error: {type(exc).__name__}: {exc}")
+        if debug:
+            traceback.print_exc()
+        for line in crash.lines():
+            print(line, file=sys.stderr)
+        return crash.exit_code

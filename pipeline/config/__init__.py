@@ -1,0 +1,1 @@
+"""Configuration: the model matrix, references, golden sets, their schemas and the rules between them."""

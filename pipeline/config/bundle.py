@@ -1,0 +1,117 @@
+"""Load the whole configuration (models.yaml, thresholds/, golden/) and check it, collecting every issue."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import TypeVar
+
+from pipeline.config import rules
+from pipeline.config.golden import GoldenSet, build_golden
+from pipeline.config.load import Document, display_name, load
+from pipeline.config.matrix import Matrix, build_matrix
+from pipeline.config.thresholds import Thresholds, build_thresholds
+from pipeline.errors import ConfigError, ConfigIssue
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ConfigPaths:
+    """Where the configuration lives."""
+
+    models: Path
+    thresholds: Path
+    golden: Path
+
+
+@dataclass(frozen=True)
+class Config:
+    """The validated configuration: matrix, references per (hardware, entry id), golden sets."""
+
+    paths: ConfigPaths
+    matrix: Matrix
+    thresholds: Mapping[tuple[str, str], Thresholds]
+    golden: Mapping[str, GoldenSet]
+
+    def thresholds_for(self, entry_id: str) -> Thresholds:
+        entry = self.matrix.entry(entry_id)
+        return self.thresholds[(self.matrix.profiles[entry.profile].hardware, entry.id)]
+
+
+class _Collector:
+    """Runs loaders and rules, keeping every ConfigIssue instead of stopping at the first."""
+
+    def __init__(self) -> None:
+        self.issues: list[ConfigIssue] = []
+
+    def attempt(self, action: Callable[[], T]) -> T | None:
+        try:
+            return action()
+        except ConfigError as exc:
+            self.issues.extend(exc.issues)
+            return None
+
+    def add(self, issues: Iterable[ConfigIssue]) -> int:
+        before = len(self.issues)
+        self.issues.extend(issues)
+        return len(self.issues) - before
+
+
+def load_config(paths: ConfigPaths) -> Config:
+    """Load and check everything; raise one ConfigError listing every issue in every file."""
+    found = _Collector()
+    golden_docs = _load_dir(found, paths.golden, "golden", pattern="*.yaml")
+    for doc in golden_docs.values():
+        found.add(rules.golden_set_issues(doc))
+    threshold_docs = _load_dir(found, paths.thresholds, "thresholds", pattern="*/*.yaml")
+    models_doc = found.attempt(lambda: load(paths.models, "models"))
+    if models_doc is None:
+        raise ConfigError(found.issues)
+    matrix = build_matrix(models_doc.data)
+    found.add(rules.matrix_issues(models_doc, matrix))
+    found.add(rules.golden_reference_issues(models_doc, matrix, set(golden_docs), display_name(paths.golden)))
+    thresholds = _check_thresholds(found, models_doc, matrix, paths.thresholds, threshold_docs)
+    if found.issues:
+        raise ConfigError(found.issues)
+    golden = {name: build_golden(name, doc.data) for name, doc in golden_docs.items()}
+    return Config(paths, matrix, MappingProxyType(thresholds), MappingProxyType(golden))
+
+
+def _load_dir(found: _Collector, directory: Path, schema_name: str, pattern: str) -> dict[str, Document]:
+    """Load every file of a config directory; keys are paths relative to it, without '.yaml'."""
+    if not directory.is_dir():
+        found.add([ConfigIssue(display_name(directory), 1, 1, "", "directory not found; create it or fix the path")])
+        return {}
+    docs: dict[str, Document] = {}
+    for path in sorted(directory.glob(pattern)):
+        doc = found.attempt(lambda p=path: load(p, schema_name))  # type: ignore[misc]
+        if doc is not None:
+            docs[path.relative_to(directory).with_suffix("").as_posix()] = doc
+    for stray in sorted(directory.rglob("*.yml")):
+        found.add([ConfigIssue(display_name(stray), 1, 1, "", "configuration files end in .yaml; rename it")])
+    return docs
+
+
+def _check_thresholds(found: _Collector, models_doc: Document, matrix: Matrix, directory: Path,
+                      docs: Mapping[str, Document]) -> dict[tuple[str, str], Thresholds]:
+    thresholds: dict[tuple[str, str], Thresholds] = {}
+    used: set[str] = set()
+    for entry in matrix.entries:
+        profile = matrix.profiles.get(entry.profile)
+        if profile is None:
+            continue  # already reported as an unknown profile
+        key = f"{profile.hardware}/{entry.id}"
+        used.add(key)
+        doc = docs.get(key)
+        if doc is None:
+            if (directory / f"{key}.yaml").exists():
+                continue  # the file exists but did not load: its own issues say why
+            found.add([rules.missing_threshold_file(models_doc, entry, Path(display_name(directory)) / f"{key}.yaml")])
+            continue
+        if found.add(rules.threshold_issues(doc, entry, profile.hardware)) == 0:
+            thresholds[(profile.hardware, entry.id)] = build_thresholds(profile.hardware, entry.id, doc.data)
+    found.add(rules.orphan_issues(docs, used))
+    return thresholds

@@ -1,0 +1,206 @@
+"""The model matrix as frozen dataclasses: profiles, entries, launch, serve options, benchmark cells."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Literal
+
+Accelerator = Literal["cuda", "cpu"]
+LaunchTarget = Literal["local", "docker", "ray"]
+
+
+@dataclass(frozen=True)
+class TorchExpectation:
+    """The torch build a profile's runtime must have (cuda None means a CPU build)."""
+
+    version: str
+    cuda: str | None = None
+    index_url: str | None = None
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A hardware profile: where the matrix runs and what a healthy runtime looks like there."""
+
+    name: str
+    hardware: str
+    accelerator: Accelerator
+    torch: TorchExpectation
+    candidate_from: Literal["build", "pip"]
+    candidate_requirements: tuple[str, ...] = ()
+    candidate_remove: tuple[str, ...] = ()
+    arch: str | None = None
+    accepted_cubins: tuple[str, ...] = ()
+    platform: str | None = None
+    driver_min: str | None = None
+    driver_below: str | None = None
+    health: Mapping[str, float] = field(default_factory=dict)
+    nodes: tuple[str, ...] = ()
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One benchmark cell, named exactly as llama-benchy names its rows."""
+
+    name: str
+    kind: Literal["pp", "tg"]
+    pp: int
+    tg: int
+    depth: int
+    concurrency: int
+
+
+@dataclass(frozen=True)
+class BenchSpec:
+    """Prompt sizes, generation lengths, context depths and concurrencies to measure."""
+
+    pp: tuple[int, ...]
+    tg: tuple[int, ...]
+    depth: tuple[int, ...] = (0,)
+    concurrency: tuple[int, ...] = (1,)
+    runs: int = 3
+
+    def cells(self) -> list[Cell]:
+        """Every cell in llama-benchy's order: depth, then pp, then tg, then concurrency."""
+        show_concurrency = max(self.concurrency) > 1
+        cells: list[Cell] = []
+        for depth in self.depth:
+            for pp in self.pp:
+                for tg in self.tg:
+                    for conc in self.concurrency:
+                        suffix = (f" @ d{depth}" if depth > 0 else "") + (f" (c{conc})" if show_concurrency else "")
+                        cells.append(Cell(f"pp{pp}{suffix}", "pp", pp, tg, depth, conc))
+                        cells.append(Cell(f"tg{tg}{suffix}", "tg", pp, tg, depth, conc))
+        unique: dict[str, Cell] = {}
+        for cell in cells:  # pp512 with tg32 and tg128 is one pp cell, measured in both cases
+            unique.setdefault(cell.name, cell)
+        return list(unique.values())
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How the engine is started: target, entry point, image, boot deadline."""
+
+    target: LaunchTarget
+    entrypoint: Literal["cli", "module"] = "cli"
+    image: str | None = None
+    boot_timeout_s: int = 900
+
+
+@dataclass(frozen=True)
+class Weights:
+    """Where the weights come from: a model hub cache, or a Python package (the CPU profile)."""
+
+    source: Literal["hub", "package"] = "hub"
+    package: str | None = None
+    file: str | None = None
+    convert: str | None = None
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """One matrix entry: a model served one way on one profile, with its checks."""
+
+    id: str
+    model: str
+    profile: str
+    launch: Launch
+    golden: str
+    bench: BenchSpec
+    serve: Mapping[str, Any] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict)
+    topology: Literal["solo", "cluster"] = "solo"
+    nodes: int = 1
+    revision: str | None = None
+    weights: Weights = Weights()
+    engine: str = "vllm"
+    required: bool = True
+    tags: tuple[str, ...] = ()
+    description: str = ""
+    index: int = 0
+
+    @property
+    def served_model_name(self) -> str:
+        """The id the server must report on /v1/models."""
+        return str(self.serve.get("served_model_name", self.model))
+
+    @property
+    def dtype(self) -> str:
+        return str(self.serve.get("dtype", "auto"))
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """The whole models.yaml."""
+
+    profiles: Mapping[str, Profile]
+    entries: tuple[ModelEntry, ...]
+
+    def entry(self, entry_id: str) -> ModelEntry:
+        for entry in self.entries:
+            if entry.id == entry_id:
+                return entry
+        raise KeyError(entry_id)
+
+    def for_profile(self, profile: str) -> tuple[ModelEntry, ...]:
+        return tuple(e for e in self.entries if e.profile == profile)
+
+
+def _profile(name: str, raw: Mapping[str, Any]) -> Profile:
+    torch = raw["torch"]
+    candidate = raw["candidate"]
+    driver = raw.get("driver", {})
+    return Profile(
+        name=name,
+        hardware=raw["hardware"],
+        accelerator=raw["accelerator"],
+        torch=TorchExpectation(torch["version"], torch.get("cuda"), torch.get("index_url")),
+        candidate_from=candidate["from"],
+        candidate_requirements=tuple(candidate.get("requirements", ())),
+        candidate_remove=tuple(candidate.get("remove", ())),
+        arch=raw.get("arch"),
+        accepted_cubins=tuple(raw.get("accepted_cubins", ())),
+        platform=raw.get("platform"),
+        driver_min=driver.get("min"),
+        driver_below=driver.get("below"),
+        health=MappingProxyType(dict(raw.get("health", {}))),
+        nodes=tuple(raw.get("nodes", ())),
+        description=raw.get("description", ""),
+    )
+
+
+def _entry(index: int, raw: Mapping[str, Any]) -> ModelEntry:
+    launch, bench, topology = raw["launch"], raw["bench"], raw.get("topology", {"mode": "solo"})
+    weights = raw.get("weights", {"from": "hub"})
+    mode = topology["mode"]
+    return ModelEntry(
+        id=raw["id"],
+        model=raw["model"],
+        profile=raw["profile"],
+        launch=Launch(launch["target"], launch.get("entrypoint", "cli"), launch.get("image"),
+                      launch.get("boot_timeout_s", 900)),
+        golden=raw["golden"],
+        bench=BenchSpec(tuple(bench["pp"]), tuple(bench["tg"]), tuple(bench.get("depth", (0,))),
+                        tuple(bench.get("concurrency", (1,))), bench.get("runs", 3)),
+        serve=MappingProxyType(dict(raw.get("serve", {}))),
+        env=MappingProxyType({k: str(v) for k, v in raw.get("env", {}).items()}),
+        topology=mode,
+        nodes=topology.get("nodes", 2 if mode == "cluster" else 1),
+        revision=raw.get("revision"),
+        weights=Weights(weights["from"], weights.get("package"), weights.get("file"), weights.get("convert")),
+        engine=raw.get("engine", "vllm"),
+        required=raw.get("required", True),
+        tags=tuple(raw.get("tags", ())),
+        description=raw.get("description", ""),
+        index=index,
+    )
+
+
+def build_matrix(data: Mapping[str, Any]) -> Matrix:
+    """A Matrix from schema-valid models.yaml data."""
+    profiles = {name: _profile(name, raw) for name, raw in data["profiles"].items()}
+    entries = tuple(_entry(i, raw) for i, raw in enumerate(data["models"]))
+    return Matrix(MappingProxyType(profiles), entries)

@@ -1,0 +1,108 @@
+"""Reference values per benchmark cell: a reference, a warn level and a fail level, and an xfail escape."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+HIGHER_IS_BETTER_UNITS = frozenset({"t/s"})
+METRIC_UNITS = {"pp_tps": ("t/s",), "tg_tps": ("t/s",), "peak_tps": ("t/s",),
+                "ttfr": ("ms", "s"), "est_ppt": ("ms", "s"), "e2e_ttft": ("ms", "s")}
+
+
+@dataclass(frozen=True)
+class Level:
+    """A warn or fail level: relative to the reference (-0.05 for '-5%') or an absolute bound."""
+
+    relative: float | None = None
+    absolute: float | None = None
+
+    @classmethod
+    def parse(cls, raw: float | int | str) -> Level:
+        if isinstance(raw, str):
+            return cls(relative=float(raw.rstrip("%")) / 100)
+        return cls(absolute=float(raw))
+
+    def bound(self, ref: float) -> float:
+        """The value at which this level trips."""
+        if self.relative is not None:
+            return ref * (1 + self.relative)
+        assert self.absolute is not None
+        return self.absolute
+
+    def __str__(self) -> str:
+        if self.relative is not None:
+            return f"{self.relative * 100:+g}%"
+        return f"{self.absolute:g}"
+
+
+@dataclass(frozen=True)
+class Reference:
+    """The reference for one cell, with the direction its unit implies."""
+
+    cell: str
+    metric: str
+    ref: float | None
+    unit: str
+    warn: Level
+    fail: Level
+    xfail: str | None = None
+    pending: str | None = None
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self.unit in HIGHER_IS_BETTER_UNITS
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """All references for one model on one hardware profile."""
+
+    hardware: str
+    model_id: str
+    cells: Mapping[str, Reference]
+    source: str = ""
+
+
+def default_metric(cell_name: str) -> str:
+    """pp cells are judged on prompt throughput, tg cells on generation throughput."""
+    return "pp_tps" if cell_name.startswith("pp") else "tg_tps"
+
+
+def build_thresholds(hardware: str, model_id: str, data: Mapping[str, Any]) -> Thresholds:
+    """Thresholds from schema-valid data."""
+    cells = {
+        name: Reference(name, raw.get("metric", default_metric(name)),
+                        None if raw["ref"] is None else float(raw["ref"]), raw["unit"],
+                        Level.parse(raw["warn"]), Level.parse(raw["fail"]), raw.get("xfail"), raw.get("pending"))
+        for name, raw in data["cells"].items()
+    }
+    return Thresholds(hardware, model_id, cells, data.get("source", ""))
+
+
+def level_problems(ref: Reference) -> list[tuple[str, str]]:
+    """(field, message) for levels that point the wrong way or are in the wrong order."""
+    problems: list[tuple[str, str]] = []
+    allowed = METRIC_UNITS[ref.metric]
+    if ref.unit not in allowed:
+        problems.append(("unit", f"'{ref.unit}' does not fit metric {ref.metric}; use {' or '.join(allowed)}"))
+        return problems
+    if (ref.ref is None) != (ref.pending is not None):
+        problems.append(("ref", "give a reference value, or ref: null with 'pending' saying why there is none yet"))
+        return problems
+    if ref.ref is None:
+        for name, level in (("warn", ref.warn), ("fail", ref.fail)):
+            if level.relative is None:
+                problems.append((name, "without a reference, levels must be relative (such as '-5%')"))
+        return problems
+    worse = -1 if ref.higher_is_better else 1
+    for name, level in (("warn", ref.warn), ("fail", ref.fail)):
+        delta = level.bound(ref.ref) - ref.ref
+        if delta * worse <= 0:
+            direction = "below" if ref.higher_is_better else "above"
+            problems.append((name, f"{level} is not {direction} the reference {ref.ref:g} {ref.unit}; "
+                                   f"a {ref.unit} regression is a {'lower' if ref.higher_is_better else 'higher'} value"))
+    if not problems and (ref.fail.bound(ref.ref) - ref.warn.bound(ref.ref)) * worse < 0:
+        problems.append(("fail", f"fail level {ref.fail} is milder than warn level {ref.warn}; fail must be at least as far"))
+    return problems

@@ -1,0 +1,1 @@
+"""Infrastructure: processes, servers, HTTP clients and stores, each behind one module."""
