@@ -24,14 +24,30 @@ def _common_options() -> argparse.ArgumentParser:
     """Options every subcommand accepts, before or after its name (SUPPRESS keeps either place's value)."""
     common = argparse.ArgumentParser(add_help=False)
     group = common.add_argument_group("settings")
-    group.add_argument("--settings", metavar="FILE", default=argparse.SUPPRESS,
-                       help="settings file (default: ./spark-nightly.yaml if present, or $SPARK_NIGHTLY_SETTINGS)")
-    group.add_argument("--set", metavar="KEY=VALUE", action="append", dest="overrides", default=argparse.SUPPRESS,
-                       help="override one setting, e.g. --set sources.vllm.prs=12345,12346 (repeatable)")
+    group.add_argument(
+        "--settings",
+        metavar="FILE",
+        default=argparse.SUPPRESS,
+        help="settings file (default: ./spark-nightly.yaml if present, or $SPARK_NIGHTLY_SETTINGS)",
+    )
+    group.add_argument(
+        "--set",
+        metavar="KEY=VALUE",
+        action="append",
+        dest="overrides",
+        default=argparse.SUPPRESS,
+        help="override one setting, e.g. --set sources.vllm.prs=12345,12346 (repeatable)",
+    )
     for decl in declarations():
         if decl.flag:
-            group.add_argument(decl.flag, dest=f"flag_{decl.name}", metavar=decl.name.upper(), default=argparse.SUPPRESS,
-                               choices=decl.choices or None, help=f"{decl.help} (setting {decl.key})")
+            group.add_argument(
+                decl.flag,
+                dest=f"flag_{decl.name}",
+                metavar=decl.name.upper(),
+                default=argparse.SUPPRESS,
+                choices=decl.choices or None,
+                help=f"{decl.help} (setting {decl.key})",
+            )
     group.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
     return common
 
@@ -39,26 +55,41 @@ def _common_options() -> argparse.ArgumentParser:
 def build_parser() -> argparse.ArgumentParser:
     common = _common_options()
     parser = argparse.ArgumentParser(
-        prog="spark-nightly", parents=[common],
+        prog="spark-nightly",
+        parents=[common],
         description="Nightly regression gate for vLLM + FlashInfer wheels on the DGX Spark.",
         epilog="Exit codes: 0 ok, 1 error, 2 bad configuration or usage, 3 process or engine failure, 70 internal bug.",
     )
     parser.add_argument("--version", action="version", version=f"spark-nightly {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    validate = commands.add_parser("validate", parents=[common], help="check all configuration and list every issue",
-                                   description="Check models.yaml, thresholds/, golden/ and the settings; "
-                                               "print every issue as file:line:column, exit 2 if any.")
+    validate = commands.add_parser(
+        "validate",
+        parents=[common],
+        help="check all configuration and list every issue",
+        description="Check models.yaml, thresholds/, golden/ and the settings; "
+        "print every issue as file:line:column, exit 2 if any.",
+    )
     validate.set_defaults(handler=_validate)
-    show = commands.add_parser("show", parents=[common], help="print effective settings (with sources) and the matrix",
-                               description="Print every setting with the place its value came from, then the matrix "
-                                           "entries of the selected profile.")
+    show = commands.add_parser(
+        "show",
+        parents=[common],
+        help="print effective settings (with sources) and the matrix",
+        description="Print every setting with the place its value came from, then the matrix "
+        "entries of the selected profile.",
+    )
     show.add_argument("--all", action="store_true", help="show the entries of every profile")
     show.set_defaults(handler=_show)
-    recipe = commands.add_parser("import-recipe", parents=[common], help="convert recipes into models.yaml entries",
-                                 description="Convert spark-vllm-docker (v1) and sparkrun (v2) recipes into models.yaml "
-                                             "entries on stdout; what could not be carried over is reported on stderr.")
+    recipe = commands.add_parser(
+        "import-recipe",
+        parents=[common],
+        help="convert recipes into models.yaml entries",
+        description="Convert spark-vllm-docker (v1) and sparkrun (v2) recipes into models.yaml "
+        "entries on stdout; what could not be carried over is reported on stderr.",
+    )
     recipe.add_argument("files", nargs="+", metavar="FILE", help="recipe YAML files")
-    recipe.add_argument("--golden", default="spark-general", help="golden set for the new entries (default: %(default)s)")
+    recipe.add_argument(
+        "--golden", default="spark-general", help="golden set for the new entries (default: %(default)s)"
+    )
     recipe.set_defaults(handler=_import_recipe)
     return parser
 
@@ -86,8 +117,10 @@ def _validate(args: argparse.Namespace, resolved: Resolved) -> int:
     config = load_config(config_paths(resolved))
     entries, profiles = len(config.matrix.entries), len(config.matrix.profiles)
     cells = sum(len(e.bench.cells()) for e in config.matrix.entries)
-    print(f"ok: {entries} matrix entries on {profiles} profiles, {cells} benchmark cells with references, "
-          f"{len(config.golden)} golden sets")
+    print(
+        f"ok: {entries} matrix entries on {profiles} profiles, {cells} benchmark cells with references, "
+        f"{len(config.golden)} golden sets"
+    )
     return 0
 
 
@@ -127,8 +160,9 @@ def _reference_text(ref: Reference) -> str:
 
 
 def _import_recipe(args: argparse.Namespace, resolved: Resolved) -> int:
-    options = ImportOptions(profile=resolved.settings.profile if resolved.sources["profile"] != "default" else "spark",
-                            golden=args.golden)
+    options = ImportOptions(
+        profile=resolved.settings.profile if resolved.sources["profile"] != "default" else "spark", golden=args.golden
+    )
     entries, issues = [], []
     for file in args.files:
         try:

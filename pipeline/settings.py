@@ -21,41 +21,58 @@ SETTINGS_FILE_ENV = "SPARK_NIGHTLY_SETTINGS"
 DEFAULT_SETTINGS_FILE = "spark-nightly.yaml"
 
 
-def _setting(default: Any, help: str, *, key: str, choices: tuple[str, ...] = (), flag: str | None = None,
-             secret: bool = False) -> Any:
-    return field(default=default, metadata={"key": key, "help": help, "choices": choices, "flag": flag, "secret": secret})
+def _setting(
+    default: Any, help: str, *, key: str, choices: tuple[str, ...] = (), flag: str | None = None, secret: bool = False
+) -> Any:
+    return field(
+        default=default, metadata={"key": key, "help": help, "choices": choices, "flag": flag, "secret": secret}
+    )
 
 
 @dataclass(frozen=True)
 class Settings:
     """The effective settings of one run."""
 
-    profile: str = _setting("cpu", "hardware profile of models.yaml to run", key="profile",
-                            choices=("cpu", "spark"), flag="--profile")
+    profile: str = _setting(
+        "cpu", "hardware profile of models.yaml to run", key="profile", choices=("cpu", "spark"), flag="--profile"
+    )
     config_dir: str = _setting(".", "directory holding models.yaml, thresholds/ and golden/", key="paths.config")
     runs_dir: str = _setting("runs", "where each run keeps its plan, logs, results and reports", key="paths.runs")
     wheels_dir: str = _setting("wheels", "where built wheels are written", key="paths.wheels")
     cache_dir: str = _setting("~/.cache/spark-nightly", "mirrors, runtimes, converted models", key="paths.cache")
-    vllm_repo: str = _setting("https://github.com/vllm-project/vllm.git", "vLLM repository to build", key="sources.vllm.repo")
+    vllm_repo: str = _setting(
+        "https://github.com/vllm-project/vllm.git", "vLLM repository to build", key="sources.vllm.repo"
+    )
     vllm_ref: str = _setting("main", "vLLM branch or commit to build", key="sources.vllm.ref")
-    vllm_prs: tuple[str, ...] = _setting((), "unmerged vLLM PRs to graft (numbers or URLs, #N@SHA pins a head)",
-                                         key="sources.vllm.prs")
-    flashinfer_repo: str = _setting("https://github.com/flashinfer-ai/flashinfer.git", "FlashInfer repository to build",
-                                    key="sources.flashinfer.repo")
+    vllm_prs: tuple[str, ...] = _setting(
+        (), "unmerged vLLM PRs to graft (numbers or URLs, #N@SHA pins a head)", key="sources.vllm.prs"
+    )
+    flashinfer_repo: str = _setting(
+        "https://github.com/flashinfer-ai/flashinfer.git",
+        "FlashInfer repository to build",
+        key="sources.flashinfer.repo",
+    )
     flashinfer_ref: str = _setting("main", "FlashInfer branch or commit to build", key="sources.flashinfer.ref")
     flashinfer_prs: tuple[str, ...] = _setting((), "unmerged FlashInfer PRs to graft", key="sources.flashinfer.prs")
-    publish_target: str = _setting("local", "where passing nights are published", key="publish.target",
-                                   choices=("local", "github"))
+    publish_target: str = _setting(
+        "local", "where passing nights are published", key="publish.target", choices=("local", "github")
+    )
     publish_local_dir: str = _setting("releases", "the local release store", key="publish.local_dir")
     publish_repo: str = _setting("", "GitHub repository (owner/name) for releases", key="publish.repo")
-    publish_keep_nights: int = _setting(30, "nights kept by retention (plus those marked to keep)", key="publish.keep_nights")
-    alert_target: str = _setting("local", "where regressions are raised", key="alert.target",
-                                 choices=("local", "github", "webhook"))
+    publish_keep_nights: int = _setting(
+        30, "nights kept by retention (plus those marked to keep)", key="publish.keep_nights"
+    )
+    alert_target: str = _setting(
+        "local", "where regressions are raised", key="alert.target", choices=("local", "github", "webhook")
+    )
     alert_repo: str = _setting("", "GitHub repository (owner/name) for alert issues", key="alert.repo")
-    alert_webhook_url: str = _setting("", "Slack- or Discord-compatible webhook URL", key="alert.webhook_url", secret=True)
+    alert_webhook_url: str = _setting(
+        "", "Slack- or Discord-compatible webhook URL", key="alert.webhook_url", secret=True
+    )
     github_api_url: str = _setting("https://api.github.com", "GitHub API base URL", key="github.api_url")
-    github_token_env: str = _setting("GITHUB_TOKEN", "name of the environment variable holding the GitHub token",
-                                     key="github.token_env")
+    github_token_env: str = _setting(
+        "GITHUB_TOKEN", "name of the environment variable holding the GitHub token", key="github.token_env"
+    )
 
     def path(self, name: str) -> Path:
         """A path setting, with `~` expanded."""
@@ -86,7 +103,9 @@ def declarations() -> list[Declared]:
     for f in dataclasses.fields(Settings):
         kind = {"str": "string", "int": "integer", "bool": "boolean"}.get(str(f.type), "list")
         meta = f.metadata
-        out.append(Declared(f.name, meta["key"], meta["help"], f.default, kind, meta["choices"], meta["flag"], meta["secret"]))
+        out.append(
+            Declared(f.name, meta["key"], meta["help"], f.default, kind, meta["choices"], meta["flag"], meta["secret"])
+        )
     return out
 
 
@@ -120,7 +139,9 @@ def settings_schema() -> dict[str, Any]:
         node = root
         *parents, leaf = decl.key.split(".")
         for part in parents:
-            node = node["properties"].setdefault(part, {"type": "object", "additionalProperties": False, "properties": {}})
+            node = node["properties"].setdefault(
+                part, {"type": "object", "additionalProperties": False, "properties": {}}
+            )
         leaf_schema: dict[str, Any] = {"description": decl.help}
         if decl.kind == "list":
             leaf_schema |= {"type": "array", "items": {"type": ["string", "integer"]}}
@@ -134,6 +155,7 @@ def settings_schema() -> dict[str, Any]:
 
 def _coerce(decl: Declared, raw: Any, origin: str) -> Any:
     """Turn a value from a file, env var or --set into the declared type, or raise ConfigError."""
+
     def bad(message: str) -> ConfigError:
         return ConfigError([ConfigIssue(origin, 0, 0, "", message)])  # the origin already names the key
 

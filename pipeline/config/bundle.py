@@ -72,7 +72,9 @@ def load_config(paths: ConfigPaths) -> Config:
         raise ConfigError(found.issues)
     matrix = build_matrix(models_doc.data)
     found.add(rules.matrix_issues(models_doc, matrix))
-    found.add(rules.golden_reference_issues(models_doc, matrix, set(golden_docs), display_name(paths.golden)))
+    # a golden file that exists but failed to load has reported its own issues; don't call it missing too
+    golden_names = {p.stem for p in paths.golden.glob("*.yaml")} if paths.golden.is_dir() else set()
+    found.add(rules.golden_reference_issues(models_doc, matrix, golden_names, display_name(paths.golden)))
     thresholds = _check_thresholds(found, models_doc, matrix, paths.thresholds, threshold_docs)
     if found.issues:
         raise ConfigError(found.issues)
@@ -95,14 +97,16 @@ def _load_dir(found: _Collector, directory: Path, schema_name: str, pattern: str
     return docs
 
 
-def _check_thresholds(found: _Collector, models_doc: Document, matrix: Matrix, directory: Path,
-                      docs: Mapping[str, Document]) -> dict[tuple[str, str], Thresholds]:
+def _check_thresholds(
+    found: _Collector, models_doc: Document, matrix: Matrix, directory: Path, docs: Mapping[str, Document]
+) -> dict[tuple[str, str], Thresholds]:
     thresholds: dict[tuple[str, str], Thresholds] = {}
     used: set[str] = set()
     for entry in matrix.entries:
         profile = matrix.profiles.get(entry.profile)
-        if profile is None:
-            continue  # already reported as an unknown profile
+        if profile is None:  # already reported as an unknown profile; its file is not an orphan
+            used.update(key for key in docs if key.endswith(f"/{entry.id}"))
+            continue
         key = f"{profile.hardware}/{entry.id}"
         used.add(key)
         doc = docs.get(key)

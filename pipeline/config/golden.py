@@ -66,7 +66,10 @@ def build_golden(name: str, data: Mapping[str, Any]) -> GoldenSet:
     """A GoldenSet from schema-valid data."""
     prompts = tuple(
         GoldenPrompt(
-            id=raw["id"], prompt=raw["prompt"], max_tokens=raw["max_tokens"], api=raw.get("api", "chat"),
+            id=raw["id"],
+            prompt=raw["prompt"],
+            max_tokens=raw["max_tokens"],
+            api=raw.get("api", "chat"),
             system=raw.get("system"),
             expect=_expectation(raw["expect"]) if "expect" in raw else None,
             expect_by=MappingProxyType({k: _expectation(v) for k, v in raw.get("expect_by", {}).items()}),

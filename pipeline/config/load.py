@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import jsonschema
 import yaml
@@ -84,10 +84,13 @@ class _Builder:
     def build(self, node: yaml.Node, path: JsonPath, depth: int = 0) -> Any:
         self.nodes_seen += 1
         if self.nodes_seen > MAX_NODES:
-            raise _TooLarge(node, f"more than {MAX_NODES} values after expanding aliases "
-                            "(an alias bomb?); write the values out or use fewer anchors")
+            raise _TooLargeError(
+                node,
+                f"more than {MAX_NODES} values after expanding aliases "
+                "(an alias bomb?); write the values out or use fewer anchors",
+            )
         if depth > MAX_DEPTH:
-            raise _TooLarge(node, f"nested deeper than {MAX_DEPTH} levels (a recursive alias?)")
+            raise _TooLargeError(node, f"nested deeper than {MAX_DEPTH} levels (a recursive alias?)")
         self.positions.setdefault(path, _position(node))
         if isinstance(node, yaml.MappingNode):
             return self._mapping(node, path, depth)
@@ -135,7 +138,7 @@ class _Builder:
         return ConfigIssue(self.file, line, column, format_path(path), message)
 
 
-class _TooLarge(Exception):
+class _TooLargeError(Exception):
     def __init__(self, node: yaml.Node, message: str) -> None:
         super().__init__(message)
         self.node = node
@@ -162,8 +165,10 @@ def read_text(path: Path, name: str) -> str:
     except OSError as exc:
         raise ConfigError([ConfigIssue(name, 1, 1, "", f"cannot read the file ({exc.strerror})")]) from None
     if len(raw) > MAX_FILE_BYTES:
-        message = (f"file is {len(raw):,} bytes, over the {MAX_FILE_BYTES:,}-byte limit for a "
-                   "configuration file; split it or remove what is not configuration")
+        message = (
+            f"file is {len(raw):,} bytes, over the {MAX_FILE_BYTES:,}-byte limit for a "
+            "configuration file; split it or remove what is not configuration"
+        )
         raise ConfigError([ConfigIssue(name, 1, 1, "", message)])
     try:
         return raw.decode("utf-8")
@@ -187,7 +192,7 @@ def parse_yaml(text: str, name: str) -> Document:
     builder = _Builder(name)
     try:
         data = builder.build(root, ())
-    except _TooLarge as exc:
+    except _TooLargeError as exc:
         line, column = _position(exc.node)
         raise ConfigError([ConfigIssue(name, line, column, "", str(exc))]) from None
     if builder.issues:
@@ -235,16 +240,22 @@ def _explain(doc: Document, error: ValidationError) -> Iterator[ConfigIssue]:
         yield from _unknown_keys(doc, path, error)
         return
     if error.validator in ("oneOf", "anyOf") and error.context:
-        deepest = best_match(error.context)
-        yield from _explain(doc, deepest)
+        # prefer the branch the value was meant for: one whose type it already has
+        typed = [e for e in error.context if e.validator != "type"]
+        yield from _explain(doc, best_match(typed or error.context))
         return
     yield doc.issue(path, _wording(error))
 
 
+def _schema_of(error: ValidationError) -> Mapping[str, Any]:
+    return error.schema if isinstance(error.schema, Mapping) else {}
+
+
 def _unknown_keys(doc: Document, path: JsonPath, error: ValidationError) -> Iterator[ConfigIssue]:
-    known = sorted(error.schema.get("properties", {}))
-    patterns = error.schema.get("patternProperties", {})
-    for key in error.instance:
+    known = sorted(_schema_of(error).get("properties", {}))
+    patterns = _schema_of(error).get("patternProperties", {})
+    instance: Mapping[str, Any] = cast(Any, error.instance)
+    for key in instance:
         if key in known or any(re.search(p, key) for p in patterns):
             continue
         yield doc.issue((*path, key), f"unknown key; {suggest(key, known)}", key=True)
@@ -255,12 +266,21 @@ def suggest(word: str, choices: Sequence[str]) -> str:
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     if close:
         return f"did you mean '{close[0]}'?"
+    if not choices:
+        return "none is defined yet"
     listed = ", ".join(f"'{c}'" for c in choices[:12])
-    return f"expected one of {listed}" if choices else "nothing is allowed here"
+    return f"expected one of {listed}"
 
 
-_JSON_TYPES = {"string": "a string", "integer": "an integer", "number": "a number", "boolean": "true or false",
-               "object": "a mapping", "array": "a list", "null": "nothing"}
+_JSON_TYPES = {
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "true or false",
+    "object": "a mapping",
+    "array": "a list",
+    "null": "nothing",
+}
 
 
 def _type_name(value: Any) -> str:
@@ -277,10 +297,11 @@ def _type_name(value: Any) -> str:
 
 def _wording(error: ValidationError) -> str:
     """A short, human message for one schema error."""
-    validator, expected, instance = error.validator, error.validator_value, error.instance
+    validator, expected, instance = error.validator, cast(Any, error.validator_value), error.instance
     if validator == "type":
         kinds = [expected] if isinstance(expected, str) else list(expected)
-        wanted = " or ".join(_JSON_TYPES.get(k, k) for k in kinds)
+        names = [_JSON_TYPES.get(k, k) for k in kinds]
+        wanted = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
         return f"expected {wanted}, got {_type_name(instance)}"
     if validator == "required":
         missing = error.message.split("'")[1] if "'" in error.message else str(expected)
@@ -291,7 +312,7 @@ def _wording(error: ValidationError) -> str:
     if validator == "const":
         return f"must be {expected!r}, got {instance!r}"
     if validator == "pattern":
-        described = error.schema.get("description")
+        described = _schema_of(error).get("description")
         return f"{instance!r} is not valid" + (f": {described}" if described else f" (must match {expected})")
     if validator in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
         return error.message

@@ -180,11 +180,17 @@ def _entry(index: int, raw: Mapping[str, Any]) -> ModelEntry:
         id=raw["id"],
         model=raw["model"],
         profile=raw["profile"],
-        launch=Launch(launch["target"], launch.get("entrypoint", "cli"), launch.get("image"),
-                      launch.get("boot_timeout_s", 900)),
+        launch=Launch(
+            launch["target"], launch.get("entrypoint", "cli"), launch.get("image"), launch.get("boot_timeout_s", 900)
+        ),
         golden=raw["golden"],
-        bench=BenchSpec(tuple(bench["pp"]), tuple(bench["tg"]), tuple(bench.get("depth", (0,))),
-                        tuple(bench.get("concurrency", (1,))), bench.get("runs", 3)),
+        bench=BenchSpec(
+            tuple(bench["pp"]),
+            tuple(bench["tg"]),
+            tuple(bench.get("depth", (0,))),
+            tuple(bench.get("concurrency", (1,))),
+            bench.get("runs", 3),
+        ),
         serve=MappingProxyType(dict(raw.get("serve", {}))),
         env=MappingProxyType({k: str(v) for k, v in raw.get("env", {}).items()}),
         topology=mode,

@@ -17,22 +17,37 @@ from pipeline.errors import ConfigError, ConfigIssue
 
 # vLLM flags that map to typed serve options, with the type of their value (None: a boolean switch).
 _VALUE_FLAGS: dict[str, tuple[str, type]] = {
-    "--max-model-len": ("max_model_len", int), "--dtype": ("dtype", str), "--kv-cache-dtype": ("kv_cache_dtype", str),
-    "--quantization": ("quantization", str), "-q": ("quantization", str),
+    "--max-model-len": ("max_model_len", int),
+    "--dtype": ("dtype", str),
+    "--kv-cache-dtype": ("kv_cache_dtype", str),
+    "--quantization": ("quantization", str),
+    "-q": ("quantization", str),
     "--gpu-memory-utilization": ("gpu_memory_utilization", float),
-    "--tensor-parallel-size": ("tensor_parallel_size", int), "-tp": ("tensor_parallel_size", int),
-    "--pipeline-parallel-size": ("pipeline_parallel_size", int), "-pp": ("pipeline_parallel_size", int),
-    "--tool-call-parser": ("tool_call_parser", str), "--reasoning-parser": ("reasoning_parser", str),
-    "--attention-backend": ("attention_backend", str), "--served-model-name": ("served_model_name", str),
-    "--max-num-seqs": ("max_num_seqs", int), "--max-num-batched-tokens": ("max_num_batched_tokens", int),
-    "--load-format": ("load_format", str), "--distributed-executor-backend": ("distributed_executor_backend", str),
-    "--speculative-config": ("speculative_config", dict), "--compilation-config": ("compilation_config", dict),
+    "--tensor-parallel-size": ("tensor_parallel_size", int),
+    "-tp": ("tensor_parallel_size", int),
+    "--pipeline-parallel-size": ("pipeline_parallel_size", int),
+    "-pp": ("pipeline_parallel_size", int),
+    "--tool-call-parser": ("tool_call_parser", str),
+    "--reasoning-parser": ("reasoning_parser", str),
+    "--attention-backend": ("attention_backend", str),
+    "--served-model-name": ("served_model_name", str),
+    "--max-num-seqs": ("max_num_seqs", int),
+    "--max-num-batched-tokens": ("max_num_batched_tokens", int),
+    "--load-format": ("load_format", str),
+    "--distributed-executor-backend": ("distributed_executor_backend", str),
+    "--speculative-config": ("speculative_config", dict),
+    "--compilation-config": ("compilation_config", dict),
     "-cc": ("compilation_config", dict),
 }
-_SWITCHES = {"--enforce-eager": "enforce_eager", "--trust-remote-code": "trust_remote_code",
-             "--enable-auto-tool-choice": "enable_auto_tool_choice", "--enable-prefix-caching": "enable_prefix_caching"}
+_SWITCHES = {
+    "--enforce-eager": "enforce_eager",
+    "--trust-remote-code": "trust_remote_code",
+    "--enable-auto-tool-choice": "enable_auto_tool_choice",
+    "--enable-prefix-caching": "enable_prefix_caching",
+}
 _HARNESS_FLAGS = {"--host", "--port", "--model", "--revision"}  # the harness sets these itself
 _SHELL_TOKENS = {"&&", "||", ";", "|", ">", "<"}
+_VLLM_RUNTIMES = {"vllm", "vllm-ray", "vllm-distributed", "eugr-vllm"}  # sparkrun's names for vLLM
 
 
 @dataclass
@@ -62,14 +77,21 @@ def import_recipe(path: Path, options: ImportOptions = ImportOptions()) -> Impor
         raise ConfigError([doc.issue((), "a recipe is a mapping of keys (recipe_version, name, command, ...)")])
     version = str(doc.data.get("recipe_version", "1" if {"build_args", "mods"} & doc.data.keys() else "2"))
     if version not in ("1", "2"):
-        raise ConfigError([doc.issue(("recipe_version",), f"unsupported recipe_version {version!r}; expected \"1\" or \"2\"")])
+        raise ConfigError(
+            [doc.issue(("recipe_version",), f'unsupported recipe_version {version!r}; expected "1" or "2"')]
+        )
+    runtime = str(doc.data.get("runtime") or "vllm")
+    if runtime not in _VLLM_RUNTIMES:
+        raise ConfigError(
+            [doc.issue(("runtime",), f"runtime '{runtime}' is not vLLM; spark-nightly gates vLLM builds only")]
+        )
     result = ImportedRecipe(name, {})
     command = _v1_command(doc) if version == "1" else _v2_command(doc)
     serve, model = _parse_command(doc, command, result)
     model = str(doc.data.get("model") or model or "")
     if not model:
         raise ConfigError([doc.issue(("command",), "no model: give 'model' or a model after 'vllm serve'")])
-    result.entry = _entry(doc, version, model, serve, result, options)
+    result.entry = _entry(doc, version=version, model=model, serve=serve, result=result, options=options)
     _check_entry(doc, result.entry)
     return result
 
@@ -82,9 +104,13 @@ def _v1_command(doc: Document) -> str:
     try:
         return str(doc.data["command"]).format(**defaults)  # v1 is plain str.format: literal braces are doubled
     except KeyError as exc:
-        raise ConfigError([doc.issue(("command",), f"placeholder {{{exc.args[0]}}} has no value in 'defaults'; add it there")]) from None
+        raise ConfigError(
+            [doc.issue(("command",), f"placeholder {{{exc.args[0]}}} has no value in 'defaults'; add it there")]
+        ) from None
     except (ValueError, IndexError) as exc:
-        raise ConfigError([doc.issue(("command",), f"command is not a valid template ({exc}); double literal braces: {{{{ }}}}")]) from None
+        raise ConfigError(
+            [doc.issue(("command",), f"command is not a valid template ({exc}); double literal braces: {{{{ }}}}")]
+        ) from None
 
 
 def _v2_command(doc: Document) -> str:
@@ -94,16 +120,23 @@ def _v2_command(doc: Document) -> str:
     defaults.setdefault("model", doc.data["model"])
     command = doc.data.get("command")
     if not command:  # sparkrun builds the command from defaults; so do we, for the options we know
-        flags = [f"--{key.replace('_', '-')} {{{key}}}" for key in defaults if f"--{key.replace('_', '-')}" in _VALUE_FLAGS]
-        switches = [f"--{key.replace('_', '-')}" for key, v in defaults.items() if v is True and f"--{key.replace('_', '-')}" in _SWITCHES]
+        flags = [
+            f"--{key.replace('_', '-')} {{{key}}}" for key in defaults if f"--{key.replace('_', '-')}" in _VALUE_FLAGS
+        ]
+        switches = [
+            f"--{key.replace('_', '-')}"
+            for key, v in defaults.items()
+            if v is True and f"--{key.replace('_', '-')}" in _SWITCHES
+        ]
         command = " ".join(["vllm serve {model}", *flags, *switches])
     text = str(command)
+    doubled_style = "{{" in text  # v2 writes JSON braces plainly; doubled ones are the deprecated v1 habit
     for _ in range(10):  # sparkrun substitutes until nothing changes; unknown placeholders stay as written
-        replaced = re.sub(r"(?<!\{)\{(\w+)\}(?!\})", lambda m: str(defaults.get(m.group(1), m.group(0))), text)
+        replaced = re.sub(r"\{(\w+)\}", lambda m: str(defaults.get(m.group(1), m.group(0))), text)
         if replaced == text:
             break
         text = replaced
-    return text.replace("{{", "{").replace("}}", "}")
+    return text.replace("{{", "{").replace("}}", "}") if doubled_style else text
 
 
 def _parse_command(doc: Document, command: str, result: ImportedRecipe) -> tuple[dict[str, Any], str | None]:
@@ -116,8 +149,8 @@ def _parse_command(doc: Document, command: str, result: ImportedRecipe) -> tuple
     if start is None:
         raise ConfigError([doc.issue(("command",), "no 'vllm serve' (or the OpenAI API server module) in the command")])
     if start[0]:
-        result.dropped.append(f"commands before vllm serve: {' '.join(tokens[:start[0]])}")
-    tokens = tokens[start[1]:]
+        result.dropped.append(f"commands before vllm serve: {' '.join(tokens[: start[0]])}")
+    tokens = tokens[start[1] :]
     model = tokens.pop(0) if tokens and not tokens[0].startswith("-") else None
     serve: dict[str, Any] = {}
     extra: list[str] = []
@@ -165,13 +198,16 @@ def _convert(doc: Document, flag: str, value: str, kind: type) -> Any:
             return json.loads(value)
         return kind(value)
     except ValueError as exc:
-        raise ConfigError([doc.issue(("command",), f"{flag} {value!r} is not a valid {kind.__name__}: {exc}")]) from None
+        raise ConfigError(
+            [doc.issue(("command",), f"{flag} {value!r} is not a valid {kind.__name__}: {exc}")]
+        ) from None
 
 
-def _entry(doc: Document, version: str, model: str, serve: dict[str, Any], result: ImportedRecipe,
-           options: ImportOptions) -> dict[str, Any]:
+def _entry(
+    doc: Document, *, version: str, model: str, serve: dict[str, Any], result: ImportedRecipe, options: ImportOptions
+) -> dict[str, Any]:
     data = doc.data
-    name = str(data.get("name") or model.split("/")[-1])
+    name = str(data.get("name") or model.rsplit("/", maxsplit=1)[-1])
     parallel = int(serve.get("tensor_parallel_size", 1)) * int(serve.get("pipeline_parallel_size", 1))
     cluster = _is_cluster(data, version, parallel, result)
     entry: dict[str, Any] = {"id": re.sub(r"[^a-z0-9._-]+", "-", name.lower()).strip("-"), "model": model}
@@ -196,7 +232,9 @@ def _entry(doc: Document, version: str, model: str, serve: dict[str, Any], resul
     env = data.get("env") or {}
     if env:
         entry["env"] = {str(k): str(v) for k, v in env.items()}
-    entry["topology"] = {"mode": "cluster", "nodes": max(parallel, int(data.get("min_nodes", 2)))} if cluster else {"mode": "solo"}
+    entry["topology"] = (
+        {"mode": "cluster", "nodes": max(parallel, int(data.get("min_nodes", 2)))} if cluster else {"mode": "solo"}
+    )
     entry["golden"] = options.golden
     entry["bench"] = _bench(data, result)
     entry["required"] = False
@@ -204,11 +242,32 @@ def _entry(doc: Document, version: str, model: str, serve: dict[str, Any], resul
     result.notes.append(f"add thresholds/{options.hardware}/{entry['id']}.yaml with a measured reference for each cell")
     for key in ("mods", "build_args"):
         if data.get(key):
-            why = ("patches applied inside the container are not part of a tested wheel" if key == "mods"
-                   else "spark-nightly builds its own wheels")
+            why = (
+                "patches applied inside the container are not part of a tested wheel"
+                if key == "mods"
+                else "spark-nightly builds its own wheels"
+            )
             result.dropped.append(f"{key} {list(data[key])} ({why})")
-    known = {"recipe_version", "name", "description", "model", "container", "command", "defaults", "env", "mods",
-             "build_args", "cluster_only", "solo_only", "min_nodes", "max_nodes", "benchmark", "model_revision", "mode"}
+    known = {
+        "recipe_version",
+        "name",
+        "description",
+        "model",
+        "container",
+        "command",
+        "defaults",
+        "env",
+        "mods",
+        "build_args",
+        "cluster_only",
+        "solo_only",
+        "min_nodes",
+        "max_nodes",
+        "benchmark",
+        "model_revision",
+        "mode",
+        "runtime",
+    }
     for key in sorted(set(data) - known):
         result.dropped.append(f"{key} (no models.yaml equivalent)")
     return entry
@@ -220,7 +279,9 @@ def _is_cluster(data: Mapping[str, Any], version: str, parallel: int, result: Im
     if data.get("solo_only") or data.get("max_nodes") == 1 or data.get("mode") == "solo":
         return False
     if parallel > 1:
-        result.notes.append(f"runs solo or clustered; imported as a {parallel}-node cluster for its parallel size {parallel}")
+        result.notes.append(
+            f"runs solo or clustered; imported as a {parallel}-node cluster for its parallel size {parallel}"
+        )
         return True
     return False
 
@@ -242,5 +303,11 @@ def _check_entry(doc: Document, entry: dict[str, Any]) -> None:
     model_schema = dict(schema("models")["$defs"]["model"]) | {"$defs": schema("models")["$defs"]}
     errors = list(jsonschema.Draft202012Validator(model_schema).iter_errors(entry))
     if errors:
-        raise ConfigError([ConfigIssue(doc.file, 1, 1, format_path(e.absolute_path),
-                                       f"the converted entry is invalid: {e.message}") for e in errors])
+        raise ConfigError(
+            [
+                ConfigIssue(
+                    doc.file, 1, 1, format_path(e.absolute_path), f"the converted entry is invalid: {e.message}"
+                )
+                for e in errors
+            ]
+        )

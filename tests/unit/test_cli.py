@@ -1,0 +1,94 @@
+"""The command line: help that reads well, exit codes from the error tree, show with sources."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from pipeline import cli
+from pipeline.cli import build_parser, main
+from tests.corpus import BASE
+
+
+@pytest.fixture
+def config_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    shutil.copytree(BASE, tmp_path, dirs_exist_ok=True)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_top_level_help_lists_every_command_and_the_exit_codes() -> None:
+    text = build_parser().format_help()
+    for word in ("validate", "show", "import-recipe", "--settings", "--set KEY=VALUE", "--profile", "Exit codes"):
+        assert word in text
+
+
+@pytest.mark.parametrize("command", ["validate", "show", "import-recipe"])
+def test_every_command_has_its_own_help(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main([command, "--help"])
+    assert exited.value.code == 0
+    assert "--settings" in capsys.readouterr().out
+
+
+def test_no_command_prints_help_and_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 2
+    assert "usage: spark-nightly" in capsys.readouterr().out
+
+
+def test_show_prints_each_setting_with_its_source_and_the_matrix(
+    config_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["show", "--set", "publish.keep_nights=7", "--profile", "spark"]) == 0
+    out = capsys.readouterr().out
+    assert "publish.keep_nights      7" in out and "--set publish.keep_nights" in out
+    assert "--profile spark" in out
+    assert "matrix (profile spark, 1 entries)" in out
+    assert "big  (required)" in out and "cluster x2" in out
+    assert "pp2048=500 t/s, tg32=17 t/s" in out
+
+
+def test_global_options_work_before_and_after_the_command(config_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--profile", "spark", "show"]) == 0
+    assert "--profile spark" in capsys.readouterr().out
+
+
+def test_an_unexpected_exception_is_reported_as_our_bug_with_exit_70(
+    config_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def broken(*args: object) -> int:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(cli, "load_config", broken)
+    assert main(["validate"]) == 70
+    err = capsys.readouterr().err
+    assert err.strip() == (
+        "error: internal error: RuntimeError: boom. this is a bug in spark-nightly; "
+        "rerun with --debug and report the traceback"
+    )
+
+
+def test_debug_adds_the_traceback(
+    config_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def broken(*args: object) -> int:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(cli, "load_config", broken)
+    assert main(["validate", "--debug"]) == 70
+    assert "Traceback (most recent call last)" in capsys.readouterr().err
+
+
+def test_a_malformed_set_is_a_usage_error(config_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["show", "--set", "profile"]) == 2
+    assert "--set 'profile' needs KEY=VALUE" in capsys.readouterr().err
+
+
+def test_import_recipe_writes_entries_to_stdout_and_the_report_to_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    recipe = Path(__file__).parents[1] / "data" / "recipes" / "qwen3-235b-gptq-cluster.yaml"
+    assert main(["import-recipe", str(recipe)]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("models:\n- id: qwen3-235b-a22b-gptq-int4\n")
+    assert "dropped: mods ['mods/fix-qwen3-moe-marlin']" in err

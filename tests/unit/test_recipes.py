@@ -1,0 +1,112 @@
+"""Recipe import: real-shaped spark-vllm-docker v1 and sparkrun v2 recipes become valid matrix entries."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pipeline.config.bundle import ConfigPaths, load_config
+from pipeline.config.matrix import build_matrix
+from pipeline.config.recipes import import_recipe
+from pipeline.errors import ConfigError
+from tests.corpus import BASE
+
+RECIPES = Path(__file__).parents[1] / "data" / "recipes"
+
+
+def test_a_solo_recipe_keeps_its_serve_options_env_and_image() -> None:
+    imported = import_recipe(RECIPES / "qwen3.5-35b-fp8-solo.yaml")
+    entry = imported.entry
+    assert entry["id"] == "qwen3.5-35b-a3b-fp8"
+    assert entry["launch"] == {"target": "docker", "image": "vllm-node"}
+    assert entry["topology"] == {"mode": "solo"}
+    assert entry["serve"] == {
+        "gpu_memory_utilization": 0.85,
+        "max_model_len": 65536,
+        "kv_cache_dtype": "fp8",
+        "enable_auto_tool_choice": True,
+        "tool_call_parser": "qwen3_coder",
+        "reasoning_parser": "qwen3",
+    }
+    assert entry["env"] == {"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"}
+    assert imported.dropped == ["--host 0.0.0.0 (the harness chooses it)", "--port 8000 (the harness chooses it)"]
+
+
+def test_a_cluster_only_recipe_becomes_a_two_node_ray_entry_and_reports_its_mods() -> None:
+    imported = import_recipe(RECIPES / "qwen3-235b-gptq-cluster.yaml")
+    entry = imported.entry
+    assert entry["launch"]["target"] == "ray"
+    assert entry["topology"] == {"mode": "cluster", "nodes": 2}
+    assert entry["serve"]["tensor_parallel_size"] == 2
+    assert entry["serve"]["distributed_executor_backend"] == "ray"
+    assert any(line.startswith("mods ['mods/fix-qwen3-moe-marlin']") for line in imported.dropped)
+
+
+def test_doubled_braces_in_a_v1_command_become_json_options() -> None:
+    imported = import_recipe(RECIPES / "gpt-oss-120b-speculative.yaml")
+    serve = imported.entry["serve"]
+    assert serve["speculative_config"] == {
+        "method": "eagle3",
+        "model": "nvidia/gpt-oss-120b-Eagle3",
+        "num_speculative_tokens": 3,
+    }
+    assert serve["compilation_config"] == {"cudagraph_mode": "piecewise"}
+    assert serve["extra_args"] == ["--async-scheduling"]
+    assert any(line.startswith("build_args ['--exp-mxfp4']") for line in imported.dropped)
+    assert "env" not in imported.entry  # `env:` with nothing after it is null in real recipes
+
+
+def test_a_v2_recipe_resolves_nested_placeholders_in_plain_json_and_its_benchmark() -> None:
+    entry = import_recipe(RECIPES / "qwen3-8b-sparkrun-v2.yaml").entry
+    assert entry["serve"]["speculative_config"] == {"method": "ngram", "num_speculative_tokens": 4}
+    assert entry["serve"]["served_model_name"] == "qwen3-8b"
+    assert entry["bench"] == {"pp": [512, 2048], "tg": [32, 128], "depth": [0, 4096]}
+    assert entry["topology"] == {"mode": "solo"}
+
+
+def test_a_placeholder_without_a_default_is_located() -> None:
+    with pytest.raises(ConfigError) as caught:
+        import_recipe(RECIPES / "broken-missing-placeholder.yaml")
+    assert str(caught.value.issues[0]).endswith(
+        "broken-missing-placeholder.yaml:5:10: command: "
+        "placeholder {max_model_len} has no value in 'defaults'; add it there"
+    )
+
+
+def test_a_runtime_other_than_vllm_is_refused(tmp_path: Path) -> None:
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text('recipe_version: "2"\nmodel: org/m\nruntime: sglang\n')
+    with pytest.raises(ConfigError) as caught:
+        import_recipe(recipe)
+    assert "runtime 'sglang' is not vLLM" in str(caught.value.issues[0])
+
+
+def test_imported_entries_pass_validate_once_they_have_references(tmp_path: Path) -> None:
+    config = tmp_path / "config"
+    shutil.copytree(BASE, config)
+    models = yaml.safe_load((config / "models.yaml").read_text())
+    good = [
+        "qwen3.5-35b-fp8-solo.yaml",
+        "qwen3-235b-gptq-cluster.yaml",
+        "gpt-oss-120b-speculative.yaml",
+        "qwen3-8b-sparkrun-v2.yaml",
+    ]
+    for name in good:
+        entry = import_recipe(RECIPES / name).entry
+        entry["golden"] = "basic"
+        models["models"].append(entry)
+        cells = {c: {"ref": 10, "unit": "t/s", "warn": "-5%", "fail": "-10%"} for c in _cell_names(entry)}
+        (config / "thresholds" / "spark-gb10" / f"{entry['id']}.yaml").write_text(
+            yaml.safe_dump({"version": 1, "cells": cells})
+        )
+    (config / "models.yaml").write_text(yaml.safe_dump(models, sort_keys=False))
+    loaded = load_config(ConfigPaths(config / "models.yaml", config / "thresholds", config / "golden"))
+    assert len(loaded.matrix.entries) == 2 + len(good)
+
+
+def _cell_names(entry: dict[str, object]) -> list[str]:
+    profiles = yaml.safe_load((BASE / "models.yaml").read_text())["profiles"]
+    return [c.name for c in build_matrix({"profiles": profiles, "models": [entry]}).entries[0].bench.cells()]

@@ -1,0 +1,48 @@
+"""Reference levels and benchmark cell names (llama-benchy's naming)."""
+
+from __future__ import annotations
+
+from pipeline.config.matrix import BenchSpec
+from pipeline.config.thresholds import Level, Reference, level_problems
+
+
+def test_cells_are_named_and_ordered_like_llama_benchy() -> None:
+    names = [c.name for c in BenchSpec(pp=(512, 2048), tg=(32,), depth=(0, 4096)).cells()]
+    assert names == ["pp512", "tg32", "pp2048", "pp512 @ d4096", "tg32 @ d4096", "pp2048 @ d4096"]
+
+
+def test_concurrency_suffix_appears_only_when_some_level_exceeds_one() -> None:
+    assert [c.name for c in BenchSpec(pp=(128,), tg=(32,), concurrency=(1,)).cells()] == ["pp128", "tg32"]
+    cells = BenchSpec(pp=(128,), tg=(32,), concurrency=(1, 4)).cells()
+    assert [(c.name, c.concurrency) for c in cells] == [
+        ("pp128 (c1)", 1),
+        ("tg32 (c1)", 1),
+        ("pp128 (c4)", 4),
+        ("tg32 (c4)", 4),
+    ]
+
+
+def test_levels_parse_relative_and_absolute() -> None:
+    assert Level.parse("-5%").bound(200.0) == 190.0
+    assert Level.parse(180).bound(200.0) == 180.0
+    assert str(Level.parse("-12.5%")) == "-12.5%"
+
+
+def _ref(unit: str, warn: str | float, fail: str | float, metric: str = "tg_tps") -> Reference:
+    return Reference("c", metric, 100.0, unit, Level.parse(warn), Level.parse(fail))
+
+
+def test_throughput_levels_must_be_below_and_latency_levels_above_the_reference() -> None:
+    assert level_problems(_ref("t/s", "-5%", "-10%")) == []
+    assert level_problems(_ref("ms", "+5%", 130, metric="e2e_ttft")) == []
+    assert [f for f, _ in level_problems(_ref("ms", "-5%", "+10%", metric="e2e_ttft"))] == ["warn"]
+
+
+def test_fail_must_be_at_least_as_far_as_warn() -> None:
+    assert [f for f, _ in level_problems(_ref("t/s", "-10%", "-5%"))] == ["fail"]
+    assert level_problems(_ref("t/s", "-5%", "-5%")) == []
+
+
+def test_a_pending_reference_takes_only_relative_levels() -> None:
+    pending = Reference("c", "tg_tps", None, "t/s", Level.parse("-5%"), Level.parse(40), pending="not measured yet")
+    assert [f for f, _ in level_problems(pending)] == ["fail"]
