@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 from pipeline import __version__
+from pipeline.commands import engine
 from pipeline.config.bundle import Config, ConfigPaths, load_config
 from pipeline.config.recipes import ImportOptions, import_recipe
 from pipeline.config.thresholds import Reference
 from pipeline.errors import ConfigError, PipelineCrash, SparkNightlyError, UsageError
-from pipeline.settings import Resolved, declarations, from_environment
+from pipeline.settings import Resolved, Settings, declarations, from_environment
 
 Handler = Callable[[argparse.Namespace, Resolved], int]
 
@@ -91,7 +94,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--golden", default="spark-general", help="golden set for the new entries (default: %(default)s)"
     )
     recipe.set_defaults(handler=_import_recipe)
+    engine.add_parser(commands, common)
+    for name in ("engine",):
+        commands.choices[name].set_defaults(handler=_with_config(engine.run))
     return parser
+
+
+def _with_config(handler: Callable[[argparse.Namespace, Settings, Config], int]) -> Handler:
+    """A handler that needs validated configuration: validate first, so a bad file stops everything."""
+
+    def wrapped(args: argparse.Namespace, resolved: Resolved) -> int:
+        return handler(args, resolved.settings, load_config(config_paths(resolved)))
+
+    return wrapped
 
 
 def _cli_values(args: argparse.Namespace) -> list[tuple[str, str, str]]:
@@ -182,8 +197,30 @@ def _import_recipe(args: argparse.Namespace, resolved: Resolved) -> int:
     return 0
 
 
+def _install_signal_handlers() -> tuple[Any, Any]:
+    """Ctrl-C and a runner's SIGTERM both end the run cleanly (servers stopped, nothing half-written).
+
+    A process started in the background by a non-interactive shell inherits SIGINT as ignored;
+    restore Python's handler so Ctrl-C and `kill -INT` always reach our clean-up code.
+    """
+
+    def terminate(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    return signal.signal(signal.SIGINT, signal.default_int_handler), signal.signal(signal.SIGTERM, terminate)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
+    previous = _install_signal_handlers()
+    try:
+        return _run(argv)
+    finally:
+        signal.signal(signal.SIGINT, previous[0])
+        signal.signal(signal.SIGTERM, previous[1])
+
+
+def _run(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     debug = getattr(args, "debug", False)

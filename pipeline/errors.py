@@ -5,6 +5,7 @@
     ├── ConfigError             2  configuration files or settings are invalid (lists every issue)
     ├── ProcessError            3  a subprocess failed, timed out or went silent (carries its log tail)
     ├── EngineError             3  a candidate engine could not be set up, booted or reached
+    │   └── BootError           3  the server died, hung or served the wrong model while booting
     └── PipelineCrash          70  a bug in spark-nightly itself, never blamed on the wheels
 
 The CLI prints one line per error (`error: what happened. what to do`) and the traceback only
@@ -90,6 +91,24 @@ class EngineError(SparkNightlyError):
 
     exit_code = 3
     hint = "see the engine log named above"
+
+
+class BootError(EngineError):
+    """The server did not become ready: `cause` is the classified reason, the log tail the evidence."""
+
+    def __init__(self, cause: str, detail: str, log_tail: str = "", log_path: str = "") -> None:
+        self.cause = cause
+        self.detail = detail
+        self.log_tail = log_tail
+        self.log_path = log_path
+        super().__init__(f"boot failed ({cause}): {detail}")
+
+    def lines(self) -> list[str]:
+        out = [f"error: {self}. {self.hint}"]
+        if self.log_path:
+            out.append(f"log: {self.log_path}")
+        out.extend("  | " + line for line in self.log_tail.splitlines())
+        return out
 
 
 class PipelineCrash(SparkNightlyError):

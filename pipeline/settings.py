@@ -15,9 +15,11 @@ from typing import Any
 
 from pipeline.config.load import Document, display_name, parse_yaml, read_text, schema_issues, suggest
 from pipeline.errors import ConfigError, ConfigIssue
+from pipeline.infra.procs import OWNER_ENV  # marks spark-nightly's own processes; not a setting
 
 ENV_PREFIX = "SPARK_NIGHTLY_"
 SETTINGS_FILE_ENV = "SPARK_NIGHTLY_SETTINGS"
+NOT_SETTINGS = frozenset({SETTINGS_FILE_ENV, OWNER_ENV})
 DEFAULT_SETTINGS_FILE = "spark-nightly.yaml"
 
 
@@ -196,7 +198,7 @@ def resolve(*, settings_file: str | None, environ: Mapping[str, str], cli: Seque
                 apply(key, found, f"{doc.file}:{line}")
     by_env = {d.env: d.key for d in decls.values()}
     for name, raw in sorted(environ.items()):
-        if not name.startswith(ENV_PREFIX) or name == SETTINGS_FILE_ENV:
+        if not name.startswith(ENV_PREFIX) or name in NOT_SETTINGS:
             continue
         if name in by_env:
             apply(by_env[name], raw, f"env {name}")

@@ -38,6 +38,7 @@ class Profile:
     driver_below: str | None = None
     health: Mapping[str, float] = field(default_factory=dict)
     nodes: tuple[str, ...] = ()
+    base_image: str | None = None
     description: str = ""
 
 
@@ -98,6 +99,7 @@ class Weights:
     package: str | None = None
     file: str | None = None
     convert: str | None = None
+    sha256: str | None = None
 
 
 @dataclass(frozen=True)
@@ -168,6 +170,7 @@ def _profile(name: str, raw: Mapping[str, Any]) -> Profile:
         driver_below=driver.get("below"),
         health=MappingProxyType(dict(raw.get("health", {}))),
         nodes=tuple(raw.get("nodes", ())),
+        base_image=raw.get("base_image"),
         description=raw.get("description", ""),
     )
 
@@ -196,7 +199,9 @@ def _entry(index: int, raw: Mapping[str, Any]) -> ModelEntry:
         topology=mode,
         nodes=topology.get("nodes", 2 if mode == "cluster" else 1),
         revision=raw.get("revision"),
-        weights=Weights(weights["from"], weights.get("package"), weights.get("file"), weights.get("convert")),
+        weights=Weights(
+            weights["from"], weights.get("package"), weights.get("file"), weights.get("convert"), weights.get("sha256")
+        ),
         engine=raw.get("engine", "vllm"),
         required=raw.get("required", True),
         tags=tuple(raw.get("tags", ())),

@@ -1,0 +1,207 @@
+"""Launch targets: the exact commands that start an entry as a local process, a docker container, or a Ray cluster.
+
+Every target renders its commands as argv lists before anything runs, so `--dry-run` shows exactly
+what would run, and the server harness starts the same argv it printed.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from pipeline.config.matrix import ModelEntry, Profile
+
+RAY_PORT = 6379
+CONTAINER_HF_CACHE = "/root/.cache/huggingface"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One command to run, on a host ('' is this machine), kept running in the background or waited for."""
+
+    argv: tuple[str, ...]
+    host: str = ""
+    background: bool = False
+    purpose: str = ""
+
+    def runnable(self) -> tuple[str, ...]:
+        """The argv to execute from this machine: as it is, or through ssh to its host."""
+        return self.argv if not self.host else ("ssh", self.host, shlex.join(self.argv))
+
+    def render(self) -> str:
+        return shlex.join(self.runnable())
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """The commands of one launch; the last step is the API server the harness waits on."""
+
+    target: str
+    steps: tuple[Step, ...]
+    env: Mapping[str, str] = field(default_factory=dict)
+    cleanup: tuple[Step, ...] = ()
+
+    @property
+    def server(self) -> Step:
+        return self.steps[-1]
+
+    def render(self) -> str:
+        lines = [f"# launch target: {self.target}"]
+        lines += [f"export {k}={shlex.quote(v)}" for k, v in sorted(self.env.items())]
+        for step in self.steps:
+            if step.purpose:
+                lines.append(f"# {step.purpose}")
+            lines.append(step.render() + (" &" if step.background else ""))
+        for step in self.cleanup:
+            lines.append(f"# on exit: {step.render()}")
+        return "\n".join(lines)
+
+
+def serve_arguments(entry: ModelEntry, *, host: str, port: int) -> list[str]:
+    """vLLM flags for an entry: typed serve options, then extra_args, then what the harness decides."""
+    args: list[str] = []
+    for key, value in entry.serve.items():
+        if key in ("extra_args", "served_model_name"):
+            continue
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            args.append(flag)
+        elif value is False:
+            if key == "enable_prefix_caching":
+                args.append("--no-enable-prefix-caching")
+        elif isinstance(value, Mapping):
+            args += [flag, json.dumps(value, separators=(",", ":"), sort_keys=True)]
+        else:
+            args += [flag, str(value)]
+    if entry.revision:
+        args += ["--revision", entry.revision]
+    args += ["--served-model-name", entry.served_model_name, "--host", host, "--port", str(port)]
+    return args + [str(a) for a in entry.serve.get("extra_args", ())]  # last, so a maintainer's flag wins
+
+
+def local_plan(entry: ModelEntry, *, python: str, vllm: str, model_ref: str, port: int) -> LaunchPlan:
+    """A bare-metal process on this machine (the CPU profile)."""
+    if entry.launch.entrypoint == "module":
+        head = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", model_ref]
+    else:
+        head = [vllm, "serve", model_ref]
+    argv = (*head, *serve_arguments(entry, host="127.0.0.1", port=port))
+    return LaunchPlan("local", (Step(argv, purpose="the API server"),), env=dict(entry.env) | {"HF_HUB_OFFLINE": "1"})
+
+
+def docker_plan(
+    entry: ModelEntry, *, image: str, model_ref: str, port: int, container: str, hf_cache: str
+) -> LaunchPlan:
+    """`docker run` on a Spark: all GPUs, host IPC and network, a large /dev/shm, the shared model cache."""
+    env = dict(entry.env) | {"HF_HUB_OFFLINE": "1"}
+    argv = [
+        "docker",
+        "run",
+        "--rm",
+        "--name",
+        container,
+        "--gpus",
+        "all",
+        "--ipc",
+        "host",
+        "--network",
+        "host",
+        "--shm-size",
+        "16g",
+        "--ulimit",
+        "memlock=-1",
+        "--ulimit",
+        "stack=67108864",
+        "-v",
+        f"{hf_cache}:{CONTAINER_HF_CACHE}",
+    ]
+    for key, value in sorted(env.items()):
+        argv += ["-e", f"{key}={value}"]
+    argv += [image, "vllm", "serve", model_ref, *serve_arguments(entry, host="0.0.0.0", port=port)]
+    return LaunchPlan(
+        "docker",
+        (Step(tuple(argv), purpose="the API server in its container"),),
+        cleanup=(Step(("docker", "rm", "--force", container)),),
+    )
+
+
+def ray_plan(
+    entry: ModelEntry,
+    profile: Profile,
+    *,
+    image: str,
+    model_ref: str,
+    port: int,
+    container: str,
+    hf_cache: str,
+    head_address: str,
+) -> LaunchPlan:
+    """A Ray cluster over the profile's hosts: a head container, worker containers, then vllm serve on the head."""
+    hosts = profile.nodes[: entry.nodes]
+    if len(hosts) < entry.nodes:
+        raise ValueError(f"{entry.id} needs {entry.nodes} hosts, profile {profile.name} lists {len(hosts)}")
+    env = dict(entry.env) | {"HF_HUB_OFFLINE": "1", "VLLM_HOST_IP": head_address}
+
+    def container_argv(name: str, command: Sequence[str]) -> tuple[str, ...]:
+        argv = [
+            "docker",
+            "run",
+            "--rm",
+            "--name",
+            name,
+            "--gpus",
+            "all",
+            "--ipc",
+            "host",
+            "--network",
+            "host",
+            "--shm-size",
+            "16g",
+            "--device",
+            "/dev/infiniband",
+            "-v",
+            f"{hf_cache}:{CONTAINER_HF_CACHE}",
+        ]
+        for key, value in sorted(env.items()):
+            argv += ["-e", f"{key}={value}"]
+        return (*argv, image, *command)
+
+    steps = [
+        Step(
+            container_argv(
+                f"{container}-head",
+                ["ray", "start", "--head", f"--port={RAY_PORT}", f"--node-ip-address={head_address}", "--block"],
+            ),
+            host=hosts[0],
+            background=True,
+            purpose=f"Ray head on {hosts[0]}",
+        )
+    ]
+    for index, host in enumerate(hosts[1:], start=1):
+        steps.append(
+            Step(
+                container_argv(
+                    f"{container}-worker{index}", ["ray", "start", f"--address={head_address}:{RAY_PORT}", "--block"]
+                ),
+                host=host,
+                background=True,
+                purpose=f"Ray worker on {host}",
+            )
+        )
+    serve = (
+        "docker",
+        "exec",
+        f"{container}-head",
+        "vllm",
+        "serve",
+        model_ref,
+        *serve_arguments(entry, host="0.0.0.0", port=port),
+    )
+    steps.append(Step(serve, host=hosts[0], purpose="the API server on the head, across the cluster"))
+    cleanup = tuple(
+        Step(("docker", "rm", "--force", f"{container}-{suffix}"), host=host)
+        for suffix, host in [("head", hosts[0]), *((f"worker{i}", h) for i, h in enumerate(hosts[1:], 1))]
+    )
+    return LaunchPlan("ray", tuple(steps), cleanup=cleanup)

@@ -1,0 +1,233 @@
+"""An OpenAI-compatible HTTP client (httpx): models, chat, completions, streaming with timestamps, /metrics."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from pipeline.errors import EngineError
+
+
+@dataclass(frozen=True)
+class ServedModel:
+    """One entry of /v1/models."""
+
+    id: str
+    max_model_len: int | None
+    root: str | None
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    """One generated token with its logprob and the top alternatives (None where the server sent null)."""
+
+    token: str
+    logprob: float | None
+    top: Mapping[str, float | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Completion:
+    """A finished, non-streamed answer."""
+
+    text: str
+    finish_reason: str | None
+    prompt_tokens: int
+    completion_tokens: int
+    logprobs: tuple[TokenLogprob, ...] = ()
+    raw: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StreamChunk:
+    """One server-sent event of a streamed answer, with the time it arrived (time.perf_counter)."""
+
+    at: float
+    data: Mapping[str, Any]
+
+    @property
+    def text(self) -> str:
+        choices = self.data.get("choices") or []
+        if not choices:
+            return ""
+        choice = choices[0]
+        delta = choice.get("delta") or {}
+        return str(
+            delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning") or choice.get("text") or ""
+        )
+
+
+@dataclass(frozen=True)
+class MetricSample:
+    """One Prometheus sample: name, labels, value."""
+
+    name: str
+    labels: Mapping[str, str]
+    value: float
+
+
+_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)")
+_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+def parse_metrics(text: str) -> list[MetricSample]:
+    """Parse Prometheus text exposition into samples (comments and malformed lines skipped)."""
+    samples = []
+    for line in text.splitlines():
+        match = _SAMPLE.match(line)
+        if not match or line.startswith("#"):
+            continue
+        try:
+            value = float(match.group(3))
+        except ValueError:
+            continue
+        labels = dict(_LABEL.findall(match.group(2) or ""))
+        samples.append(MetricSample(match.group(1), labels, value))
+    return samples
+
+
+def metric_total(samples: Sequence[MetricSample], name: str) -> float | None:
+    """The sum of a metric over its label sets, or None when the server does not export it."""
+    values = [s.value for s in samples if s.name == name]
+    return sum(values) if values else None
+
+
+class OpenAIClient:
+    """A client for one server; pass an httpx.Client to inject a transport or change timeouts."""
+
+    def __init__(self, base_url: str, *, client: httpx.Client | None = None, timeout_s: float = 120.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._http = client or httpx.Client(timeout=httpx.Timeout(timeout_s, connect=5.0))
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> OpenAIClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def models(self) -> list[ServedModel]:
+        body = self._get_json("/v1/models")
+        return [ServedModel(str(m["id"]), m.get("max_model_len"), m.get("root")) for m in body.get("data", [])]
+
+    def metrics(self) -> list[MetricSample]:
+        response = self._request("GET", "/metrics")
+        return parse_metrics(response.text)
+
+    def chat(
+        self,
+        model: str,
+        messages: Sequence[Mapping[str, str]],
+        *,
+        max_tokens: int,
+        temperature: float = 0.0,
+        top_logprobs: int | None = None,
+        **extra: Any,
+    ) -> Completion:
+        payload: dict[str, Any] = {
+            "model": model,
+            "messages": list(messages),
+            "max_tokens": max_tokens,
+            "temperature": temperature,
+            **extra,
+        }
+        if top_logprobs is not None:
+            payload |= {"logprobs": True, "top_logprobs": top_logprobs}
+        body = self._post_json("/v1/chat/completions", payload)
+        choice = body["choices"][0]
+        content = choice.get("logprobs", {}) or {}
+        tokens = tuple(_token_logprob(t) for t in content.get("content") or [])
+        return _completion(str(choice["message"].get("content") or ""), choice, body, tokens)
+
+    def complete(
+        self,
+        model: str,
+        prompt: str,
+        *,
+        max_tokens: int,
+        temperature: float = 0.0,
+        logprobs: int | None = None,
+        **extra: Any,
+    ) -> Completion:
+        payload: dict[str, Any] = {
+            "model": model,
+            "prompt": prompt,
+            "max_tokens": max_tokens,
+            "temperature": temperature,
+            **extra,
+        }
+        if logprobs is not None:
+            payload["logprobs"] = logprobs
+        body = self._post_json("/v1/completions", payload)
+        choice = body["choices"][0]
+        lp = choice.get("logprobs") or {}
+        tops = lp.get("top_logprobs") or [{} for _ in lp.get("tokens") or []]
+        tokens = tuple(
+            TokenLogprob(tok, value, dict(top or {}))
+            for tok, value, top in zip(lp.get("tokens") or [], lp.get("token_logprobs") or [], tops, strict=False)
+        )
+        return _completion(str(choice.get("text") or ""), choice, body, tokens)
+
+    def stream(self, path: str, payload: Mapping[str, Any]) -> Iterator[StreamChunk]:
+        """POST with stream=true; yield each event with its arrival time, until `data: [DONE]`."""
+        body = dict(payload) | {"stream": True}
+        try:
+            with self._http.stream("POST", self.base_url + path, json=body) as response:
+                if response.status_code != 200:
+                    response.read()
+                    raise EngineError(f"POST {path} answered {response.status_code}: {response.text[:300]}")
+                for line in response.iter_lines():
+                    at = time.perf_counter()
+                    if not line.startswith("data:"):
+                        continue
+                    data = line[5:].strip()
+                    if data == "[DONE]":
+                        return
+                    yield StreamChunk(at, json.loads(data))
+        except httpx.HTTPError as exc:
+            raise EngineError(f"POST {path} failed: {type(exc).__name__}: {exc}") from None
+        raise EngineError(f"POST {path}: the stream ended without data: [DONE]")
+
+    def _get_json(self, path: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._request("GET", path).json()
+        return result
+
+    def _post_json(self, path: str, payload: Mapping[str, Any]) -> dict[str, Any]:
+        result: dict[str, Any] = self._request("POST", path, json=payload).json()
+        return result
+
+    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        try:
+            response = self._http.request(method, self.base_url + path, **kwargs)
+        except httpx.HTTPError as exc:
+            raise EngineError(f"{method} {path} failed: {type(exc).__name__}: {exc}") from None
+        if response.status_code != 200:
+            raise EngineError(f"{method} {path} answered {response.status_code}: {response.text[:300]}")
+        return response
+
+
+def _token_logprob(raw: Mapping[str, Any]) -> TokenLogprob:
+    top = {alt["token"]: alt.get("logprob") for alt in raw.get("top_logprobs") or []}
+    return TokenLogprob(raw["token"], raw.get("logprob"), top)
+
+
+def _completion(
+    text: str, choice: Mapping[str, Any], body: Mapping[str, Any], tokens: tuple[TokenLogprob, ...]
+) -> Completion:
+    usage = body.get("usage") or {}
+    return Completion(
+        text,
+        choice.get("finish_reason"),
+        int(usage.get("prompt_tokens", 0)),
+        int(usage.get("completion_tokens", 0)),
+        tokens,
+        body,
+    )

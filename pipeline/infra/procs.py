@@ -1,0 +1,219 @@
+"""The only subprocess runner: argv lists, own process group, wall and inactivity timeouts, logs, escalation.
+
+Every process spark-nightly starts goes through here. Each runs in a new session (its own process
+group), writes all of its output to a log file, and carries an owner marker in its environment so
+that any survivor can be found by that marker and stopped by its pid, never by its name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline.errors import ProcessError
+
+OWNER_ENV = "SPARK_NIGHTLY_OWNER"
+TAIL_LINES = 40
+_POLL_S = 0.1
+
+
+def log_tail(path: Path, lines: int = TAIL_LINES) -> str:
+    """The last `lines` lines of a log file (empty if it does not exist)."""
+    try:
+        with path.open("rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - 64 * 1024))
+            text = handle.read().decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+@dataclass(frozen=True)
+class Finished:
+    """A process that ran to its end."""
+
+    argv: tuple[str, ...]
+    returncode: int
+    duration_s: float
+    log_path: Path
+
+
+class Process:
+    """A started process in its own process group, with its output going to a log file."""
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        log_path: Path,
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+        owner: str | None = None,
+    ) -> None:
+        self.argv = tuple(argv)
+        self.log_path = log_path
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        full_env = dict(os.environ if env is None else env)
+        if owner:
+            full_env[OWNER_ENV] = owner
+        self.started = time.monotonic()
+        with log_path.open("ab") as log:
+            log.write(f"$ {' '.join(self.argv)}\n".encode())
+            log.flush()
+            try:
+                self._popen = subprocess.Popen(
+                    self.argv,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env=full_env,
+                    cwd=cwd,
+                    start_new_session=True,
+                )
+            except OSError as exc:
+                raise ProcessError(f"cannot start {self.argv[0]}: {exc.strerror}", log_path=str(log_path)) from None
+        self.pid = self._popen.pid
+        self._members: set[int] = {self.pid}
+
+    def poll(self) -> int | None:
+        """The exit code, or None while it runs."""
+        self._members |= set(descendants(self.pid))
+        return self._popen.poll()
+
+    def wait(self, timeout_s: float) -> int | None:
+        try:
+            return self._popen.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def elapsed_s(self) -> float:
+        return time.monotonic() - self.started
+
+    def tail(self, lines: int = TAIL_LINES) -> str:
+        return log_tail(self.log_path, lines)
+
+    def stop(self, *, int_grace_s: float = 10.0, term_grace_s: float = 10.0) -> int:
+        """Stop the whole group: SIGINT, then SIGTERM, then SIGKILL, each with a deadline; then any straggler."""
+        self._members |= set(descendants(self.pid))
+        for sig, grace in ((signal.SIGINT, int_grace_s), (signal.SIGTERM, term_grace_s), (signal.SIGKILL, 5.0)):
+            if self._popen.poll() is None or self._alive_members():
+                _signal_group(self.pid, sig)
+                deadline = time.monotonic() + grace
+                while time.monotonic() < deadline and (self._popen.poll() is None or self._alive_members()):
+                    time.sleep(_POLL_S)
+        for pid in self._alive_members():  # a child that left our group: still ours, stop it by its pid
+            _kill(pid, signal.SIGKILL)
+        code = self._popen.wait()
+        return code
+
+    def _alive_members(self) -> list[int]:
+        return [pid for pid in self._members if pid != self.pid and _alive(pid)]
+
+
+def run(
+    argv: Sequence[str],
+    log_path: Path,
+    *,
+    timeout_s: float,
+    inactivity_s: float | None = None,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    owner: str | None = None,
+    check: bool = True,
+) -> Finished:
+    """Run to completion; raise ProcessError (with the log's tail) on failure, timeout or silence."""
+    process = Process(argv, log_path, env=env, cwd=cwd, owner=owner)
+    last_size, last_change = -1, time.monotonic()
+    try:
+        while (code := process.poll()) is None:
+            now = time.monotonic()
+            size = log_path.stat().st_size
+            if size != last_size:
+                last_size, last_change = size, now
+            if process.elapsed_s() > timeout_s:
+                process.stop()
+                raise _failure(process, f"timed out after {timeout_s:g} s")
+            if inactivity_s is not None and now - last_change > inactivity_s:
+                process.stop()
+                raise _failure(process, f"printed nothing for {inactivity_s:g} s and was stopped")
+            process.wait(_POLL_S * 2)
+    except KeyboardInterrupt:
+        process.stop()
+        raise
+    finished = Finished(process.argv, code, process.elapsed_s(), log_path)
+    if check and code != 0:
+        raise _failure(process, f"exited with code {code}")
+    return finished
+
+
+def _failure(process: Process, what: str) -> ProcessError:
+    name = Path(process.argv[0]).name + (f" {process.argv[1]}" if len(process.argv) > 1 else "")
+    return ProcessError(f"{name} {what}", log_tail=process.tail(), log_path=str(process.log_path))
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live descendant of `pid`, read from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        parent = _parent_of(int(entry.name))
+        if parent is not None:
+            children.setdefault(parent, []).append(int(entry.name))
+    found, queue = [], [pid]
+    while queue:
+        for child in children.get(queue.pop(), []):
+            found.append(child)
+            queue.append(child)
+    return found
+
+
+def owned_processes(owner: str) -> list[int]:
+    """Live processes marked with this owner or one nested under it (ours, whatever they renamed themselves to)."""
+    marker, nested = f"{OWNER_ENV}={owner}".encode(), f"{OWNER_ENV}={owner}/".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        variables = environ.split(b"\0")
+        if any(v == marker or v.startswith(nested) for v in variables) and _alive(int(entry.name)):
+            found.append(int(entry.name))
+    return found
+
+
+def _parent_of(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[1])  # the command name may hold spaces and ')'
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"  # a zombie has exited; only its parent's wait is missing
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, sig)
+
+
+def _kill(pid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, sig)

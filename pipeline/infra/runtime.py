@@ -1,0 +1,192 @@
+"""Candidate runtimes: an isolated venv installed from a lock of exact files with sha256 hashes.
+
+A runtime is made once per content key (requirements, removals, interpreter) under the cache, in a
+`.partial` folder renamed into place only when complete, so a crash never leaves a half-made
+runtime that a later night would trust.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from pipeline.errors import EngineError
+from pipeline.infra import procs
+from pipeline.progress import Say, quiet
+
+RUNTIME_FORMAT = 1
+_INSTALL_TIMEOUT_S = 1800
+_SILENCE_S = 600
+
+
+@dataclass(frozen=True)
+class LockedFile:
+    """One distribution file of the lock: exact name, version, file and digest."""
+
+    name: str
+    version: str
+    filename: str
+    sha256: str
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """A ready candidate environment."""
+
+    root: Path
+    key: str
+    requirements: tuple[str, ...]
+    lock: tuple[LockedFile, ...]
+
+    @property
+    def python(self) -> Path:
+        return self.root / "bin" / "python"
+
+    def bin(self, name: str) -> Path:
+        return self.root / "bin" / name
+
+    @property
+    def wheels(self) -> Path:
+        return self.root / "wheels"
+
+
+def normalize(name: str) -> str:
+    """PEP 503 normalised project name."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def parse_filename(filename: str) -> tuple[str, str]:
+    """(name, version) of a wheel or sdist file name."""
+    if filename.endswith(".whl"):
+        name, version = filename[:-4].split("-")[:2]
+        return normalize(name), version
+    for suffix in (".tar.gz", ".zip"):
+        if filename.endswith(suffix):
+            name, _, version = filename[: -len(suffix)].rpartition("-")
+            return normalize(name), version
+    raise EngineError(f"{filename} is neither a wheel nor an sdist")
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def lock_directory(directory: Path, remove: Sequence[str]) -> tuple[LockedFile, ...]:
+    """Lock every distribution file in a directory, leaving out the names in `remove`."""
+    dropped = {normalize(n) for n in remove}
+    locked = []
+    for path in sorted(directory.iterdir()):
+        if not path.is_file():
+            continue
+        name, version = parse_filename(path.name)
+        if name not in dropped:
+            locked.append(LockedFile(name, version, path.name, sha256_of(path)))
+    return tuple(locked)
+
+
+def render_lock(lock: Sequence[LockedFile]) -> str:
+    """The lock as a pip requirements file that `pip install --require-hashes --no-deps` accepts."""
+    return "".join(f"{f.name}=={f.version} --hash=sha256:{f.sha256}\n" for f in lock)
+
+
+def runtime_key(requirements: Sequence[str], remove: Sequence[str]) -> str:
+    """The content key: what is asked for and which interpreter runs it."""
+    text = json.dumps(
+        {
+            "requirements": sorted(requirements),
+            "remove": sorted(remove),
+            "python": list(sys.version_info[:2]),
+            "format": RUNTIME_FORMAT,
+        }
+    )
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def load_runtime(root: Path) -> Runtime | None:
+    """A complete runtime at `root`, or None when absent, unfinished or of an older format."""
+    try:
+        meta = json.loads((root / "runtime.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if meta.get("version") != RUNTIME_FORMAT or not (root / "bin" / "python").exists():
+        return None
+    lock = tuple(LockedFile(**f) for f in meta["lock"])
+    return Runtime(root, meta["key"], tuple(meta["requirements"]), lock)
+
+
+def runtime_root(name: str, requirements: Sequence[str], remove: Sequence[str], cache_dir: Path) -> Path:
+    """Where the runtime for these requirements lives (whether or not it exists yet)."""
+    return cache_dir / "runtimes" / f"{name}-{runtime_key(requirements, remove)}"
+
+
+def ensure_pip_runtime(
+    name: str, requirements: Sequence[str], remove: Sequence[str], cache_dir: Path, log_dir: Path, *, say: Say = quiet
+) -> Runtime:
+    """The runtime for these requirements: reused when complete, else resolved, locked and installed."""
+    key = runtime_key(requirements, remove)
+    root = runtime_root(name, requirements, remove, cache_dir)
+    existing = load_runtime(root)
+    if existing is not None:
+        say(f"runtime {root.name}: cached ({len(existing.lock)} locked files)")
+        return existing
+    shutil.rmtree(root, ignore_errors=True)  # unfinished: runtime.json is written last
+    say(f"runtime {root.name}: creating a venv")
+    procs.run([sys.executable, "-m", "venv", str(root)], log_dir / "runtime-venv.log", timeout_s=300)
+    python = str(root / "bin" / "python")
+    wheels = root / "wheels"
+    say(f"runtime {root.name}: resolving and downloading {' '.join(requirements)}")
+    procs.run(
+        [python, "-m", "pip", "download", "--quiet", "--dest", str(wheels), *requirements],
+        log_dir / "runtime-download.log",
+        timeout_s=_INSTALL_TIMEOUT_S,
+        inactivity_s=_SILENCE_S,
+    )
+    lock = lock_directory(wheels, remove)
+    (root / "lock.txt").write_text(render_lock(lock))
+    say(f"runtime {root.name}: installing {len(lock)} locked files with hashes required")
+    procs.run(
+        [
+            python,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-index",
+            "--find-links",
+            str(wheels),
+            "--no-deps",
+            "--require-hashes",
+            "-r",
+            str(root / "lock.txt"),
+        ],
+        log_dir / "runtime-install.log",
+        timeout_s=_INSTALL_TIMEOUT_S,
+        inactivity_s=_SILENCE_S,
+    )
+    meta = {
+        "version": RUNTIME_FORMAT,
+        "key": key,
+        "requirements": list(requirements),
+        "remove": list(remove),
+        "lock": [asdict(f) for f in lock],
+    }
+    write_atomically(root / "runtime.json", json.dumps(meta, indent=2, sort_keys=True) + "\n")
+    say(f"runtime {root.name}: ready")
+    return Runtime(root, key, tuple(requirements), lock)
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write a file so that readers see the old content or the new, never half of it."""
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(text)
+    temporary.replace(path)

@@ -1,0 +1,256 @@
+"""The server harness: start a launch plan, wait for real readiness, classify a failed boot, stop and verify.
+
+Readiness is not `/health`: `/v1/models` must name the expected model with the expected
+`max_model_len`, then one real completion with logprobs must come back, all before a deadline.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline.errors import BootError, EngineError
+from pipeline.infra import procs
+from pipeline.infra.launch import LaunchPlan
+from pipeline.infra.openai_client import Completion, OpenAIClient
+from pipeline.progress import Say, quiet
+
+# (cause, patterns) in the order they are tried: the most specific evidence first.
+BOOT_CAUSES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("no kernel image for the GPU", (r"no kernel image is available",)),
+    ("unsupported PTX version", (r"cudaErrorUnsupportedPtxVersion", r"PTX was compiled with an unsupported toolchain")),
+    (
+        "out of memory",
+        (
+            r"CUDA out of memory",
+            r"OutOfMemoryError",
+            r"Cannot allocate memory",
+            r"std::bad_alloc",
+            r"\bMemoryError\b",
+            r"not enough (?:KV cache|memory)",
+        ),
+    ),
+    ("port in use", (r"Address already in use", r"\[Errno 98\]")),
+    (
+        "bad argument",
+        (r"error: unrecognized arguments", r"error: argument [-\w/ ]+:", r"invalid choice", r"usage: .*\n.*error:"),
+    ),
+    ("missing module", (r"ModuleNotFoundError: No module named", r"ImportError: ")),
+)
+
+
+@dataclass(frozen=True)
+class BootDiagnosis:
+    """Why a boot failed, with the log line that shows it."""
+
+    cause: str
+    evidence: str
+
+
+def classify_boot_failure(log_text: str, returncode: int | None) -> BootDiagnosis:
+    """The most specific known cause in the log, else what the exit code says."""
+    for cause, patterns in BOOT_CAUSES:
+        for pattern in patterns:
+            match = re.search(pattern, log_text)
+            if match:
+                line_start = log_text.rfind("\n", 0, match.start()) + 1
+                line_end = log_text.find("\n", match.end())
+                return BootDiagnosis(cause, log_text[line_start : line_end if line_end >= 0 else None].strip())
+    if returncode in (-signal.SIGKILL, 137):
+        return BootDiagnosis("out of memory", "killed by SIGKILL, most likely the kernel's out-of-memory killer")
+    return BootDiagnosis("exited", f"exit code {returncode}")
+
+
+@dataclass(frozen=True)
+class Server:
+    """A ready server: its URL, how long it took, and the warm-up answer."""
+
+    base_url: str
+    model: str
+    port: int
+    boot_s: float
+    warmup: Completion
+    client: OpenAIClient
+    log_path: Path
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nothing listens on now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((host, 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+        return True
+
+
+def owner_token(label: str) -> str:
+    """The owner marker for one launch: nested under the caller's marker when there is one."""
+    parent = os.environ.get(procs.OWNER_ENV) or f"spark-nightly-{os.getpid()}"
+    return f"{parent}/{label}"
+
+
+@contextmanager
+def running_server(
+    plan: LaunchPlan,
+    *,
+    model: str,
+    max_model_len: int | None,
+    port: int,
+    deadline_s: float,
+    log_path: Path,
+    owner: str,
+    host: str = "127.0.0.1",
+    say: Say = quiet,
+) -> Iterator[Server]:
+    """Start the plan, wait for readiness, yield the Server; always stop everything and verify it is gone."""
+    env = dict(os.environ) | dict(plan.env)
+    started: list[procs.Process] = []
+    try:
+        for index, step in enumerate(plan.steps):
+            step_log = log_path if step is plan.server else log_path.with_name(f"{log_path.stem}.step{index}.log")
+            started.append(procs.Process(step.runnable(), step_log, env=env, owner=owner))
+        server = started[-1]
+        say(f"booting {model} on port {port} (deadline {deadline_s:g} s), log {log_path}")
+        client = OpenAIClient(f"http://{host}:{port}", timeout_s=max(deadline_s, 30.0))
+        _wait_for_models(server, client, model=model, max_model_len=max_model_len, deadline_s=deadline_s)
+        remaining = max(deadline_s - server.elapsed_s(), 1.0)
+        warmup = _warm_up(server, client, model, remaining)
+        boot_s = server.elapsed_s()
+        say(f"ready in {boot_s:.1f} s: {client.base_url}")
+        yield Server(client.base_url, model, port, boot_s, warmup, client, log_path)
+    finally:
+        _stop_all(started, plan, owner=owner, port=port, host=host, log_path=log_path, say=say)
+
+
+def _wait_for_models(
+    server: procs.Process, client: OpenAIClient, *, model: str, max_model_len: int | None, deadline_s: float
+) -> None:
+    while True:
+        code = server.poll()
+        if code is not None:
+            diagnosis = classify_boot_failure(server.tail(200), code)
+            raise BootError(
+                diagnosis.cause,
+                f"the server exited with code {code} while booting: {diagnosis.evidence}",
+                server.tail(),
+                str(server.log_path),
+            )
+        if server.elapsed_s() > deadline_s:
+            raise BootError(
+                "timeout",
+                f"not ready after {deadline_s:g} s; stopped at the deadline",
+                server.tail(),
+                str(server.log_path),
+            )
+        try:
+            served = client.models()
+        except EngineError:
+            server.wait(0.5)
+            continue
+        ids = [m.id for m in served]
+        if model not in ids:
+            raise BootError(
+                "wrong model", f"/v1/models serves {ids}, expected '{model}'", server.tail(), str(server.log_path)
+            )
+        length = next(m.max_model_len for m in served if m.id == model)
+        if max_model_len is not None and length != max_model_len:
+            raise BootError(
+                "wrong max_model_len",
+                f"/v1/models reports max_model_len {length}, expected {max_model_len}",
+                server.tail(),
+                str(server.log_path),
+            )
+        return
+
+
+def _warm_up(server: procs.Process, client: OpenAIClient, model: str, remaining_s: float) -> Completion:
+    """One real completion with logprobs: a deadlocked engine can still answer /v1/models."""
+    result: list[Completion] = []
+    failure: list[BaseException] = []
+
+    def ask() -> None:
+        try:
+            result.append(client.chat(model, [{"role": "user", "content": "Say OK."}], max_tokens=4, top_logprobs=1))
+        except BaseException as exc:
+            failure.append(exc)
+
+    worker = threading.Thread(target=ask, daemon=True)
+    worker.start()
+    deadline = time.monotonic() + remaining_s
+    while worker.is_alive() and time.monotonic() < deadline:
+        if server.poll() is not None:
+            break
+        worker.join(0.2)
+    if result:
+        return result[0]
+    if server.poll() is not None:
+        diagnosis = classify_boot_failure(server.tail(200), server.poll())
+        raise BootError(
+            diagnosis.cause,
+            f"the server died during the warm-up request: {diagnosis.evidence}",
+            server.tail(),
+            str(server.log_path),
+        )
+    if failure:
+        raise BootError("warm-up failed", str(failure[0]), server.tail(), str(server.log_path))
+    raise BootError(
+        "timeout", "the warm-up completion did not finish before the deadline", server.tail(), str(server.log_path)
+    )
+
+
+def _stop_all(
+    started: list[procs.Process], plan: LaunchPlan, *, owner: str, port: int, host: str, log_path: Path, say: Say
+) -> None:
+    """Stop in reverse order of start, run the plan's cleanup, then prove nothing is left and the port is free."""
+    previous = _ignore_sigint()  # a second Ctrl-C must not cut the clean-up short
+    try:
+        for process in reversed(started):
+            process.stop()
+        for step in plan.cleanup:
+            procs.run(step.runnable(), log_path.with_name(f"{log_path.stem}.cleanup.log"), timeout_s=60, check=False)
+        leftovers = procs.owned_processes(owner)
+        for pid in leftovers:
+            os.kill(pid, signal.SIGKILL)
+        if started:
+            say(f"stopped; port {port} {'free' if _port_freed(port, host) else 'STILL IN USE'}")
+        if leftovers:
+            raise EngineError(f"processes {leftovers} outlived the server and were killed")
+    finally:
+        _restore_sigint(previous)
+
+
+def _port_freed(port: int, host: str, wait_s: float = 5.0) -> bool:
+    deadline = time.monotonic() + wait_s
+    while not port_is_free(port, host):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def _ignore_sigint() -> object:
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _restore_sigint(previous: object) -> None:
+    if previous is not None:
+        signal.signal(signal.SIGINT, previous)  # type: ignore[arg-type]

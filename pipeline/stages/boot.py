@@ -1,0 +1,108 @@
+"""Boot: make the candidate environment and the weights ready, render the launch plan, and serve an entry."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline.config.matrix import ModelEntry, Profile
+from pipeline.errors import EngineError
+from pipeline.infra import launch
+from pipeline.infra.image import image_tag
+from pipeline.infra.runtime import Runtime, ensure_pip_runtime
+from pipeline.infra.server import Server, free_port, owner_token, running_server
+from pipeline.infra.weights import model_reference
+from pipeline.progress import Say, quiet
+
+HF_CACHE = "/var/cache/spark-nightly/huggingface"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """What one profile serves tonight: a local runtime, or an image tag built from tonight's lock."""
+
+    profile: Profile
+    runtime: Runtime | None = None
+    image: str | None = None
+
+
+def prepare_candidate(profile: Profile, cache_dir: Path, log_dir: Path, *, say: Say = quiet) -> Candidate:
+    """The candidate environment of a profile (the CPU profile: its pinned pip requirements)."""
+    if profile.candidate_from == "pip":
+        runtime = ensure_pip_runtime(
+            profile.name, profile.candidate_requirements, profile.candidate_remove, cache_dir, log_dir, say=say
+        )
+        return Candidate(profile, runtime=runtime)
+    raise EngineError(f"profile {profile.name} serves tonight's built wheels; run `spark-nightly build` first")
+
+
+def placeholder_candidate(profile: Profile) -> Candidate:
+    """For a dry run of a profile whose wheels are not built yet: the image tag the build would produce."""
+    return Candidate(profile, image=image_tag("tonight"))
+
+
+def plan_launch(entry: ModelEntry, candidate: Candidate, *, model_ref: str, port: int) -> launch.LaunchPlan:
+    """The launch plan for an entry on its target."""
+    target = entry.launch.target
+    container = f"spark-nightly-{entry.id}"
+    if target == "local":
+        if candidate.runtime is None:
+            raise EngineError(
+                f"{entry.id}: a local launch needs a local runtime, profile {candidate.profile.name} has none"
+            )
+        return launch.local_plan(
+            entry,
+            python=str(candidate.runtime.python),
+            vllm=str(candidate.runtime.bin("vllm")),
+            model_ref=model_ref,
+            port=port,
+        )
+    image = entry.launch.image or candidate.image
+    if image is None:
+        raise EngineError(f"{entry.id}: a {target} launch needs an image; build tonight's wheels first")
+    if target == "docker":
+        return launch.docker_plan(
+            entry, image=image, model_ref=model_ref, port=port, container=container, hf_cache=HF_CACHE
+        )
+    head = candidate.profile.nodes[0] if candidate.profile.nodes else "head"
+    return launch.ray_plan(
+        entry,
+        candidate.profile,
+        image=image,
+        model_ref=model_ref,
+        port=port,
+        container=container,
+        hf_cache=HF_CACHE,
+        head_address=head,
+    )
+
+
+@contextmanager
+def boot(
+    entry: ModelEntry,
+    candidate: Candidate,
+    *,
+    cache_dir: Path,
+    log_dir: Path,
+    port: int | None = None,
+    deadline_s: float | None = None,
+    say: Say = quiet,
+) -> Iterator[Server]:
+    """Serve an entry until the block ends; readiness, failure classification and clean-up as in running_server."""
+    model_ref = model_reference(entry, cache_dir, log_dir, say=say)
+    chosen_port = port or free_port()
+    plan = plan_launch(entry, candidate, model_ref=model_ref, port=chosen_port)
+    max_len = entry.serve.get("max_model_len")
+    with running_server(
+        plan,
+        model=entry.served_model_name,
+        max_model_len=int(max_len) if max_len else None,
+        port=chosen_port,
+        deadline_s=deadline_s or entry.launch.boot_timeout_s,
+        log_path=log_dir / f"{entry.id}-server.log",
+        owner=owner_token(f"{entry.id}-{chosen_port}"),
+        say=say,
+    ) as server:
+        yield server

