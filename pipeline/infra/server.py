@@ -76,7 +76,8 @@ class Server:
     base_url: str
     model: str
     port: int
-    boot_s: float
+    identity_s: float  # launch to /v1/models naming the expected model
+    boot_s: float  # launch to ready, the warm-up completion included
     warmup: Completion
     client: OpenAIClient
     log_path: Path
@@ -130,11 +131,12 @@ def running_server(
         say(f"booting {model} on port {port} (deadline {deadline_s:g} s), log {log_path}")
         client = OpenAIClient(f"http://{host}:{port}", timeout_s=max(deadline_s, 30.0))
         _wait_for_models(server, client, model=model, max_model_len=max_model_len, deadline_s=deadline_s)
+        identity_s = server.elapsed_s()
         remaining = max(deadline_s - server.elapsed_s(), 1.0)
         warmup = _warm_up(server, client, model, remaining)
         boot_s = server.elapsed_s()
         say(f"ready in {boot_s:.1f} s: {client.base_url}")
-        yield Server(client.base_url, model, port, boot_s, warmup, client, log_path)
+        yield Server(client.base_url, model, port, identity_s, boot_s, warmup, client, log_path)
     finally:
         _stop_all(started, plan, owner=owner, port=port, host=host, log_path=log_path, say=say)
 

@@ -1,0 +1,67 @@
+"""Fixtures for tests on real processes and the real vLLM CPU engine, and the suite's own leftover check."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from pipeline.config.bundle import Config, ConfigPaths, load_config
+from pipeline.config.matrix import ModelEntry
+from pipeline.infra import procs
+from pipeline.infra.server import Server
+from pipeline.settings import from_environment
+from pipeline.stages.boot import Candidate, boot, prepare_candidate
+
+ROOT = Path(__file__).parents[2]
+CPU_ENTRY = "smollm2-135m-instruct"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def owner_marker() -> Iterator[str]:
+    """Mark every process the suite starts; at the end, none may be left (checked here, by the suite itself)."""
+    marker = f"pytest-{uuid.uuid4().hex[:12]}"
+    previous = os.environ.get(procs.OWNER_ENV)
+    os.environ[procs.OWNER_ENV] = marker
+    yield marker
+    leftovers = procs.owned_processes(marker)
+    for pid in leftovers:
+        os.kill(pid, 9)
+    if previous is None:
+        del os.environ[procs.OWNER_ENV]
+    else:
+        os.environ[procs.OWNER_ENV] = previous
+    assert leftovers == [], f"processes of ours outlived the suite: {leftovers}"
+
+
+@dataclass(frozen=True)
+class CpuEngine:
+    """The project's CPU profile, ready to boot: configuration, candidate runtime, caches."""
+
+    config: Config
+    entry: ModelEntry
+    candidate: Candidate
+    cache_dir: Path
+
+
+@pytest.fixture(scope="session")
+def cpu_engine(tmp_path_factory: pytest.TempPathFactory) -> CpuEngine:
+    """The CPU profile's runtime and weights, made (or reused from the cache) as the nightly would."""
+    config = load_config(ConfigPaths(ROOT / "models.yaml", ROOT / "thresholds", ROOT / "golden"))
+    entry = config.matrix.entry(CPU_ENTRY)
+    cache_dir = from_environment().settings.path("cache_dir")  # SPARK_NIGHTLY_PATHS_CACHE moves it
+    log_dir = tmp_path_factory.mktemp("setup-logs")
+    candidate = prepare_candidate(config.matrix.profiles[entry.profile], cache_dir, log_dir)
+    return CpuEngine(config, entry, candidate, cache_dir)
+
+
+@pytest.fixture(scope="module")
+def cpu_server(cpu_engine: CpuEngine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """One real vLLM server for a module's tests."""
+    log_dir = tmp_path_factory.mktemp("server")
+    with boot(cpu_engine.entry, cpu_engine.candidate, cache_dir=cpu_engine.cache_dir, log_dir=log_dir) as server:
+        yield server
