@@ -41,6 +41,9 @@ class Settings:
     config_dir: str = _setting(".", "directory holding models.yaml, thresholds/ and golden/", key="paths.config")
     runs_dir: str = _setting("runs", "where each run keeps its plan, logs, results and reports", key="paths.runs")
     wheels_dir: str = _setting("wheels", "where built wheels are written", key="paths.wheels")
+    history_dir: str = _setting(
+        "history", "drift references and the performance history of past nights", key="paths.history"
+    )
     cache_dir: str = _setting("~/.cache/spark-nightly", "mirrors, runtimes, converted models", key="paths.cache")
     vllm_repo: str = _setting(
         "https://github.com/vllm-project/vllm.git", "vLLM repository to build", key="sources.vllm.repo"

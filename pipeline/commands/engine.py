@@ -37,7 +37,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser], co
 
 
 def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
-    entry = _entry(config, args.model_id)
+    entry = entry_named(config, args.model_id)
     profile = config.matrix.profiles[entry.profile]
     cache_dir = settings.path("cache_dir")
     if args.dry_run:
@@ -79,7 +79,7 @@ def _first_answer(entry: ModelEntry, config: Config, client: OpenAIClient, model
     return 0
 
 
-def _entry(config: Config, model_id: str) -> ModelEntry:
+def entry_named(config: Config, model_id: str) -> ModelEntry:
     try:
         return config.matrix.entry(model_id)
     except KeyError:
@@ -96,4 +96,6 @@ def _dry_candidate(entry: ModelEntry, config: Config, cache_dir: Path) -> Candid
 
 
 def _dry_model_ref(entry: ModelEntry, cache_dir: Path) -> str:
+    if entry.weights.source == "path" and entry.weights.path:
+        return entry.weights.path
     return entry.model if entry.weights.source == "hub" else str(package_folder(entry, cache_dir))

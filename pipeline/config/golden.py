@@ -39,12 +39,25 @@ class GoldenPrompt:
 
 
 @dataclass(frozen=True)
+class LongDecode:
+    """One long greedy generation whose tail is checked like its head."""
+
+    prompt: str
+    max_tokens: int
+    window: int = 64
+
+
+@dataclass(frozen=True)
 class GoldenSet:
-    """A named set of golden prompts plus generated canaries."""
+    """A named set of golden prompts plus generated canaries and an optional long decode."""
 
     name: str
     prompts: tuple[GoldenPrompt, ...]
     canaries: Mapping[str, int] = field(default_factory=dict)
+    canary_seed: int = 0
+    canary_max_tokens: int = 64
+    long_decode: LongDecode | None = None
+    drift_tolerance: float | None = None
     description: str = ""
 
 
@@ -76,4 +89,16 @@ def build_golden(name: str, data: Mapping[str, Any]) -> GoldenSet:
         )
         for raw in data["prompts"]
     )
-    return GoldenSet(name, prompts, MappingProxyType(dict(data.get("canaries", {}))), data.get("description", ""))
+    canaries = dict(data.get("canaries", {}))
+    seed, canary_max_tokens = canaries.pop("seed", 0), canaries.pop("max_tokens", 64)
+    long = data.get("long_decode")
+    return GoldenSet(
+        name,
+        prompts,
+        MappingProxyType(canaries),
+        seed,
+        canary_max_tokens,
+        LongDecode(long["prompt"], long["max_tokens"], long.get("window", 64)) if long else None,
+        data.get("drift_tolerance"),
+        data.get("description", ""),
+    )

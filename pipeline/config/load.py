@@ -268,7 +268,7 @@ def suggest(word: str, choices: Sequence[str]) -> str:
         return f"did you mean '{close[0]}'?"
     if not choices:
         return "none is defined yet"
-    listed = ", ".join(f"'{c}'" for c in choices[:12])
+    listed = ", ".join(f"'{c}'" for c in choices)
     return f"expected one of {listed}"
 
 

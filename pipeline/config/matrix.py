@@ -95,11 +95,12 @@ class Launch:
 class Weights:
     """Where the weights come from: a model hub cache, or a Python package (the CPU profile)."""
 
-    source: Literal["hub", "package"] = "hub"
+    source: Literal["hub", "package", "path"] = "hub"
     package: str | None = None
     file: str | None = None
     convert: str | None = None
     sha256: str | None = None
+    path: str | None = None
 
 
 @dataclass(frozen=True)
@@ -121,6 +122,7 @@ class ModelEntry:
     engine: str = "vllm"
     required: bool = True
     tags: tuple[str, ...] = ()
+    identity: Mapping[str, Any] = field(default_factory=dict)
     description: str = ""
     index: int = 0
 
@@ -200,11 +202,17 @@ def _entry(index: int, raw: Mapping[str, Any]) -> ModelEntry:
         nodes=topology.get("nodes", 2 if mode == "cluster" else 1),
         revision=raw.get("revision"),
         weights=Weights(
-            weights["from"], weights.get("package"), weights.get("file"), weights.get("convert"), weights.get("sha256")
+            weights["from"],
+            weights.get("package"),
+            weights.get("file"),
+            weights.get("convert"),
+            weights.get("sha256"),
+            weights.get("path"),
         ),
         engine=raw.get("engine", "vllm"),
         required=raw.get("required", True),
         tags=tuple(raw.get("tags", ())),
+        identity=MappingProxyType(dict(raw.get("identity", {}))),
         description=raw.get("description", ""),
         index=index,
     )

@@ -34,6 +34,8 @@ def matrix_issues(doc: Document, matrix: Matrix) -> Iterator[ConfigIssue]:
             yield from _cluster_issues(doc, entry, len(matrix.profiles[entry.profile].nodes))
         if entry.weights.source == "package" and not (entry.weights.package and entry.weights.file):
             yield doc.issue((*where, "weights"), "weights from a package need both 'package' and 'file'")
+        if entry.weights.source == "path" and not entry.weights.path:
+            yield doc.issue((*where, "weights"), "weights from a path need 'path' (a local Hugging Face folder)")
     for name, profile in matrix.profiles.items():
         if profile.candidate_from == "pip" and not profile.candidate_requirements:
             yield doc.issue(

@@ -98,6 +98,13 @@ def metric_total(samples: Sequence[MetricSample], name: str) -> float | None:
     return sum(values) if values else None
 
 
+class NonFiniteLogprobsError(EngineError):
+    """The server computed logprobs it cannot put in JSON (NaN or infinity): evidence of NaN logits."""
+
+
+_NON_FINITE = "Out of range float values are not JSON compliant"
+
+
 class OpenAIClient:
     """A client for one server; pass an httpx.Client to inject a transport or change timeouts."""
 
@@ -210,7 +217,10 @@ class OpenAIClient:
         except httpx.HTTPError as exc:
             raise EngineError(f"{method} {path} failed: {type(exc).__name__}: {exc}") from None
         if response.status_code != 200:
-            raise EngineError(f"{method} {path} answered {response.status_code}: {response.text[:300]}")
+            message = f"{method} {path} answered {response.status_code}: {response.text[:300]}"
+            if _NON_FINITE in response.text:
+                raise NonFiniteLogprobsError(message)
+            raise EngineError(message)
         return response
 
 

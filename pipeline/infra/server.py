@@ -20,7 +20,7 @@ from pathlib import Path
 from pipeline.errors import BootError, EngineError
 from pipeline.infra import procs
 from pipeline.infra.launch import LaunchPlan
-from pipeline.infra.openai_client import Completion, OpenAIClient
+from pipeline.infra.openai_client import Completion, NonFiniteLogprobsError, OpenAIClient
 from pipeline.progress import Say, quiet
 
 # (cause, patterns) in the order they are tried: the most specific evidence first.
@@ -188,9 +188,14 @@ def _warm_up(server: procs.Process, client: OpenAIClient, model: str, remaining_
     failure: list[BaseException] = []
 
     def ask() -> None:
+        messages = [{"role": "user", "content": "Say OK."}]
         try:
-            result.append(client.chat(model, [{"role": "user", "content": "Say OK."}], max_tokens=4, top_logprobs=1))
-        except BaseException as exc:
+            try:
+                result.append(client.chat(model, messages, max_tokens=4, top_logprobs=1))
+            except NonFiniteLogprobsError:
+                # the engine computes but its logprobs are NaN: it is ready, and the golden stage will say why
+                result.append(client.chat(model, messages, max_tokens=4))
+        except BaseException as exc:  # handed to the waiting thread, which decides
             failure.append(exc)
 
     worker = threading.Thread(target=ask, daemon=True)

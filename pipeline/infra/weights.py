@@ -34,6 +34,10 @@ def model_reference(entry: ModelEntry, cache_dir: Path, log_dir: Path, *, say: S
     """What to pass to `--model`: the hub id, or the path of the converted folder."""
     if entry.weights.source == "hub":
         return entry.model
+    if entry.weights.source == "path":
+        if not entry.weights.path or not (Path(entry.weights.path) / "config.json").is_file():
+            raise EngineError(f"{entry.id}: weights.path {entry.weights.path!r} is not a model folder with config.json")
+        return entry.weights.path
     return str(ensure_package_weights(entry, cache_dir, log_dir, say=say))
 
 

@@ -14,6 +14,7 @@ from pipeline.config.bundle import Config, ConfigPaths, load_config
 from pipeline.config.matrix import ModelEntry
 from pipeline.infra import procs
 from pipeline.infra.server import Server
+from pipeline.infra.weights import model_reference
 from pipeline.settings import from_environment
 from pipeline.stages.boot import Candidate, boot, prepare_candidate
 
@@ -56,6 +57,7 @@ def cpu_engine(tmp_path_factory: pytest.TempPathFactory) -> CpuEngine:
     cache_dir = from_environment().settings.path("cache_dir")  # SPARK_NIGHTLY_PATHS_CACHE moves it
     log_dir = tmp_path_factory.mktemp("setup-logs")
     candidate = prepare_candidate(config.matrix.profiles[entry.profile], cache_dir, log_dir)
+    model_reference(entry, cache_dir, log_dir)  # convert the weights now, so no test times the conversion
     return CpuEngine(config, entry, candidate, cache_dir)
 
 

@@ -1,0 +1,106 @@
+"""`spark-nightly golden MODEL_ID [--url URL]`: run the golden checks and print a table with the evidence."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from pipeline.checks import Verdict
+from pipeline.commands.engine import entry_named
+from pipeline.config.bundle import Config
+from pipeline.config.matrix import ModelEntry
+from pipeline.infra.openai_client import OpenAIClient
+from pipeline.infra.references import ReferenceStore
+from pipeline.progress import to_stderr
+from pipeline.settings import Settings
+from pipeline.stages.boot import boot, prepare_candidate
+from pipeline.stages.golden import GoldenResult, run_golden
+from pipeline.status import Status
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
+    golden = commands.add_parser(
+        "golden",
+        parents=[common],
+        help="run the golden checks against an entry",
+        description="Ask the entry's golden prompts and canaries greedily and judge them: answers, finite logprobs, "
+        "garbage, long decode, determinism, batch invariance, identity, drift from the last good night, "
+        "tool calls and reasoning. Boots the entry unless --url names a running server.",
+    )
+    golden.add_argument("model_id", metavar="MODEL_ID", help="an id from models.yaml")
+    golden.add_argument("--url", help="a running OpenAI-compatible server to check instead of booting one")
+    golden.add_argument(
+        "--record", action="store_true", help="when every check passes, keep tonight's outputs as the drift reference"
+    )
+    golden.add_argument("--json", metavar="FILE", help="also write the verdicts as JSON")
+
+
+def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
+    entry = entry_named(config, args.model_id)
+    hardware = config.matrix.profiles[entry.profile].hardware
+    store = ReferenceStore(settings.path("history_dir"))
+    references = store.load(hardware, entry.id)
+    with _server(args, settings, config, entry) as (client, model_ref):
+        result = run_golden(
+            client, entry, config.golden[entry.golden], model_ref=model_ref, references=references, say=to_stderr
+        )
+    print(render_table(result.verdicts))
+    print(
+        f"\n{len(result.verdicts)} checks, {len(result.failures)} failed; {result.tokens_generated} tokens "
+        f"generated in {result.duration_s:.1f} s"
+    )
+    if args.json:
+        Path(args.json).write_text(json.dumps(_as_json(entry, result), indent=2) + "\n")
+    if args.record and result.passed:
+        path = store.save(hardware, entry.id, time.strftime("%Y-%m-%d"), result.generations)
+        print(f"recorded tonight's outputs as the drift reference: {path}")
+    return (Status.PASS if result.passed else Status.FAIL).exit_code
+
+
+@contextmanager
+def _server(
+    args: argparse.Namespace, settings: Settings, config: Config, entry: ModelEntry
+) -> Iterator[tuple[OpenAIClient, str]]:
+    """A client for --url (the model reference read from /v1/models), or for an entry booted here."""
+    if args.url:
+        with OpenAIClient(args.url) as client:
+            roots = [m.root for m in client.models() if m.id == entry.served_model_name]
+            yield client, (roots[0] if roots and roots[0] else entry.model)
+        return
+    cache_dir = settings.path("cache_dir")
+    log_dir = settings.path("runs_dir") / time.strftime("golden-%Y%m%d-%H%M%S") / entry.id
+    candidate = prepare_candidate(config.matrix.profiles[entry.profile], cache_dir, log_dir, say=to_stderr)
+    with boot(entry, candidate, cache_dir=cache_dir, log_dir=log_dir, say=to_stderr) as server:
+        model_ref = next((m.root for m in server.client.models() if m.root), entry.model)
+        yield server.client, model_ref
+
+
+def render_table(verdicts: list[Verdict] | tuple[Verdict, ...]) -> str:
+    """One row per check; failing rows are followed by their evidence."""
+    rows = [(v.check, v.subject, v.status, v.reason) for v in verdicts]
+    widths = [max(len(r[i]) for r in [("check", "subject", "status", "reason"), *rows]) for i in range(3)]
+    lines = [f"{'check':<{widths[0]}}  {'subject':<{widths[1]}}  {'status':<{widths[2]}}  reason"]
+    for verdict, row in zip(verdicts, rows, strict=True):
+        lines.append(f"{row[0]:<{widths[0]}}  {row[1]:<{widths[1]}}  {row[2]:<{widths[2]}}  {row[3]}")
+        if not verdict.passed:
+            for key, value in verdict.evidence.items():
+                lines.append(f"{'':<{widths[0]}}    {key}: {value!r}"[:400])
+    return "\n".join(lines)
+
+
+def _as_json(entry: ModelEntry, result: GoldenResult) -> dict[str, object]:
+    return {
+        "version": 1,
+        "entry": entry.id,
+        "passed": result.passed,
+        "tokens_generated": result.tokens_generated,
+        "duration_s": round(result.duration_s, 2),
+        "verdicts": [
+            {"check": v.check, "subject": v.subject, "status": v.status, "reason": v.reason, "evidence": v.evidence}
+            for v in result.verdicts
+        ],
+    }

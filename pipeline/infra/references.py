@@ -1,0 +1,47 @@
+"""Golden reference outputs of the last good night, per hardware and entry: what drift is measured against."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline.checks.outputs import Generation
+from pipeline.infra.runtime import write_atomically
+
+FORMAT = 1
+
+
+@dataclass(frozen=True)
+class References:
+    """The outputs a night recorded, keyed by prompt id."""
+
+    night: str
+    outputs: Mapping[str, Generation]
+
+
+class ReferenceStore:
+    """JSON files under `root/golden/<hardware>/<entry>.json`, written atomically, versioned."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def _path(self, hardware: str, entry_id: str) -> Path:
+        return self.root / "golden" / hardware / f"{entry_id}.json"
+
+    def load(self, hardware: str, entry_id: str) -> References | None:
+        try:
+            raw = json.loads(self._path(hardware, entry_id).read_text())
+        except FileNotFoundError:
+            return None
+        if raw.get("version") != FORMAT:
+            return None  # an older format: tonight records a fresh reference
+        return References(raw["night"], {o["prompt_id"]: Generation.from_json(o) for o in raw["outputs"]})
+
+    def save(self, hardware: str, entry_id: str, night: str, outputs: Sequence[Generation]) -> Path:
+        path = self._path(hardware, entry_id)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        body = {"version": FORMAT, "night": night, "outputs": [o.to_json() for o in outputs]}
+        write_atomically(path, json.dumps(body, indent=1, sort_keys=True) + "\n")
+        return path

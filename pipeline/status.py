@@ -1,0 +1,37 @@
+"""Statuses of matrix entries and checks, their order of severity, and the exit code of the worst one."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from enum import StrEnum
+
+
+class Status(StrEnum):
+    """PASS < XFAIL < SKIPPED < INCONCLUSIVE < ABORTED < FAIL: a run's exit code is its worst status's."""
+
+    PASS = "PASS"
+    XFAIL = "XFAIL"  # known and accepted
+    SKIPPED = "SKIPPED"
+    INCONCLUSIVE = "INCONCLUSIVE"  # unhealthy host or too much noise: never blamed on the wheels
+    ABORTED = "ABORTED"  # a prerequisite failed
+    FAIL = "FAIL"
+
+    @property
+    def exit_code(self) -> int:
+        return _EXIT_CODES[self]
+
+
+_ORDER = list(Status)
+_EXIT_CODES = {
+    Status.PASS: 0,
+    Status.XFAIL: 0,
+    Status.SKIPPED: 0,
+    Status.INCONCLUSIVE: 4,
+    Status.ABORTED: 5,
+    Status.FAIL: 6,
+}
+
+
+def worst(statuses: Iterable[Status]) -> Status:
+    """The most severe status (PASS when there is none)."""
+    return max(statuses, key=_ORDER.index, default=Status.PASS)
