@@ -64,20 +64,29 @@ class BenchSpec:
     concurrency: tuple[int, ...] = (1,)
     runs: int = 3
 
-    def cells(self) -> list[Cell]:
-        """Every cell in llama-benchy's order: depth, then pp, then tg, then concurrency."""
+    def cases(self) -> list[tuple[Cell, Cell]]:
+        """Every measured case as its (pp cell, tg cell), in llama-benchy's order: depth, pp, tg, concurrency."""
         show_concurrency = max(self.concurrency) > 1
-        cells: list[Cell] = []
+        cases = []
         for depth in self.depth:
             for pp in self.pp:
                 for tg in self.tg:
                     for conc in self.concurrency:
                         suffix = (f" @ d{depth}" if depth > 0 else "") + (f" (c{conc})" if show_concurrency else "")
-                        cells.append(Cell(f"pp{pp}{suffix}", "pp", pp, tg, depth, conc))
-                        cells.append(Cell(f"tg{tg}{suffix}", "tg", pp, tg, depth, conc))
+                        cases.append(
+                            (
+                                Cell(f"pp{pp}{suffix}", "pp", pp, tg, depth, conc),
+                                Cell(f"tg{tg}{suffix}", "tg", pp, tg, depth, conc),
+                            )
+                        )
+        return cases
+
+    def cells(self) -> list[Cell]:
+        """Every cell, once: pp512 measured with tg32 and with tg128 is one pp cell (its first case judges it)."""
         unique: dict[str, Cell] = {}
-        for cell in cells:  # pp512 with tg32 and tg128 is one pp cell, measured in both cases
-            unique.setdefault(cell.name, cell)
+        for pp_cell, tg_cell in self.cases():
+            unique.setdefault(pp_cell.name, pp_cell)
+            unique.setdefault(tg_cell.name, tg_cell)
         return list(unique.values())
 
 

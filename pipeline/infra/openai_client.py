@@ -125,6 +125,15 @@ class OpenAIClient:
         body = self._get_json("/v1/models")
         return [ServedModel(str(m["id"]), m.get("max_model_len"), m.get("root")) for m in body.get("data", [])]
 
+    def tokenize(self, model: str, text: str) -> list[int]:
+        """Token ids of plain text, by the server's own tokenizer (vLLM's /tokenize)."""
+        body = self._post_json("/tokenize", {"model": model, "prompt": text, "add_special_tokens": False})
+        return [int(t) for t in body["tokens"]]
+
+    def detokenize(self, model: str, tokens: Sequence[int]) -> str:
+        """Text of token ids, by the server's own tokenizer (vLLM's /detokenize)."""
+        return str(self._post_json("/detokenize", {"model": model, "tokens": list(tokens)})["prompt"])
+
     def metrics(self) -> list[MetricSample]:
         response = self._request("GET", "/metrics")
         return parse_metrics(response.text)

@@ -1,0 +1,170 @@
+"""`spark-nightly bench MODEL_ID [--url URL]`: measure an entry's cells like llama-benchy and judge each one."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from pipeline.commands.engine import entry_named
+from pipeline.config.bundle import Config
+from pipeline.config.matrix import Cell, ModelEntry
+from pipeline.infra.openai_client import OpenAIClient
+from pipeline.progress import to_stderr
+from pipeline.settings import Settings
+from pipeline.stages.boot import boot, prepare_candidate
+from pipeline.stages.gate import CellVerdict, judge_cell
+from pipeline.stages.perf import CaseResult, run_bench
+from pipeline.status import Status
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
+    bench = commands.add_parser(
+        "bench",
+        parents=[common],
+        help="measure an entry's benchmark cells and judge them against the references",
+        description="Measure every benchmark cell of the entry the way llama-benchy does (warm-up, then runs; "
+        "ttfr, est_ppt, e2e_ttft, pp/tg/peak t/s) and judge each against thresholds/. Boots the entry "
+        "unless --url names a running server.",
+    )
+    bench.add_argument("model_id", metavar="MODEL_ID", help="an id from models.yaml")
+    bench.add_argument("--url", help="a running OpenAI-compatible server to measure instead of booting one")
+    bench.add_argument("--runs", type=int, help="measured runs per case (default: the entry's bench.runs)")
+    bench.add_argument("--json", metavar="FILE", help="also write every raw sample and verdict as JSON")
+
+
+def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
+    entry = entry_named(config, args.model_id)
+    spec = entry.bench if not args.runs else type(entry.bench)(**{**entry.bench.__dict__, "runs": args.runs})
+    with _client(args, settings, config, entry) as client:
+        results = run_bench(client, entry.served_model_name, spec, say=to_stderr)
+    references = config.thresholds_for(entry.id).cells
+    verdicts = {cell.name: judge_cell(references[cell.name], values) for cell, values in judged_values(results)}
+    print(render_table(entry.served_model_name, results, verdicts))
+    if args.json:
+        Path(args.json).write_text(json.dumps(as_json(entry, results, verdicts), indent=1) + "\n")
+    failed = any(v.status == "FAIL" for v in verdicts.values())
+    return (Status.FAIL if failed else Status.PASS).exit_code
+
+
+def judged_values(results: Sequence[CaseResult]) -> Iterator[tuple[Cell, list[float]]]:
+    """Each cell once, with the values of the metric it is judged on (pp cells: pp t/s, tg cells: tg t/s)."""
+    seen: set[str] = set()
+    for result in results:
+        for cell, metric in ((result.pp_cell, "pp_tps"), (result.tg_cell, "tg_tps")):
+            if cell.name not in seen:
+                seen.add(cell.name)
+                yield cell, result.values(metric)
+
+
+@contextmanager
+def _client(args: argparse.Namespace, settings: Settings, config: Config, entry: ModelEntry) -> Iterator[OpenAIClient]:
+    if args.url:
+        with OpenAIClient(args.url) as client:
+            yield client
+        return
+    cache_dir = settings.path("cache_dir")
+    log_dir = settings.path("runs_dir") / time.strftime("bench-%Y%m%d-%H%M%S") / entry.id
+    candidate = prepare_candidate(config.matrix.profiles[entry.profile], cache_dir, log_dir, say=to_stderr)
+    with boot(entry, candidate, cache_dir=cache_dir, log_dir=log_dir, say=to_stderr) as server:
+        yield server.client
+
+
+def _pm(values: Sequence[float]) -> str:
+    finite = [v for v in values if math.isfinite(v)]
+    if not finite:
+        return ""
+    mean = sum(finite) / len(finite)
+    std = math.sqrt(sum((v - mean) ** 2 for v in finite) / len(finite))
+    return f"{mean:.2f} ± {std:.2f}"
+
+
+def render_table(model: str, results: Sequence[CaseResult], verdicts: dict[str, CellVerdict]) -> str:
+    """llama-benchy's columns, then the median, the reference and the verdict of each judged cell."""
+    header = [
+        "model",
+        "test",
+        "t/s",
+        "peak t/s",
+        "ttfr (ms)",
+        "est_ppt (ms)",
+        "e2e_ttft (ms)",
+        "median",
+        "ref",
+        "verdict",
+    ]
+    rows = []
+    for result in results:
+        for cell, metric in ((result.pp_cell, "pp_tps"), (result.tg_cell, "tg_tps")):
+            verdict = verdicts.get(cell.name)
+            latency = (
+                [_pm(result.values(m)) for m in ("ttfr", "est_ppt", "e2e_ttft")] if metric == "pp_tps" else [""] * 3
+            )
+            rows.append(
+                [
+                    model,
+                    cell.name,
+                    _pm(result.values(metric)),
+                    _pm(result.values("peak_tps")) if metric == "tg_tps" else "",
+                    *latency,
+                    f"{verdict.value:.2f}" if verdict else "",
+                    f"{verdict.ref:g}" if verdict and verdict.ref else "",
+                    f"{verdict.status}: {verdict.reason}" if verdict else "(judged in its first case)",
+                ]
+            )
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header) - 1)]
+    lines = [
+        "| " + " | ".join(h.ljust(w) for h, w in zip(header, widths, strict=False)) + " | verdict |",
+        "|" + "|".join("-" * (w + 2) for w in widths) + "|---------|",
+    ]
+    lines += [
+        "| " + " | ".join(str(c).rjust(w) for c, w in zip(r, widths, strict=False)) + f" | {r[-1]} |" for r in rows
+    ]
+    extra = [
+        f"{r.tg_cell.name}: client counted {r.client_generated_tokens} generated tokens, server counted "
+        f"{r.server_generated_tokens:g}"
+        + (f", speculative acceptance {r.spec_acceptance:.0%}" if r.spec_acceptance is not None else "")
+        for r in results
+        if r.server_generated_tokens is not None
+    ]
+    return "\n".join(lines + extra)
+
+
+def as_json(entry: ModelEntry, results: Sequence[CaseResult], verdicts: dict[str, CellVerdict]) -> dict[str, Any]:
+    return {
+        "version": 1,
+        "entry": entry.id,
+        "model": entry.served_model_name,
+        "cases": [
+            {
+                "pp_cell": r.pp_cell.name,
+                "tg_cell": r.tg_cell.name,
+                "client_generated_tokens": r.client_generated_tokens,
+                "server_generated_tokens": r.server_generated_tokens,
+                "spec_acceptance": r.spec_acceptance,
+                "summary": {m: r.summary(m) for m in ("pp_tps", "tg_tps", "peak_tps", "ttfr", "est_ppt", "e2e_ttft")},
+                "runs": [
+                    [
+                        {
+                            "prompt_tokens": q.prompt_tokens,
+                            "completion_tokens": q.completion_tokens,
+                            "ttfr_s": q.ttfr_s,
+                            "est_ppt_s": q.est_ppt_s,
+                            "e2e_ttft_s": q.e2e_ttft_s,
+                            "pp_tps": q.pp_tps,
+                            "tg_tps": q.tg_tps,
+                        }
+                        for q in run.requests
+                    ]
+                    for run in r.runs
+                ],
+            }
+            for r in results
+        ],
+        "verdicts": {name: v.__dict__ for name, v in verdicts.items()},
+    }

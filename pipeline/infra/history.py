@@ -1,0 +1,150 @@
+"""The performance history: an embedded SQLite database, one row per healthy sample, with a versioned schema.
+
+Only healthy measurements enter it: numbers from a throttled or loaded host would teach the
+change detector that a sick night is normal. Each row keeps its run, night, host, commits and
+the health facts it was measured under.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import closing, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pipeline.errors import SparkNightlyError
+
+SCHEMA_VERSION = 1
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS samples (
+    id INTEGER PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    night TEXT NOT NULL,
+    hardware TEXT NOT NULL,
+    host TEXT NOT NULL,
+    entry TEXT NOT NULL,
+    cell TEXT NOT NULL,
+    metric TEXT NOT NULL,
+    value REAL NOT NULL,
+    build TEXT NOT NULL,
+    commits TEXT NOT NULL,
+    health TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS samples_series ON samples (hardware, entry, cell, metric, night);
+"""
+
+
+class HistoryError(SparkNightlyError):
+    """The history database cannot be used as it is."""
+
+    exit_code = 2
+    hint = "check paths.history; never edit the database by hand"
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One healthy measurement to keep."""
+
+    run_id: str
+    night: str
+    hardware: str
+    host: str
+    entry: str
+    cell: str
+    metric: str
+    value: float
+    build: str = "candidate"  # or "last-good" for the paired runs of a confirmation
+    commits: Mapping[str, str] = field(default_factory=dict)
+    health: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Night:
+    """The samples one night kept for one series."""
+
+    night: str
+    run_id: str
+    values: tuple[float, ...]
+
+
+class History:
+    """The history database at `path` (created on first use)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    @contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with closing(sqlite3.connect(self.path)) as connection, connection:
+            connection.executescript(_SCHEMA)
+            row = connection.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+            if row is None:
+                connection.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            elif int(row[0]) != SCHEMA_VERSION:
+                raise HistoryError(
+                    f"{self.path} has schema version {row[0]}, this spark-nightly reads {SCHEMA_VERSION}"
+                )
+            yield connection
+
+    def record(self, samples: Sequence[Sample]) -> int:
+        """Keep these samples, all in one transaction; returns how many."""
+        rows = [
+            (
+                s.run_id,
+                s.night,
+                s.hardware,
+                s.host,
+                s.entry,
+                s.cell,
+                s.metric,
+                float(s.value),
+                s.build,
+                json.dumps(dict(s.commits), sort_keys=True),
+                json.dumps(dict(s.health), sort_keys=True, default=str),
+            )
+            for s in samples
+        ]
+        with self._connect() as connection:
+            connection.executemany(
+                "INSERT INTO samples (run_id, night, hardware, host, entry, cell, metric, value, build, commits,"
+                " health) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+        return len(rows)
+
+    def nights(
+        self,
+        *,
+        hardware: str,
+        entry: str,
+        cell: str,
+        metric: str,
+        host: str | None = None,
+        build: str = "candidate",
+        before: str | None = None,
+        limit: int = 60,
+    ) -> list[Night]:
+        """The latest `limit` nights of one series (oldest first), optionally for one host and before a night."""
+        query = (
+            "SELECT night, run_id, value FROM samples WHERE hardware = ? AND entry = ? AND cell = ? AND metric = ?"
+            " AND build = ?"
+        )
+        args: list[Any] = [hardware, entry, cell, metric, build]
+        if host is not None:
+            query += " AND host = ?"
+            args.append(host)
+        if before is not None:
+            query += " AND night < ?"
+            args.append(before)
+        with self._connect() as connection:
+            rows = connection.execute(query + " ORDER BY night, run_id, id", args).fetchall()
+        grouped: dict[tuple[str, str], list[float]] = {}
+        for night, run_id, value in rows:
+            grouped.setdefault((night, run_id), []).append(float(value))
+        nights = [Night(night, run_id, tuple(values)) for (night, run_id), values in grouped.items()]
+        return nights[-limit:]

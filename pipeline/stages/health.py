@@ -1,0 +1,269 @@
+"""Health: is this host fit to be measured? A throttled GPU or a loaded CPU makes a night INCONCLUSIVE, not FAIL.
+
+Reading (NVML, /proc, a canary microbenchmark) is kept apart from judging, which is pure and
+shows every number it used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pynvml  # nvidia-ml-py: imports anywhere, needs a driver only at nvmlInit
+
+from pipeline.config.matrix import Profile
+from pipeline.infra import procs
+
+# NVML clock-event (throttle) reasons that make numbers lie; idle and application-clock settings do not.
+BAD_CLOCK_EVENTS = {
+    0x2: "software power cap",
+    0x4: "hardware slowdown",
+    0x8: "sync boost",
+    0x20: "software thermal slowdown",
+    0x40: "hardware thermal slowdown",
+    0x80: "hardware power brake slowdown",
+}
+BUSY_PROCESS_SHARE = 0.25  # a process not ours using a quarter of one core or more competes with the measurement
+CANARY_BYTES = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class GpuFacts:
+    """What NVML (or nvidia-smi) reported for one GPU."""
+
+    index: int
+    name: str
+    sm_clock_mhz: int
+    max_sm_clock_mhz: int
+    clock_event_reasons: int
+    power_w: float
+    temperature_c: int
+    memory_free_gib: float
+
+
+@dataclass(frozen=True)
+class HostFacts:
+    """Everything read about the host before (or after) a measurement."""
+
+    cpu_count: int
+    load_per_core: float
+    competitors: tuple[tuple[int, str, float], ...]  # pid, name, share of one core
+    driver_version: str | None = None
+    gpus: tuple[GpuFacts, ...] = ()
+    source: str = "proc"
+    canary_mb_s: float | None = None
+
+
+@dataclass(frozen=True)
+class HealthReport:
+    """Healthy or not, why, and the facts it judged."""
+
+    healthy: bool
+    reasons: tuple[str, ...]
+    facts: HostFacts
+    limits: Mapping[str, float] = field(default_factory=dict)
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split(".") if part.isdigit())
+
+
+def judge_health(profile: Profile, facts: HostFacts, *, under_load: bool = False) -> HealthReport:
+    """Compare the facts with the profile's expectations; every problem is a reason."""
+    limits = dict(profile.health)
+    reasons: list[str] = []
+    max_load = limits.get("max_load_per_core")
+    # under load the load average counts our own server; only processes that are not ours count then
+    if max_load is not None and not under_load and facts.load_per_core > max_load:
+        reasons.append(f"load {facts.load_per_core:.2f} per core exceeds {max_load:g}")
+    for pid, name, share in facts.competitors:
+        reasons.append(f"process {pid} ({name}) uses {share:.0%} of a core")
+    if profile.accelerator == "cuda":
+        reasons += _gpu_reasons(profile, facts, limits, under_load=under_load)
+    return HealthReport(not reasons, tuple(reasons), facts, limits)
+
+
+def _gpu_reasons(profile: Profile, facts: HostFacts, limits: Mapping[str, float], *, under_load: bool) -> list[str]:
+    reasons = []
+    if not facts.gpus:
+        return ["no GPU visible (NVML and nvidia-smi found none)"]
+    if (
+        facts.driver_version
+        and profile.driver_min
+        and _version_tuple(facts.driver_version) < _version_tuple(profile.driver_min)
+    ):
+        reasons.append(f"driver {facts.driver_version} is older than {profile.driver_min}")
+    if (
+        facts.driver_version
+        and profile.driver_below
+        and _version_tuple(facts.driver_version) >= _version_tuple(profile.driver_below)
+    ):
+        reasons.append(f"driver {facts.driver_version} is not below {profile.driver_below}")
+    for gpu in facts.gpus:
+        # an idle GPU has no reason to hold its clock down; under load a GPU at its power limit flags slowdowns
+        # legitimately (an H200 at 691 W showed 0x4 at 1470 MHz), so there the clock floor decides
+        events = [text for bit, text in BAD_CLOCK_EVENTS.items() if gpu.clock_event_reasons & bit]
+        if events and not under_load:
+            reasons.append(
+                f"GPU {gpu.index} clock held down: {', '.join(events)} (reasons 0x{gpu.clock_event_reasons:x})"
+            )
+        floor = limits.get("min_sm_clock_mhz")
+        if under_load and floor is not None and gpu.sm_clock_mhz < floor:
+            reasons.append(f"GPU {gpu.index} runs at {gpu.sm_clock_mhz} MHz under load, floor {floor:g} MHz")
+        hot = limits.get("max_temperature_c")
+        if hot is not None and gpu.temperature_c > hot:
+            reasons.append(f"GPU {gpu.index} at {gpu.temperature_c} C, above {hot:g} C")
+        free = limits.get("min_free_memory_gib")
+        if free is not None and not under_load and gpu.memory_free_gib < free:
+            reasons.append(f"GPU {gpu.index} has {gpu.memory_free_gib:.1f} GiB free, needs {free:g} GiB")
+    return reasons
+
+
+def read_host_facts(*, ours: Sequence[int] = (), sample_s: float = 1.0, canary: bool = True) -> HostFacts:
+    """Read load, competing processes, GPUs (NVML, else nvidia-smi) and the canary on this host."""
+    cpu_count = os.cpu_count() or 1
+    load = os.getloadavg()[0] / cpu_count
+    competitors = busy_processes(sample_s, exclude=set(ours) | {os.getpid()})
+    driver, gpus, source = read_gpus()
+    return HostFacts(cpu_count, load, competitors, driver, gpus, source, canary_throughput() if canary else None)
+
+
+def busy_processes(sample_s: float, *, exclude: set[int]) -> tuple[tuple[int, str, float], ...]:
+    """Processes using at least BUSY_PROCESS_SHARE of a core over the sample, other than ours."""
+    first = _cpu_times()
+    time.sleep(sample_s)
+    second = _cpu_times()
+    ticks = os.sysconf("SC_CLK_TCK")
+    busy = []
+    for pid, (name, used) in second.items():
+        if pid in exclude or pid not in first or _is_ours(pid):
+            continue
+        share = (used - first[pid][1]) / ticks / sample_s
+        if share >= BUSY_PROCESS_SHARE:
+            busy.append((pid, name, round(share, 2)))
+    return tuple(sorted(busy, key=lambda p: -p[2]))
+
+
+def _cpu_times() -> dict[int, tuple[str, int]]:
+    times = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        fields = stat.rsplit(")", 1)[1].split()
+        times[int(entry.name)] = (name, int(fields[11]) + int(fields[12]))  # utime + stime
+    return times
+
+
+def _is_ours(pid: int) -> bool:
+    """Our own servers and their workers carry the owner marker: they are the measurement, not competition."""
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return False
+    return f"{procs.OWNER_ENV}=".encode() in environ
+
+
+def read_gpus() -> tuple[str | None, tuple[GpuFacts, ...], str]:
+    """GPU facts through NVML (nvidia-ml-py), falling back to nvidia-smi; none on a CPU host."""
+    try:
+        return read_nvml()
+    except Exception:  # no library, no driver, or no GPU: try the command line tool
+        pass
+    try:
+        return read_nvidia_smi()
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None, (), "none"
+
+
+def read_nvml() -> tuple[str | None, tuple[GpuFacts, ...], str]:
+    pynvml.nvmlInit()  # raises without a driver or a GPU
+    try:
+        driver = pynvml.nvmlSystemGetDriverVersion()
+        gpus = []
+        for index in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
+            gpus.append(
+                GpuFacts(
+                    index=index,
+                    name=str(pynvml.nvmlDeviceGetName(handle)),
+                    sm_clock_mhz=int(pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)),
+                    max_sm_clock_mhz=int(pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM)),
+                    clock_event_reasons=int(pynvml.nvmlDeviceGetCurrentClocksEventReasons(handle)),
+                    power_w=pynvml.nvmlDeviceGetPowerUsage(handle) / 1000,
+                    temperature_c=int(pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU)),
+                    memory_free_gib=memory.free / 2**30,
+                )
+            )
+        return str(driver), tuple(gpus), "nvml"
+    finally:
+        pynvml.nvmlShutdown()
+
+
+_SMI_FIELDS = (
+    "index,name,clocks.sm,clocks.max.sm,clocks_event_reasons.active,power.draw,temperature.gpu,"
+    "memory.free,driver_version"
+)
+
+
+def read_nvidia_smi() -> tuple[str | None, tuple[GpuFacts, ...], str]:
+    output = subprocess.run(
+        ["nvidia-smi", f"--query-gpu={_SMI_FIELDS}", "--format=csv,noheader,nounits"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    ).stdout
+    return parse_nvidia_smi(output)
+
+
+def parse_nvidia_smi(output: str) -> tuple[str | None, tuple[GpuFacts, ...], str]:
+    """nvidia-smi's CSV (noheader, nounits) for _SMI_FIELDS into GPU facts."""
+    gpus, driver = [], None
+    for line in output.strip().splitlines():
+        index, name, sm, max_sm, reasons, power, temp, free, driver = (part.strip() for part in line.split(","))
+        power_w = float(power) if power not in ("[N/A]", "N/A") else 0.0
+        gpus.append(
+            GpuFacts(int(index), name, int(sm), int(max_sm), int(reasons, 16), power_w, int(temp), float(free) / 1024)
+        )
+    return driver, tuple(gpus), "nvidia-smi"
+
+
+def canary_throughput(size: int = CANARY_BYTES) -> float:
+    """MB/s of sha256 over a fixed buffer: a tiny host benchmark whose own history shows host drift."""
+    block = bytes(range(256)) * (size // 256)
+    started = time.perf_counter()
+    hashlib.sha256(block).hexdigest()
+    return size / 1e6 / (time.perf_counter() - started)
+
+
+def health_facts_for_history(report: HealthReport) -> dict[str, Any]:
+    """A compact, JSON-ready record of the health a sample was measured under."""
+    facts = report.facts
+    return {
+        "healthy": report.healthy,
+        "load_per_core": round(facts.load_per_core, 2),
+        "driver": facts.driver_version,
+        "canary_mb_s": facts.canary_mb_s,
+        "source": facts.source,
+        "gpus": [
+            {
+                "sm_mhz": g.sm_clock_mhz,
+                "reasons": g.clock_event_reasons,
+                "power_w": g.power_w,
+                "temp_c": g.temperature_c,
+            }
+            for g in facts.gpus
+        ],
+    }

@@ -1,0 +1,113 @@
+"""The benchmark client on the real CPU engine, cross-checked with llama-benchy 0.4.0 on the same server."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import statistics
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipeline.cli import main
+from pipeline.config.matrix import BenchSpec
+from pipeline.infra import procs
+from pipeline.infra.runtime import ensure_pip_runtime
+from pipeline.infra.server import Server
+from pipeline.infra.weights import package_folder
+from pipeline.stages.corpus import corpus_text
+from pipeline.stages.perf import CaseResult, run_bench
+from tests.integration.conftest import CPU_ENTRY, CpuEngine
+
+pytestmark = pytest.mark.integration
+
+LLAMA_BENCHY = ("llama-benchy==0.4.0",)
+CORPUS_URL = "local://spark-nightly-corpus"
+RUNS = 5
+
+
+def _ours(server: Server) -> CaseResult:
+    return run_bench(server.client, server.model, BenchSpec(pp=(128,), tg=(32,), runs=RUNS))[0]
+
+
+def _llama_benchy(engine: CpuEngine, server: Server, tmp_path: Path) -> dict[str, float]:
+    """llama-benchy offline: our corpus seeded where it caches its book, its tokenizer pointed at the model."""
+    runtime = ensure_pip_runtime("llama-benchy", LLAMA_BENCHY, (), engine.cache_dir, tmp_path)
+    home = tmp_path / "home"
+    key = hashlib.md5(CORPUS_URL.encode()).hexdigest()  # llama-benchy's cache key for a book URL
+    book = home / ".cache" / "llama-benchy" / f"{key}.txt"
+    book.parent.mkdir(parents=True)
+    book.write_text(corpus_text())
+    result = tmp_path / "llama-benchy.json"
+    argv = [
+        str(runtime.bin("llama-benchy")),
+        "--base-url",
+        f"{server.base_url}/v1",
+        "--model",
+        server.model,
+        "--tokenizer",
+        str(package_folder(engine.entry, engine.cache_dir)),
+        "--book-url",
+        CORPUS_URL,
+        "--skip-coherence",
+        "--exit-on-first-fail",
+        "--pp",
+        "128",
+        "--tg",
+        "32",
+        "--runs",
+        str(RUNS),
+        "--format",
+        "json",
+        "--save-result",
+        str(result),
+    ]
+    procs.run(
+        argv,
+        tmp_path / "llama-benchy.log",
+        timeout_s=600,
+        env=dict(os.environ) | {"HOME": str(home), "HF_HUB_OFFLINE": "1"},
+    )
+    bench = next(b for b in json.loads(result.read_text())["benchmarks"] if not b["is_context_prefill_phase"])
+    return {"pp_tps": bench["pp_throughput"]["mean"], "tg_tps": bench["tg_throughput"]["mean"]}
+
+
+def test_our_figures_agree_with_llama_benchy_on_the_same_server(
+    cpu_engine: CpuEngine, cpu_server: Server, tmp_path: Path
+) -> None:
+    before = _ours(cpu_server)
+    theirs = _llama_benchy(cpu_engine, cpu_server, tmp_path)
+    after = _ours(cpu_server)
+    ours = {m: statistics.fmean(before.values(m) + after.values(m)) for m in ("pp_tps", "tg_tps")}
+    ratios = {m: ours[m] / theirs[m] for m in ours}
+    print(
+        f"\ncross-check pp128/tg32, {RUNS} runs each, ours before+after llama-benchy: "
+        f"pp t/s ours {ours['pp_tps']:.1f} vs llama-benchy {theirs['pp_tps']:.1f} (ratio {ratios['pp_tps']:.3f}); "
+        f"tg t/s ours {ours['tg_tps']:.2f} vs llama-benchy {theirs['tg_tps']:.2f} (ratio {ratios['tg_tps']:.3f})",
+        file=sys.stderr,
+    )
+    assert abs(ratios["tg_tps"] - 1) <= 0.05
+    assert abs(ratios["pp_tps"] - 1) <= 0.15
+
+
+def test_tokens_are_counted_from_the_stream_and_match_the_server(cpu_server: Server) -> None:
+    result = _ours(cpu_server)
+    assert result.client_generated_tokens == RUNS * 32  # ignore_eos + min_tokens: exactly tg tokens each run
+    assert result.server_generated_tokens == result.client_generated_tokens
+    assert all(r.prompt_tokens == 128 for run in result.runs for r in run.requests)
+
+
+def test_the_bench_command_prints_a_verdict_per_cell_and_writes_every_sample(
+    cpu_server: Server, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = tmp_path / "bench.json"
+    code = main(["bench", CPU_ENTRY, "--url", cpu_server.base_url, "--runs", "2", "--json", str(report)])
+    out = capsys.readouterr().out
+    assert "| pp128 (c1)" in out and "| tg32 (c4)" in out
+    data = json.loads(report.read_text())
+    assert set(data["verdicts"]) == {"pp128 (c1)", "tg32 (c1)", "pp128 (c4)", "tg32 (c4)"}
+    assert all(len(case["runs"]) == 2 for case in data["cases"])
+    failed = any(v["status"] == "FAIL" for v in data["verdicts"].values())
+    assert code == (6 if failed else 0)

@@ -1,0 +1,128 @@
+"""Host health judged on real readings (an H200 idle and under load), nvidia-smi parsing, and the history store."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from pipeline.config.matrix import Profile, TorchExpectation
+from pipeline.infra.history import History, HistoryError, Sample
+from pipeline.stages.health import GpuFacts, HostFacts, judge_health, parse_nvidia_smi
+
+SPARK = Profile(
+    "spark",
+    "spark-gb10",
+    "cuda",
+    TorchExpectation("2.13.0", "13.0"),
+    "build",
+    driver_min="580",
+    driver_below="590",
+    health={"min_sm_clock_mhz": 1200, "max_temperature_c": 90, "min_free_memory_gib": 10},
+)
+CPU = Profile("cpu", "cpu-x86", "cpu", TorchExpectation("2.13.0"), "pip", health={"max_load_per_core": 0.5})
+# read through NVML on an H200, driver 580.159.04 (benchmarks/health_probe.py)
+H200_IDLE = GpuFacts(0, "NVIDIA H200", 345, 1980, 0x1, 80.0, 34, 139.8)
+H200_LOADED = GpuFacts(0, "NVIDIA H200", 1470, 1980, 0x4, 690.9, 54, 138.8)
+
+
+def _facts(
+    *gpus: GpuFacts,
+    driver: str = "580.159.04",
+    load: float = 0.01,
+    competitors: tuple[tuple[int, str, float], ...] = (),
+) -> HostFacts:
+    return HostFacts(16, load, competitors, driver, gpus, "nvml")
+
+
+def test_a_real_idle_and_a_real_loaded_gpu_are_healthy() -> None:
+    assert judge_health(SPARK, _facts(H200_IDLE)).healthy
+    assert judge_health(SPARK, _facts(H200_LOADED), under_load=True).healthy  # power-limit flags under load are normal
+
+
+def test_a_gpu_stuck_at_a_low_clock_under_load_is_unhealthy() -> None:
+    stuck = GpuFacts(0, "NVIDIA GB10", 700, 2500, 0x0, 22.0, 45, 100.0)
+    report = judge_health(SPARK, _facts(stuck), under_load=True)
+    assert report.reasons == ("GPU 0 runs at 700 MHz under load, floor 1200 MHz",)
+
+
+def test_an_idle_gpu_holding_its_clock_down_is_unhealthy() -> None:
+    throttled = GpuFacts(0, "NVIDIA GB10", 700, 2500, 0x40 | 0x4, 30.0, 95, 100.0)
+    reasons = judge_health(SPARK, _facts(throttled)).reasons
+    assert reasons == (
+        "GPU 0 clock held down: hardware slowdown, hardware thermal slowdown (reasons 0x44)",
+        "GPU 0 at 95 C, above 90 C",
+    )
+
+
+def test_the_driver_must_be_in_the_allowed_range() -> None:
+    assert judge_health(SPARK, _facts(H200_IDLE, driver="590.44.01")).reasons == ("driver 590.44.01 is not below 590",)
+    assert judge_health(SPARK, _facts(H200_IDLE, driver="575.1")).reasons == ("driver 575.1 is older than 580",)
+    assert judge_health(SPARK, _facts()).reasons == ("no GPU visible (NVML and nvidia-smi found none)",)
+
+
+def test_a_loaded_cpu_host_is_unhealthy_and_under_load_only_competitors_count() -> None:
+    busy = HostFacts(2, 1.4, ((4242, "stress", 0.98),), None, (), "none")
+    assert judge_health(CPU, busy).reasons == (
+        "load 1.40 per core exceeds 0.5",
+        "process 4242 (stress) uses 98% of a core",
+    )
+    assert judge_health(CPU, busy, under_load=True).reasons == ("process 4242 (stress) uses 98% of a core",)
+    assert judge_health(CPU, HostFacts(2, 0.1, (), None, (), "none")).healthy
+
+
+def test_nvidia_smi_output_parses_into_the_same_facts() -> None:
+    # `nvidia-smi --query-gpu=<fields> --format=csv,noheader,nounits` on the same H200
+    driver, gpus, source = parse_nvidia_smi(
+        "0, NVIDIA H200, 360, 1980, 0x0000000000000001, 96.67, 34, 143155, 580.159.04\n"
+    )
+    assert (driver, source) == ("580.159.04", "nvidia-smi")
+    assert gpus[0] == GpuFacts(0, "NVIDIA H200", 360, 1980, 1, 96.67, 34, 143155 / 1024)
+
+
+def _sample(night: str, value: float, **changes: object) -> Sample:
+    values: dict[str, object] = {
+        "run_id": f"run-{night}",
+        "night": night,
+        "hardware": "cpu-x86",
+        "host": "h1",
+        "entry": "m",
+        "cell": "tg32",
+        "metric": "tg_tps",
+        "value": value,
+    }
+    values.update(changes)
+    return Sample(**values)  # type: ignore[arg-type]
+
+
+def test_history_groups_samples_by_night_oldest_first(tmp_path: Path) -> None:
+    history = History(tmp_path / "history.sqlite")
+    history.record(
+        [
+            _sample("2026-11-02", 20.0),
+            _sample("2026-11-01", 19.0),
+            _sample("2026-11-02", 21.0),
+            _sample("2026-11-03", 5.0, host="h2"),
+            _sample("2026-11-03", 30.0, build="last-good"),
+        ]
+    )
+    series = history.nights(hardware="cpu-x86", entry="m", cell="tg32", metric="tg_tps")
+    assert [(n.night, n.values) for n in series] == [
+        ("2026-11-01", (19.0,)),
+        ("2026-11-02", (20.0, 21.0)),
+        ("2026-11-03", (5.0,)),
+    ]
+    one_host = history.nights(hardware="cpu-x86", entry="m", cell="tg32", metric="tg_tps", host="h1", limit=1)
+    assert [n.night for n in one_host] == ["2026-11-02"]
+    before = history.nights(hardware="cpu-x86", entry="m", cell="tg32", metric="tg_tps", before="2026-11-02")
+    assert [n.night for n in before] == ["2026-11-01"]
+
+
+def test_a_history_of_another_schema_version_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "history.sqlite"
+    History(path).record([_sample("2026-11-01", 1.0)])
+    with sqlite3.connect(path) as connection:
+        connection.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    with pytest.raises(HistoryError, match="schema version 99"):
+        History(path).record([_sample("2026-11-02", 1.0)])
