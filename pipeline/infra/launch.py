@@ -96,12 +96,32 @@ def docker_plan(
 ) -> LaunchPlan:
     """`docker run` on a Spark: all GPUs, host IPC and network, a large /dev/shm, the shared model cache."""
     env = dict(entry.env) | {"HF_HUB_OFFLINE": "1"}
+    serve = ("vllm", "serve", model_ref, *serve_arguments(entry, host="0.0.0.0", port=port))
+    argv = container_argv(
+        container,
+        image,
+        serve,
+        env=env,
+        hf_cache=hf_cache,
+        extra=("--ulimit", "memlock=-1", "--ulimit", "stack=67108864"),
+    )
+    return LaunchPlan(
+        "docker",
+        (Step(argv, purpose="the API server in its container"),),
+        cleanup=(Step(("docker", "rm", "--force", container)),),
+    )
+
+
+def container_argv(
+    name: str, image: str, command: Sequence[str], *, env: Mapping[str, str], hf_cache: str, extra: Sequence[str] = ()
+) -> tuple[str, ...]:
+    """`docker run` as every target uses it: all GPUs, host IPC and network, 16 GiB /dev/shm, the model cache."""
     argv = [
         "docker",
         "run",
         "--rm",
         "--name",
-        container,
+        name,
         "--gpus",
         "all",
         "--ipc",
@@ -110,21 +130,13 @@ def docker_plan(
         "host",
         "--shm-size",
         "16g",
-        "--ulimit",
-        "memlock=-1",
-        "--ulimit",
-        "stack=67108864",
+        *extra,
         "-v",
         f"{hf_cache}:{CONTAINER_HF_CACHE}",
     ]
     for key, value in sorted(env.items()):
         argv += ["-e", f"{key}={value}"]
-    argv += [image, "vllm", "serve", model_ref, *serve_arguments(entry, host="0.0.0.0", port=port)]
-    return LaunchPlan(
-        "docker",
-        (Step(tuple(argv), purpose="the API server in its container"),),
-        cleanup=(Step(("docker", "rm", "--force", container)),),
-    )
+    return (*argv, image, *command)
 
 
 def ray_plan(
@@ -144,33 +156,12 @@ def ray_plan(
         raise ValueError(f"{entry.id} needs {entry.nodes} hosts, profile {profile.name} lists {len(hosts)}")
     env = dict(entry.env) | {"HF_HUB_OFFLINE": "1", "VLLM_HOST_IP": head_address}
 
-    def container_argv(name: str, command: Sequence[str]) -> tuple[str, ...]:
-        argv = [
-            "docker",
-            "run",
-            "--rm",
-            "--name",
-            name,
-            "--gpus",
-            "all",
-            "--ipc",
-            "host",
-            "--network",
-            "host",
-            "--shm-size",
-            "16g",
-            "--device",
-            "/dev/infiniband",
-            "-v",
-            f"{hf_cache}:{CONTAINER_HF_CACHE}",
-        ]
-        for key, value in sorted(env.items()):
-            argv += ["-e", f"{key}={value}"]
-        return (*argv, image, *command)
+    def on_host(name: str, command: Sequence[str]) -> tuple[str, ...]:
+        return container_argv(name, image, command, env=env, hf_cache=hf_cache, extra=("--device", "/dev/infiniband"))
 
     steps = [
         Step(
-            container_argv(
+            on_host(
                 f"{container}-head",
                 ["ray", "start", "--head", f"--port={RAY_PORT}", f"--node-ip-address={head_address}", "--block"],
             ),
@@ -182,7 +173,7 @@ def ray_plan(
     for index, host in enumerate(hosts[1:], start=1):
         steps.append(
             Step(
-                container_argv(
+                on_host(
                     f"{container}-worker{index}", ["ray", "start", f"--address={head_address}:{RAY_PORT}", "--block"]
                 ),
                 host=host,
