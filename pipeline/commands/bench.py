@@ -5,22 +5,26 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import socket
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from pipeline.commands.engine import entry_named
 from pipeline.config.bundle import Config
-from pipeline.config.matrix import Cell, ModelEntry
+from pipeline.config.matrix import ModelEntry
+from pipeline.infra.history import History
 from pipeline.infra.openai_client import OpenAIClient
 from pipeline.progress import to_stderr
 from pipeline.settings import Settings
 from pipeline.stages.boot import boot, prepare_candidate
-from pipeline.stages.gate import CellVerdict, judge_cell
+from pipeline.stages.health import judge_health, read_host_facts
 from pipeline.stages.perf import CaseResult, run_bench
-from pipeline.status import Status
+from pipeline.stages.perf_judge import CellOutcome, PerfContext, judge_results
+from pipeline.status import worst
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
@@ -36,30 +40,56 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser], co
     bench.add_argument("--url", help="a running OpenAI-compatible server to measure instead of booting one")
     bench.add_argument("--runs", type=int, help="measured runs per case (default: the entry's bench.runs)")
     bench.add_argument("--json", metavar="FILE", help="also write every raw sample and verdict as JSON")
+    bench.add_argument("--record", action="store_true", help="keep healthy samples in the history (paths.history)")
 
 
 def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
     entry = entry_named(config, args.model_id)
-    spec = entry.bench if not args.runs else type(entry.bench)(**{**entry.bench.__dict__, "runs": args.runs})
+    profile = config.matrix.profiles[entry.profile]
+    spec = replace(entry.bench, runs=args.runs) if args.runs else entry.bench
+    before = judge_health(profile, read_host_facts())
+    ctx = PerfContext(
+        History(settings.path("history_dir") / "history.sqlite"),
+        profile.hardware,
+        socket.gethostname(),
+        entry.id,
+        time.strftime("bench-%Y%m%d-%H%M%S"),
+        time.strftime("%Y-%m-%d"),
+        {},
+        record=args.record,
+    )
     with _client(args, settings, config, entry) as client:
         results = run_bench(client, entry.served_model_name, spec, say=to_stderr)
-    references = config.thresholds_for(entry.id).cells
-    verdicts = {cell.name: judge_cell(references[cell.name], values) for cell, values in judged_values(results)}
-    print(render_table(entry.served_model_name, results, verdicts))
+        after = judge_health(profile, read_host_facts(canary=False), under_load=True)
+
+        def remeasure(result: CaseResult) -> CaseResult:
+            to_stderr(f"bench: {result.tg_cell.name} tripped; measuring it again")
+            return run_bench(
+                client,
+                entry.served_model_name,
+                replace(
+                    spec,
+                    pp=(result.pp_cell.pp,),
+                    tg=(result.tg_cell.tg,),
+                    depth=(result.pp_cell.depth,),
+                    concurrency=(result.pp_cell.concurrency,),
+                ),
+            )[0]
+
+        outcomes = judge_results(
+            results,
+            config.thresholds_for(entry.id),
+            ctx,
+            health_before=before,
+            health_after=after,
+            remeasure=remeasure,
+            paired=lambda result, metric: None,
+        )
+    by_cell = {o.cell: o for o in outcomes}
+    print(render_table(entry.served_model_name, results, by_cell))
     if args.json:
-        Path(args.json).write_text(json.dumps(as_json(entry, results, verdicts), indent=1) + "\n")
-    failed = any(v.status == "FAIL" for v in verdicts.values())
-    return (Status.FAIL if failed else Status.PASS).exit_code
-
-
-def judged_values(results: Sequence[CaseResult]) -> Iterator[tuple[Cell, list[float]]]:
-    """Each cell once, with the values of the metric it is judged on (pp cells: pp t/s, tg cells: tg t/s)."""
-    seen: set[str] = set()
-    for result in results:
-        for cell, metric in ((result.pp_cell, "pp_tps"), (result.tg_cell, "tg_tps")):
-            if cell.name not in seen:
-                seen.add(cell.name)
-                yield cell, result.values(metric)
+        Path(args.json).write_text(json.dumps(as_json(entry, results, by_cell), indent=1, default=str) + "\n")
+    return worst(o.status for o in outcomes).exit_code
 
 
 @contextmanager
@@ -84,7 +114,7 @@ def _pm(values: Sequence[float]) -> str:
     return f"{mean:.2f} ± {std:.2f}"
 
 
-def render_table(model: str, results: Sequence[CaseResult], verdicts: dict[str, CellVerdict]) -> str:
+def render_table(model: str, results: Sequence[CaseResult], verdicts: dict[str, CellOutcome]) -> str:
     """llama-benchy's columns, then the median, the reference and the verdict of each judged cell."""
     header = [
         "model",
@@ -112,9 +142,9 @@ def render_table(model: str, results: Sequence[CaseResult], verdicts: dict[str, 
                     _pm(result.values(metric)),
                     _pm(result.values("peak_tps")) if metric == "tg_tps" else "",
                     *latency,
-                    f"{verdict.value:.2f}" if verdict else "",
-                    f"{verdict.ref:g}" if verdict and verdict.ref else "",
-                    f"{verdict.status}: {verdict.reason}" if verdict else "(judged in its first case)",
+                    f"{verdict.gate.value:.2f}" if verdict else "",
+                    f"{verdict.gate.ref:g}" if verdict and verdict.gate.ref else "",
+                    f"{verdict.status.value}: {verdict.reason}" if verdict else "(judged in its first case)",
                 ]
             )
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header) - 1)]
@@ -135,7 +165,7 @@ def render_table(model: str, results: Sequence[CaseResult], verdicts: dict[str, 
     return "\n".join(lines + extra)
 
 
-def as_json(entry: ModelEntry, results: Sequence[CaseResult], verdicts: dict[str, CellVerdict]) -> dict[str, Any]:
+def as_json(entry: ModelEntry, results: Sequence[CaseResult], verdicts: dict[str, CellOutcome]) -> dict[str, Any]:
     return {
         "version": 1,
         "entry": entry.id,
@@ -166,5 +196,8 @@ def as_json(entry: ModelEntry, results: Sequence[CaseResult], verdicts: dict[str
             }
             for r in results
         ],
-        "verdicts": {name: v.__dict__ for name, v in verdicts.items()},
+        "verdicts": {
+            name: {"status": v.status.value, "reason": v.reason, "median": v.gate.value, "ref": v.gate.ref}
+            for name, v in verdicts.items()
+        },
     }

@@ -29,7 +29,7 @@ BAD_CLOCK_EVENTS = {
     0x40: "hardware thermal slowdown",
     0x80: "hardware power brake slowdown",
 }
-BUSY_PROCESS_SHARE = 0.25  # a process not ours using a quarter of one core or more competes with the measurement
+BUSY_PROCESS_SHARE = 0.05  # processes not ours using less than this share of a core are background noise
 CANARY_BYTES = 64 * 1024 * 1024
 
 
@@ -78,12 +78,12 @@ def judge_health(profile: Profile, facts: HostFacts, *, under_load: bool = False
     """Compare the facts with the profile's expectations; every problem is a reason."""
     limits = dict(profile.health)
     reasons: list[str] = []
+    # sampled CPU use of processes that are not ours, not the load average: that lags a minute and counts our server
     max_load = limits.get("max_load_per_core")
-    # under load the load average counts our own server; only processes that are not ours count then
-    if max_load is not None and not under_load and facts.load_per_core > max_load:
-        reasons.append(f"load {facts.load_per_core:.2f} per core exceeds {max_load:g}")
-    for pid, name, share in facts.competitors:
-        reasons.append(f"process {pid} ({name}) uses {share:.0%} of a core")
+    foreign = sum(share for _, _, share in facts.competitors) / facts.cpu_count
+    if max_load is not None and foreign > max_load:
+        top = ", ".join(f"{pid} ({name}) {share:.0%}" for pid, name, share in facts.competitors[:3])
+        reasons.append(f"processes that are not ours use {foreign:.2f} of each core (max {max_load:g}): {top}")
     if profile.accelerator == "cuda":
         reasons += _gpu_reasons(profile, facts, limits, under_load=under_load)
     return HealthReport(not reasons, tuple(reasons), facts, limits)

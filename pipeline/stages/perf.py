@@ -190,22 +190,25 @@ def stream_request(client: OpenAIClient, model: str, prompt: str, max_tokens: in
     )
 
 
+def measure_run(
+    client: OpenAIClient, model: str, case: tuple[Cell, Cell], *, prompts: PromptMaker, latency_s: float
+) -> RunSample:
+    """One run of a case: `concurrency` streamed requests started together."""
+    pp_cell, tg_cell = case
+    size = pp_cell.pp + pp_cell.depth  # the context at depth is processed as part of the prompt (no prefix caching)
+    texts = [prompts.make(size) for _ in range(pp_cell.concurrency)]
+    with ThreadPoolExecutor(max_workers=pp_cell.concurrency) as pool:
+        done = list(pool.map(lambda text: stream_request(client, model, text, tg_cell.tg, latency_s), texts))
+    return RunSample(tuple(done))
+
+
 def measure_case(
     client: OpenAIClient, model: str, case: tuple[Cell, Cell], *, runs: int, prompts: PromptMaker, latency_s: float
 ) -> CaseResult:
     """A warm-up run, then `runs` measured runs; /metrics counters are read around the measured runs."""
-    pp_cell, tg_cell = case
-    size = pp_cell.pp + pp_cell.depth  # the context at depth is processed as part of the prompt (no prefix caching)
-
-    def one_run() -> RunSample:
-        texts = [prompts.make(size) for _ in range(pp_cell.concurrency)]
-        with ThreadPoolExecutor(max_workers=pp_cell.concurrency) as pool:
-            done = list(pool.map(lambda text: stream_request(client, model, text, tg_cell.tg, latency_s), texts))
-        return RunSample(tuple(done))
-
-    one_run()  # warm-up, as llama-benchy does, not kept
+    measure_run(client, model, case, prompts=prompts, latency_s=latency_s)  # warm-up, as llama-benchy does
     before = client.metrics()
-    measured = tuple(one_run() for _ in range(runs))
+    measured = tuple(measure_run(client, model, case, prompts=prompts, latency_s=latency_s) for _ in range(runs))
     after = client.metrics()
 
     def delta(name: str) -> float | None:
@@ -214,8 +217,8 @@ def measure_case(
 
     accepted, drafted = delta(SPEC_ACCEPTED), delta(SPEC_DRAFTS)
     return CaseResult(
-        pp_cell,
-        tg_cell,
+        case[0],
+        case[1],
         measured,
         client_generated_tokens=sum(r.completion_tokens for run in measured for r in run.requests),
         server_generated_tokens=delta(GENERATED),

@@ -19,6 +19,7 @@ from pipeline.infra.server import Server
 from pipeline.infra.weights import package_folder
 from pipeline.stages.corpus import corpus_text
 from pipeline.stages.perf import CaseResult, run_bench
+from pipeline.status import Status, worst
 from tests.integration.conftest import CPU_ENTRY, CpuEngine
 
 pytestmark = pytest.mark.integration
@@ -109,5 +110,5 @@ def test_the_bench_command_prints_a_verdict_per_cell_and_writes_every_sample(
     data = json.loads(report.read_text())
     assert set(data["verdicts"]) == {"pp128 (c1)", "tg32 (c1)", "pp128 (c4)", "tg32 (c4)"}
     assert all(len(case["runs"]) == 2 for case in data["cases"])
-    failed = any(v["status"] == "FAIL" for v in data["verdicts"].values())
-    assert code == (6 if failed else 0)
+    statuses = [Status(v["status"]) for v in data["verdicts"].values()]
+    assert code == worst(statuses).exit_code

@@ -1,0 +1,140 @@
+"""Performance judgement on the real CPU engine: no alarm on identical reruns, a planted slowdown caught and
+confirmed by interleaved pairs, a CPU hog during measurement makes the cells INCONCLUSIVE and keeps them out of history.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from pipeline.config.matrix import BenchSpec
+from pipeline.detect.steps import MIN_BASELINE_NIGHTS, confirm
+from pipeline.infra.history import History
+from pipeline.infra.runtime import Runtime
+from pipeline.infra.server import Server
+from pipeline.stages.boot import Candidate, boot
+from pipeline.stages.health import judge_health, read_host_facts
+from pipeline.stages.perf import CaseResult, run_bench
+from pipeline.stages.perf_judge import CellOutcome, PerfContext, interleaved_pairs, judge_results
+from pipeline.status import Status
+from tests.integration.conftest import CpuEngine
+
+pytestmark = pytest.mark.integration
+
+SPEC = BenchSpec(pp=(128,), tg=(32,), runs=3)
+STEP_ANCHOR = "        scheduler_output = self.scheduler.schedule(self._should_throttle_prefills())\n"
+PLANTED_DELAY_S = 0.005  # about a tenth of one decode step of this model on this profile
+
+
+def _context(tmp_path: Path, night: str) -> PerfContext:
+    return PerfContext(
+        History(tmp_path / "history.sqlite"), "cpu-x86", "test-host", "smollm2", f"run-{night}", night, {"vllm": "test"}
+    )
+
+
+def _night(server: Server, engine: CpuEngine, ctx: PerfContext, paired_with: Server | None = None) -> list[CellOutcome]:
+    profile = engine.config.matrix.profiles[engine.entry.profile]
+    before = judge_health(profile, read_host_facts(sample_s=0.5, canary=False))
+    results = run_bench(server.client, server.model, SPEC)
+    after = judge_health(profile, read_host_facts(sample_s=0.5, canary=False), under_load=True)
+    references = engine.config.thresholds_for(engine.entry.id)
+    thresholds = replace(
+        references, cells={"pp128": references.cells["pp128 (c1)"], "tg32": references.cells["tg32 (c1)"]}
+    )
+
+    def remeasure(result: CaseResult) -> CaseResult:
+        return run_bench(server.client, server.model, SPEC)[0]
+
+    def no_last_good(result: CaseResult, metric: str) -> None:
+        return None
+
+    paired = interleaved_pairs(paired_with.client, server.client, server.model) if paired_with else no_last_good
+    return judge_results(
+        results, thresholds, ctx, health_before=before, health_after=after, remeasure=remeasure, paired=paired
+    )
+
+
+@pytest.fixture(scope="module")
+def slowed_candidate(cpu_engine: CpuEngine, tmp_path_factory: pytest.TempPathFactory) -> Candidate:
+    """The candidate environment with a real code change in the installed engine: a short sleep in every step."""
+    assert cpu_engine.candidate.runtime is not None
+    source = cpu_engine.candidate.runtime.root
+    target = tmp_path_factory.mktemp("slowed") / "runtime"
+    subprocess.run(["cp", "-al", str(source), str(target)], check=True)  # hard links: instant, shares the files
+    core = next(target.glob("lib/python3*/site-packages/vllm/v1/engine/core.py"))
+    text = core.read_text()
+    assert STEP_ANCHOR in text
+    patched = text.replace(STEP_ANCHOR, STEP_ANCHOR + f"        time.sleep({PLANTED_DELAY_S})  # planted slowdown\n", 1)
+    fresh = core.with_suffix(".new")
+    fresh.write_text(patched)
+    os.replace(fresh, core)  # a new inode: the shared original stays untouched
+    for cached in core.parent.glob("__pycache__/core.*.pyc"):
+        cached.unlink()
+    runtime = Runtime(target, "slowed", cpu_engine.candidate.runtime.requirements, cpu_engine.candidate.runtime.lock)
+    return replace(cpu_engine.candidate, runtime=runtime)
+
+
+@pytest.fixture(scope="module")
+def last_good_and_slowed(
+    cpu_engine: CpuEngine, slowed_candidate: Candidate, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Server, Server]]:
+    logs = tmp_path_factory.mktemp("pair")
+    with (
+        boot(cpu_engine.entry, cpu_engine.candidate, cache_dir=cpu_engine.cache_dir, log_dir=logs / "a") as good,
+        boot(cpu_engine.entry, slowed_candidate, cache_dir=cpu_engine.cache_dir, log_dir=logs / "b") as slowed,
+    ):
+        yield good, slowed
+
+
+def test_identical_reruns_raise_no_alarm(cpu_server: Server, cpu_engine: CpuEngine, tmp_path: Path) -> None:
+    for index in range(10):
+        outcomes = _night(cpu_server, cpu_engine, _context(tmp_path, f"2026-11-{index + 1:02d}"))
+        print(f"night {index + 1}: " + "; ".join(f"{o.cell} {o.status}" for o in outcomes), file=sys.stderr)
+        assert not [o for o in outcomes if o.status == Status.FAIL], [o.reason for o in outcomes]
+        assert not [o for o in outcomes if "unhealthy" in o.reason], [o.reason for o in outcomes]
+
+
+def test_a_planted_slowdown_is_caught_and_confirmed_by_interleaved_pairs(
+    last_good_and_slowed: tuple[Server, Server], cpu_engine: CpuEngine, tmp_path: Path
+) -> None:
+    good, slowed = last_good_and_slowed
+    for index in range(MIN_BASELINE_NIGHTS + 1):  # the good build's nights: the history the candidate meets
+        _night(good, cpu_engine, _context(tmp_path, f"2026-11-{index + 1:02d}"))
+    outcomes = {o.cell: o for o in _night(slowed, cpu_engine, _context(tmp_path, "2026-11-20"), paired_with=good)}
+    decode = outcomes["tg32"]
+    print(f"\nplanted slowdown: {decode.status}: {decode.reason}", file=sys.stderr)
+    assert decode.status == Status.FAIL, decode.reason
+    assert decode.confirmation is not None and decode.confirmation.mean_ratio < 0.95
+
+
+def test_the_same_build_paired_with_itself_passes(
+    last_good_and_slowed: tuple[Server, Server], cpu_engine: CpuEngine, tmp_path: Path
+) -> None:
+    good, _ = last_good_and_slowed
+    pairs = interleaved_pairs(good.client, good.client, good.model)
+    result = run_bench(good.client, good.model, SPEC)[0]
+    decision = confirm(pairs(result, "tg_tps"))
+    assert decision.decision != "FAIL", decision.reason
+
+
+def test_a_cpu_hog_during_measurement_makes_the_cells_inconclusive(
+    cpu_server: Server, cpu_engine: CpuEngine, tmp_path: Path
+) -> None:
+    hog = subprocess.Popen(
+        [sys.executable, "-c", "import time\nend = time.time() + 120\nwhile time.time() < end: pass"]
+    )
+    try:
+        ctx = _context(tmp_path, "2026-11-21")
+        outcomes = _night(cpu_server, cpu_engine, ctx)
+    finally:
+        hog.kill()
+        hog.wait()
+    assert outcomes and all(o.status == Status.INCONCLUSIVE for o in outcomes), [o.reason for o in outcomes]
+    assert f"({hog.pid})" in outcomes[0].reason or str(hog.pid) in outcomes[0].reason
+    assert ctx.history.nights(hardware="cpu-x86", entry="smollm2", cell="tg32", metric="tg_tps") == []

@@ -1,0 +1,194 @@
+"""Regression detection on constructed numbers: screen, paired confirmation, the history step test, the t maths."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from pipeline.detect import confirm, detect_step, screen
+from pipeline.detect.stats import MEDIAN_VARIANCE_FACTOR, regularized_beta, robust_sd, t_cdf, t_quantile
+from pipeline.detect.steps import (
+    SCREEN_Z,
+    STEP_BASELINE_NIGHTS,
+    STEP_RUN_NIGHTS,
+    TARGET_EFFECT,
+)
+
+# 14 nightly medians around 100 whose absolute deviations have a median of exactly 1 (so MAD = 1 %).
+MEDIANS = (100.0, 102.0, 98.0, 101.0, 99.0, 100.0, 103.0, 97.0, 100.0, 101.0, 99.0, 102.0, 98.0, 100.0)
+
+
+def night(level: float) -> tuple[float, ...]:
+    """Five samples whose median is exactly `level`."""
+    return (level * 0.99, level * 0.995, level, level * 1.005, level * 1.01)
+
+
+HISTORY = [night(m) for m in MEDIANS]
+
+
+def test_t_distribution_matches_published_table_values() -> None:
+    assert t_quantile(0.975, 7) == pytest.approx(2.3646, abs=1e-4)
+    assert t_quantile(0.999, 7) == pytest.approx(4.7853, abs=1e-4)
+    assert t_quantile(0.975, 1) == pytest.approx(12.7062, abs=1e-4)
+    assert t_quantile(0.025, 15) == pytest.approx(-2.1314, abs=1e-4)
+    # df = 1 is the Cauchy distribution, whose CDF has a closed form.
+    assert t_cdf(-2.0, 1) == pytest.approx(0.5 - math.atan(2.0) / math.pi, abs=1e-12)
+    assert t_cdf(0.0, 4) == 0.5
+    assert regularized_beta(0.5, 2, 3) == pytest.approx(11 / 16, abs=1e-12)
+    with pytest.raises(ValueError):
+        t_quantile(1.0, 3)
+
+
+def test_robust_sd_ignores_one_outlier() -> None:
+    assert robust_sd([1.0, 2.0, 3.0, 4.0, 100.0], 3.0) == pytest.approx(1.4826)
+
+
+def test_screen_trips_on_a_clear_drop_and_shows_its_numbers() -> None:
+    result = screen(HISTORY, night(95.0))
+    assert result.tripped
+    assert result.nights_used == 14
+    assert result.baseline == pytest.approx(100.0)
+    assert result.tonight == pytest.approx(95.0)
+    assert result.relative_change == pytest.approx(-0.05)
+    assert result.noise == pytest.approx(0.014826)
+    assert result.noise_of_change == pytest.approx(0.014826 * math.sqrt(1 + MEDIAN_VARIANCE_FACTOR / 14))
+    assert result.threshold == pytest.approx(TARGET_EFFECT - SCREEN_Z * result.noise_of_change)
+    assert 0.025 < result.threshold < 0.035
+    assert "-5.00%" in result.reason
+    assert f"-{result.threshold:.2%}" in result.reason
+
+
+def test_screen_does_not_trip_on_noise_level_changes_or_improvements() -> None:
+    for level in (98.5, 100.0, 103.0, 120.0):
+        assert not screen(HISTORY, night(level)).tripped, level
+    # Just either side of the threshold: the decision is on the number shown, not somewhere near it.
+    threshold = screen(HISTORY, night(100.0)).threshold
+    assert screen(HISTORY, night(100.0 * (1 - threshold) - 0.01)).tripped
+    assert not screen(HISTORY, night(100.0 * (1 - threshold) + 0.01)).tripped
+
+
+def test_screen_on_a_noisy_host_trips_on_any_drop_but_never_on_an_improvement() -> None:
+    noisy = [night(m) for m in (100.0, 110.0, 90.0, 108.0, 92.0, 100.0, 112.0, 88.0)]
+    result = screen(noisy, night(99.5))
+    assert result.threshold == 0.0
+    assert result.tripped
+    assert not screen(noisy, night(100.5)).tripped
+
+
+def test_screen_uses_only_the_recent_window_and_trips_without_history() -> None:
+    old_fast = [night(130.0)] * 20
+    assert not screen(old_fast + HISTORY, night(99.0)).tripped  # only the last 14 nights count
+    assert screen(old_fast + HISTORY, night(99.0), window=30).tripped
+    short = screen(HISTORY[:3], night(100.0))
+    assert short.tripped
+    assert math.isnan(short.baseline)
+    assert "only 3 healthy nights" in short.reason
+    with pytest.raises(ValueError):
+        screen(HISTORY, [100.0, float("nan"), 100.0])
+
+
+def pairs_with_log_ratios(*logs: float) -> list[tuple[float, float]]:
+    return [(100.0, 100.0 * math.exp(x)) for x in logs]
+
+
+def test_confirm_fails_a_clear_regression_and_shows_its_numbers() -> None:
+    result = confirm(pairs_with_log_ratios(-0.05, -0.06, -0.045, -0.055, -0.052, -0.048, -0.058, -0.047))
+    assert result.decision == "FAIL"
+    assert result.pairs == 8
+    mean = (-0.05 - 0.06 - 0.045 - 0.055 - 0.052 - 0.048 - 0.058 - 0.047) / 8
+    assert result.mean_log_ratio == pytest.approx(mean)
+    assert result.mean_ratio == pytest.approx(math.exp(mean))
+    assert result.t_statistic == pytest.approx(mean / (result.sd_log_ratio / math.sqrt(8)))
+    assert result.p_value == pytest.approx(t_cdf(result.t_statistic, 7))
+    assert result.p_value < 1e-6
+    assert result.ci_low < result.mean_ratio < result.ci_high < result.fail_bound < 1.0
+    assert "significant" in result.reason
+
+
+def test_confirm_passes_a_ratio_within_noise_and_a_small_slowdown() -> None:
+    same = confirm(pairs_with_log_ratios(0.01, -0.01, 0.005, -0.012, 0.008, -0.003, 0.0, 0.004))
+    assert same.decision == "PASS"
+    assert same.ci_low > 0.98
+    assert same.ci_low < 1.0 < same.ci_high
+    # 1 % slower and significant, but below MIN_EFFECT: not something to block a release for.
+    small = confirm(pairs_with_log_ratios(-0.01, -0.011, -0.009, -0.0105, -0.0095, -0.01))
+    assert small.decision == "PASS"
+    assert small.ci_high < 1.0
+
+
+def test_confirm_is_inconclusive_when_too_noisy_or_too_few() -> None:
+    noisy = confirm(pairs_with_log_ratios(-0.10, 0.10, -0.05, 0.05, -0.08, 0.02))
+    assert noisy.decision == "INCONCLUSIVE"
+    assert noisy.ci_low < 0.98
+    assert noisy.ci_high > 1.0
+    # A large mean drop that three pairs cannot make significant at 0.001 is not a FAIL either.
+    unsure = confirm(pairs_with_log_ratios(-0.10, -0.03, -0.01))
+    assert unsure.mean_ratio < 0.96
+    assert unsure.fail_bound > 1.0
+    assert unsure.decision == "INCONCLUSIVE"
+    one = confirm(pairs_with_log_ratios(-0.2))
+    assert one.decision == "INCONCLUSIVE"
+    assert one.pairs == 1
+
+
+def test_confirm_p_value_against_a_closed_form() -> None:
+    # log ratios -0.01 and -0.03: mean -0.02, standard error 0.01, t = -2 with 1 degree of freedom (Cauchy).
+    result = confirm(pairs_with_log_ratios(-0.01, -0.03))
+    assert result.t_statistic == pytest.approx(-2.0)
+    assert result.p_value == pytest.approx(0.5 - math.atan(2.0) / math.pi)
+
+
+def test_confirm_with_identical_ratios_decides_on_the_mean() -> None:
+    slower = confirm([(100.0, 95.0)] * 4)
+    assert slower.decision == "FAIL"
+    assert slower.t_statistic == -math.inf
+    assert slower.p_value == 0.0
+    assert confirm([(100.0, 100.0)] * 4).decision == "PASS"
+
+
+def step_series(*run: float) -> list[float]:
+    """21 baseline nights (median 100, MAD 1 %) then `run` padded in front with normal nights to a full week."""
+    base = [100.0 + d for d in (0.0, 1.0, -1.0, 2.0, -2.0, 1.0, -1.0) * 3]
+    normal = (100.0, 101.0, 99.0, 100.0, 101.0, 99.0, 100.0)
+    return base + list(normal[: STEP_RUN_NIGHTS - len(run)]) + list(run)
+
+
+def test_detect_step_fires_on_a_persistent_step_and_shows_its_numbers() -> None:
+    # -4 % a night: below the clip (3 x 1.48 %), so each night adds 4 % - 2.5 % allowance = 1.5 %.
+    result = detect_step(step_series(96.0, 96.0, 96.0, 96.0, 96.0))
+    assert result.fired
+    assert result.baseline_nights == STEP_BASELINE_NIGHTS
+    assert result.baseline == pytest.approx(100.0)
+    assert result.noise == pytest.approx(0.014826)
+    assert result.allowance == pytest.approx(0.025)
+    assert result.clip == pytest.approx(3.0 * 0.014826)
+    assert result.level == pytest.approx(5.0 * 0.014826)
+    assert result.drops == pytest.approx((0.0, -0.01, 0.04, 0.04, 0.04, 0.04, 0.04))
+    assert result.cusum == pytest.approx((0.0, 0.0, 0.015, 0.03, 0.045, 0.06, 0.075))
+    assert result.since == 4  # the step began four nights before tonight
+    assert "rising since 4 night(s) ago" in result.reason
+    assert "above 7.41%" in result.reason
+
+
+def test_detect_step_needs_persistence_not_one_or_two_bad_nights() -> None:
+    four = detect_step(step_series(96.0, 96.0, 96.0, 96.0))
+    assert not four.fired
+    assert four.cusum[-1] == pytest.approx(0.06)
+    assert not detect_step(step_series(90.0)).fired  # one -10 % host hiccup
+    assert not detect_step(step_series(90.0, 90.0)).fired  # two in a row: each clipped at 3 noise units
+    assert not detect_step(step_series(90.0, 100.0, 90.0)).fired
+    # Even a crash needs ceil(level / (clip - allowance)) nights: 0.0741 / (0.0445 - 0.025) -> 4.
+    assert not detect_step(step_series(50.0, 50.0, 50.0)).fired
+    assert detect_step(step_series(50.0, 50.0, 50.0, 50.0)).fired
+
+
+def test_detect_step_never_fires_on_improvements_or_without_history() -> None:
+    better = detect_step(step_series(110.0, 110.0, 110.0, 110.0))
+    assert not better.fired
+    assert better.cusum[-1] == 0.0
+    assert better.since is None
+    short = detect_step([95.0] * 10)
+    assert not short.fired
+    assert math.isnan(short.baseline)
+    assert "need 7 after at least 5 baseline nights" in short.reason
