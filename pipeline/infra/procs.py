@@ -176,21 +176,43 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
-def owned_processes(owner: str) -> list[int]:
-    """Live processes marked with this owner or one nested under it (ours, whatever they renamed themselves to)."""
+def owned_processes(owner: str | None) -> list[int]:
+    """Live processes of this owner (or of any owner, for None), whatever they renamed themselves to.
+
+    A process is ours when its environment carries the marker, or when the leader of its session
+    does: every process we start leads a new session, and vLLM renames its workers with
+    setproctitle, which overwrites what /proc shows of their environment.
+    """
+    stats = {pid: stat for pid in _pids() if (stat := _stat_fields(pid)) is not None}
+    marked = {pid for pid in stats if _marked(pid, owner)}
+    return [
+        pid
+        for pid, fields in stats.items()
+        if pid != os.getpid() and fields[0] != "Z" and (pid in marked or int(fields[3]) in marked)
+    ]
+
+
+def _pids() -> list[int]:
+    return [int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit()]
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """/proc/<pid>/stat after the command name: state, ppid, pgrp, session, ..."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def _marked(pid: int, owner: str | None) -> bool:
+    try:
+        variables = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    if owner is None:
+        return any(v.startswith(f"{OWNER_ENV}=".encode()) for v in variables)
     marker, nested = f"{OWNER_ENV}={owner}".encode(), f"{OWNER_ENV}={owner}/".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-        except OSError:
-            continue
-        variables = environ.split(b"\0")
-        if any(v == marker or v.startswith(nested) for v in variables) and _alive(int(entry.name)):
-            found.append(int(entry.name))
-    return found
+    return any(v == marker or v.startswith(nested) for v in variables)
 
 
 def _parent_of(pid: int) -> int | None:

@@ -140,9 +140,10 @@ def busy_processes(sample_s: float, *, exclude: set[int]) -> tuple[tuple[int, st
     time.sleep(sample_s)
     second = _cpu_times()
     ticks = os.sysconf("SC_CLK_TCK")
+    ours = set(procs.owned_processes(None))  # our servers and their workers are the measurement, not competition
     busy = []
     for pid, (name, used) in second.items():
-        if pid in exclude or pid not in first or _is_ours(pid):
+        if pid in exclude or pid not in first or pid in ours:
             continue
         share = (used - first[pid][1]) / ticks / sample_s
         if share >= BUSY_PROCESS_SHARE:
@@ -163,15 +164,6 @@ def _cpu_times() -> dict[int, tuple[str, int]]:
         fields = stat.rsplit(")", 1)[1].split()
         times[int(entry.name)] = (name, int(fields[11]) + int(fields[12]))  # utime + stime
     return times
-
-
-def _is_ours(pid: int) -> bool:
-    """Our own servers and their workers carry the owner marker: they are the measurement, not competition."""
-    try:
-        environ = Path(f"/proc/{pid}/environ").read_bytes()
-    except OSError:
-        return False
-    return f"{procs.OWNER_ENV}=".encode() in environ
 
 
 def read_gpus() -> tuple[str | None, tuple[GpuFacts, ...], str]:

@@ -9,7 +9,7 @@ import pytest
 from pipeline.config.thresholds import Level, Reference
 from pipeline.stages.corpus import corpus_text
 from pipeline.stages.gate import judge_cell
-from pipeline.stages.perf import RequestSample, RunSample
+from pipeline.stages.perf import RequestSample, RunSample, counted_prompt_tokens
 
 
 def _request(start: float, tokens: int, gap: float, *, prompt: int = 100, ttfr: float = 0.2) -> RequestSample:
@@ -68,3 +68,9 @@ def test_the_corpus_is_long_generated_prose_and_the_same_every_time() -> None:
     assert len(text.split()) >= 24_000
     assert text == corpus_text()
     assert text.count("\n\n") > 100
+
+
+def test_prompt_tokens_are_counted_as_llama_benchy_counts_them() -> None:
+    assert counted_prompt_tokens(98, 128) == 98  # the template's 30 tokens are more than 20 % of a short prompt
+    assert counted_prompt_tokens(2018, 2048) == 2048  # within 20 %: the server's count
+    assert counted_prompt_tokens(98, 0) == 98  # no usage in the stream
