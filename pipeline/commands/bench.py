@@ -83,7 +83,7 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
             health_before=before,
             health_after=after,
             remeasure=remeasure,
-            paired=lambda result, metric: None,
+            paired=lambda result, metric, wanted: None,
         )
     by_cell = {o.cell: o for o in outcomes}
     print(render_table(entry.served_model_name, results, by_cell))

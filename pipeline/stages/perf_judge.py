@@ -17,12 +17,13 @@ from pipeline.infra.history import History, Night, Sample
 from pipeline.infra.openai_client import OpenAIClient
 from pipeline.stages.gate import CellVerdict, judge_cell
 from pipeline.stages.health import HealthReport, health_facts_for_history
-from pipeline.stages.perf import CaseResult, PromptMaker, latency_estimate, measure_run
+from pipeline.stages.perf import CaseResult, PromptMaker, RunSample, latency_estimate, measure_run
 from pipeline.status import Status
 
 METRIC_OF_KIND = {"pp": "pp_tps", "tg": "tg_tps"}
 Remeasure = Callable[[CaseResult], CaseResult]
-PairedMeasure = Callable[[CaseResult, str], list[tuple[float, float]] | None]  # (last good, candidate) of a metric
+# (last good, candidate) values of a metric, as many pairs as asked for; None without a last good build
+PairedMeasure = Callable[[CaseResult, str, int], list[tuple[float, float]] | None]
 
 
 @dataclass(frozen=True)
@@ -130,7 +131,7 @@ def _judge_cell(
             f"tripped ({gate.reason}; {screened.reason}), passed on rerun: {rerun_gate.reason}; {rescreened.reason}"
         )
         return CellOutcome(cell, metric, Status.PASS, reason, gate, rescreened, rerun_gate), rerun
-    pairs = paired(rerun, metric)
+    pairs = paired(rerun, metric, CONFIRM_PAIRS)
     if pairs is None:
         if rerun_gate.status == "FAIL":  # far past a fixed reference (missing kernels): no comparison needed
             return CellOutcome(
@@ -145,6 +146,8 @@ def _judge_cell(
         reason = f"tripped twice ({rerun_gate.reason}; {rescreened.reason}) with no last good build to confirm against"
         return CellOutcome(cell, metric, Status.INCONCLUSIVE, reason, gate, rescreened, rerun_gate), rerun
     decision = confirm(pairs)
+    if decision.decision == "INCONCLUSIVE":  # once more as many pairs: a noisy night gets a second look
+        decision = confirm(paired(rerun, metric, 2 * CONFIRM_PAIRS) or pairs)
     status = {"FAIL": Status.FAIL, "PASS": Status.PASS, "INCONCLUSIVE": Status.INCONCLUSIVE}[decision.decision]
     reason = f"tripped twice, paired with the last good build: {decision.reason}"
     return CellOutcome(cell, metric, status, reason, gate, rescreened, rerun_gate, decision), rerun
@@ -177,15 +180,13 @@ def _record(results: Sequence[CaseResult], ctx: PerfContext, health: HealthRepor
     ctx.history.record(samples)
 
 
-def interleaved_pairs(
-    last_good: OpenAIClient, candidate: OpenAIClient, model: str, *, pairs: int = CONFIRM_PAIRS
-) -> PairedMeasure:
-    """Measure the last good build (A) and the candidate (B) run for run, A B B A ..., once per case.
+def interleaved_pairs(last_good: OpenAIClient, candidate: OpenAIClient, model: str) -> PairedMeasure:
+    """Measure the last good build (A) and the candidate (B) run for run, A B B A ..., per case, on demand.
 
     Alternating the order in each pair cancels a slow drift within the night; the shared host state
-    of the night cancels in each ratio.
+    of the night cancels in each ratio. Pairs already measured for a case are reused when more are asked.
     """
-    cache: dict[str, dict[str, list[tuple[float, float]]]] = {}
+    runs: dict[str, list[tuple[RunSample, RunSample]]] = {}
     sides: dict[str, tuple[OpenAIClient, PromptMaker, float]] = {}
 
     def side(name: str, client: OpenAIClient) -> tuple[OpenAIClient, PromptMaker, float]:
@@ -193,20 +194,19 @@ def interleaved_pairs(
             sides[name] = (client, PromptMaker(client, model), latency_estimate(client))
         return sides[name]
 
-    def measure(result: CaseResult, metric: str) -> list[tuple[float, float]]:
+    def measure(result: CaseResult, metric: str, wanted: int) -> list[tuple[float, float]]:
         case = (result.pp_cell, result.tg_cell)
-        if result.pp_cell.name not in cache:
-            a, b = side("a", last_good), side("b", candidate)
+        a, b = side("a", last_good), side("b", candidate)
+        done = runs.setdefault(result.pp_cell.name, [])
+        if not done:
             for client, prompts, latency in (a, b):  # one warm-up run each, not kept
                 measure_run(client, model, case, prompts=prompts, latency_s=latency)
-            runs = []
-            for index in range(pairs):
-                order = (a, b) if index % 2 == 0 else (b, a)
-                first, second = (measure_run(c, model, case, prompts=p, latency_s=lat) for c, p, lat in order)
-                runs.append((first, second) if index % 2 == 0 else (second, first))
-            cache[result.pp_cell.name] = {
-                m: [(ra.metric(m), rb.metric(m)) for ra, rb in runs] for m in METRIC_OF_KIND.values()
-            }
-        return cache[result.pp_cell.name][metric]
+        while len(done) < wanted:
+            forward = len(done) % 2 == 0
+            first, second = (
+                measure_run(c, model, case, prompts=p, latency_s=lat) for c, p, lat in ((a, b) if forward else (b, a))
+            )
+            done.append((first, second) if forward else (second, first))
+        return [(ra.metric(metric), rb.metric(metric)) for ra, rb in done[:wanted]]
 
     return measure

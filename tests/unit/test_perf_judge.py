@@ -46,7 +46,7 @@ def _seed(ctx: PerfContext, tmp_path: Path, tg_tps: float, nights: int = 8) -> N
             health_before=HEALTHY,
             health_after=HEALTHY,
             remeasure=lambda r: r,
-            paired=lambda r, m: None,
+            paired=lambda r, m, n: None,
         )
 
 
@@ -59,7 +59,7 @@ def test_an_unhealthy_host_makes_every_cell_inconclusive_and_keeps_nothing(tmp_p
         health_before=HEALTHY,
         health_after=SICK,
         remeasure=lambda r: r,
-        paired=lambda r, m: None,
+        paired=lambda r, m, n: None,
     )
     assert {o.status for o in outcomes} == {Status.INCONCLUSIVE}
     assert "42 (hog)" in outcomes[0].reason
@@ -76,7 +76,7 @@ def test_a_steady_night_passes_and_is_recorded(tmp_path: Path) -> None:
         health_before=HEALTHY,
         health_after=HEALTHY,
         remeasure=lambda r: r,
-        paired=lambda r, m: None,
+        paired=lambda r, m, n: None,
     )
     assert [o.status for o in outcomes] == [Status.PASS, Status.PASS]
     assert len(ctx.history.nights(hardware="cpu-x86", entry="m", cell="tg32", metric="tg_tps", limit=100)) == 9
@@ -91,7 +91,7 @@ def test_a_trip_that_does_not_survive_the_rerun_passes(tmp_path: Path) -> None:
         health_before=HEALTHY,
         health_after=HEALTHY,
         remeasure=lambda r: _case(20.0),
-        paired=lambda r, m: None,
+        paired=lambda r, m, n: None,
     )
     decode = next(o for o in outcomes if o.cell == "tg32")
     assert decode.status == Status.PASS and "passed on rerun" in decode.reason
@@ -107,7 +107,7 @@ def test_a_confirmed_slowdown_fails_and_an_unconfirmed_one_is_inconclusive(tmp_p
         health_before=HEALTHY,
         health_after=HEALTHY,
         remeasure=lambda r: _case(18.0),
-        paired=lambda r, m: slow,
+        paired=lambda r, m, n: slow,
     )
     decode = next(o for o in failed if o.cell == "tg32")
     assert decode.status == Status.FAIL and decode.confirmation is not None
@@ -119,7 +119,7 @@ def test_a_confirmed_slowdown_fails_and_an_unconfirmed_one_is_inconclusive(tmp_p
         health_before=HEALTHY,
         health_after=HEALTHY,
         remeasure=lambda r: _case(18.0),
-        paired=lambda r, m: None,
+        paired=lambda r, m, n: None,
     )
     assert next(o for o in unconfirmed if o.cell == "tg32").status == Status.INCONCLUSIVE
 
@@ -132,7 +132,7 @@ def test_far_past_the_fixed_reference_fails_without_a_pair(tmp_path: Path) -> No
         health_before=HEALTHY,
         health_after=HEALTHY,
         remeasure=lambda r: _case(5.0),
-        paired=lambda r, m: None,
+        paired=lambda r, m, n: None,
     )
     decode = next(o for o in outcomes if o.cell == "tg32")
     assert decode.status == Status.FAIL and "past the fail level" in decode.reason
