@@ -4,10 +4,10 @@ confirmed by interleaved pairs, a CPU hog during measurement makes the cells INC
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -22,7 +22,7 @@ from pipeline.infra.server import Server
 from pipeline.stages.boot import Candidate, boot
 from pipeline.stages.health import judge_health, read_host_facts
 from pipeline.stages.perf import CaseResult, run_bench
-from pipeline.stages.perf_judge import CellOutcome, PerfContext, interleaved_pairs, judge_results
+from pipeline.stages.perf_judge import CellOutcome, PairedMeasure, PerfContext, interleaved_pairs, judge_results
 from pipeline.status import Status
 from tests.integration.conftest import CpuEngine
 
@@ -39,7 +39,9 @@ def _context(tmp_path: Path, night: str) -> PerfContext:
     )
 
 
-def _night(server: Server, engine: CpuEngine, ctx: PerfContext, paired_with: Server | None = None) -> list[CellOutcome]:
+def _night(
+    server: Server, engine: CpuEngine, ctx: PerfContext, paired: PairedMeasure | None = None
+) -> list[CellOutcome]:
     profile = engine.config.matrix.profiles[engine.entry.profile]
     before = judge_health(profile, read_host_facts(sample_s=0.5, canary=False))
     results = run_bench(server.client, server.model, SPEC)
@@ -55,9 +57,14 @@ def _night(server: Server, engine: CpuEngine, ctx: PerfContext, paired_with: Ser
     def no_last_good(result: CaseResult, metric: str, wanted: int) -> None:
         return None
 
-    paired = interleaved_pairs(paired_with.client, server.client, server.model) if paired_with else no_last_good
     return judge_results(
-        results, thresholds, ctx, health_before=before, health_after=after, remeasure=remeasure, paired=paired
+        results,
+        thresholds,
+        ctx,
+        health_before=before,
+        health_after=after,
+        remeasure=remeasure,
+        paired=paired or no_last_good,
     )
 
 
@@ -81,18 +88,6 @@ def slowed_candidate(cpu_engine: CpuEngine, tmp_path_factory: pytest.TempPathFac
     return replace(cpu_engine.candidate, runtime=runtime)
 
 
-@pytest.fixture(scope="module")
-def last_good_and_slowed(
-    cpu_engine: CpuEngine, slowed_candidate: Candidate, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[Server, Server]]:
-    logs = tmp_path_factory.mktemp("pair")
-    with (
-        boot(cpu_engine.entry, cpu_engine.candidate, cache_dir=cpu_engine.cache_dir, log_dir=logs / "a") as good,
-        boot(cpu_engine.entry, slowed_candidate, cache_dir=cpu_engine.cache_dir, log_dir=logs / "b") as slowed,
-    ):
-        yield good, slowed
-
-
 def test_identical_reruns_raise_no_alarm(cpu_server: Server, cpu_engine: CpuEngine, tmp_path: Path) -> None:
     for index in range(10):
         outcomes = _night(cpu_server, cpu_engine, _context(tmp_path, f"2026-11-{index + 1:02d}"))
@@ -102,25 +97,38 @@ def test_identical_reruns_raise_no_alarm(cpu_server: Server, cpu_engine: CpuEngi
 
 
 def test_a_planted_slowdown_is_caught_and_confirmed_by_interleaved_pairs(
-    last_good_and_slowed: tuple[Server, Server], cpu_engine: CpuEngine, tmp_path: Path
+    cpu_engine: CpuEngine, slowed_candidate: Candidate, tmp_path: Path
 ) -> None:
-    good, slowed = last_good_and_slowed
-    for index in range(MIN_BASELINE_NIGHTS + 1):  # the good build's nights: the history the candidate meets
-        _night(good, cpu_engine, _context(tmp_path, f"2026-11-{index + 1:02d}"))
-    outcomes = {o.cell: o for o in _night(slowed, cpu_engine, _context(tmp_path, "2026-11-20"), paired_with=good)}
+    def serve(candidate: Candidate, name: str) -> contextlib.AbstractContextManager[Server]:
+        return boot(cpu_engine.entry, candidate, cache_dir=cpu_engine.cache_dir, log_dir=tmp_path / name)
+
+    with serve(cpu_engine.candidate, "history") as good:  # the good build's nights: the history the candidate meets
+        for index in range(MIN_BASELINE_NIGHTS + 1):
+            _night(good, cpu_engine, _context(tmp_path, f"2026-11-{index + 1:02d}"))
+    with contextlib.ExitStack() as later, serve(slowed_candidate, "candidate") as slowed:
+        booted: list[Server] = []
+
+        def paired(result: CaseResult, metric: str, wanted: int) -> list[tuple[float, float]]:
+            if not booted:  # the last good build is served only when a confirmation needs it, as in a night
+                booted.append(later.enter_context(serve(cpu_engine.candidate, "last-good")))
+                measure_pairs.append(interleaved_pairs(booted[0].client, slowed.client, slowed.model))
+            pairs = measure_pairs[0](result, metric, wanted)
+            assert pairs is not None
+            return pairs
+
+        measure_pairs: list[PairedMeasure] = []
+        outcomes = {o.cell: o for o in _night(slowed, cpu_engine, _context(tmp_path, "2026-11-20"), paired=paired)}
     decode = outcomes["tg32"]
     print(f"\nplanted slowdown: {decode.status}: {decode.reason}", file=sys.stderr)
     assert decode.status == Status.FAIL, decode.reason
     assert decode.confirmation is not None and decode.confirmation.mean_ratio < 0.95
 
 
-def test_the_same_build_paired_with_itself_passes(
-    last_good_and_slowed: tuple[Server, Server], cpu_engine: CpuEngine, tmp_path: Path
-) -> None:
-    good, _ = last_good_and_slowed
-    pairs = interleaved_pairs(good.client, good.client, good.model)
-    result = run_bench(good.client, good.model, SPEC)[0]
+def test_the_same_build_paired_with_itself_passes(cpu_server: Server) -> None:
+    pairs = interleaved_pairs(cpu_server.client, cpu_server.client, cpu_server.model)
+    result = run_bench(cpu_server.client, cpu_server.model, SPEC)[0]
     decision = confirm(pairs(result, "tg_tps", CONFIRM_PAIRS))
+    print(f"\nA/A pairs: {decision.decision}: {decision.reason}", file=sys.stderr)
     assert decision.decision != "FAIL", decision.reason
 
 
