@@ -8,11 +8,20 @@ of the history: a sick night is never blamed on the wheels and never becomes the
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from pipeline.config.thresholds import Thresholds
-from pipeline.detect.steps import CONFIRM_PAIRS, MIN_BASELINE_NIGHTS, Confirmation, Screen, confirm, screen
+from pipeline.detect.steps import (
+    CONFIRM_PAIRS,
+    MIN_BASELINE_NIGHTS,
+    Confirmation,
+    Screen,
+    confirm,
+    detect_step,
+    screen,
+)
 from pipeline.infra.history import History, Night, Sample
 from pipeline.infra.openai_client import OpenAIClient
 from pipeline.stages.gate import CellVerdict, judge_cell
@@ -143,6 +152,11 @@ def _judge_cell(
                 rescreened,
                 rerun_gate,
             ), rerun
+        # without a pair, only a step that persists over several nights of history is blamed on the builds
+        step = detect_step([statistics.median(n) for n in nights] + [statistics.median(rerun.values(metric))])
+        if step.fired:
+            reason = f"tripped twice and the history shows a step: {step.reason}"
+            return CellOutcome(cell, metric, Status.FAIL, reason, gate, rescreened, rerun_gate), rerun
         reason = f"tripped twice ({rerun_gate.reason}; {rescreened.reason}) with no last good build to confirm against"
         return CellOutcome(cell, metric, Status.INCONCLUSIVE, reason, gate, rescreened, rerun_gate), rerun
     decision = confirm(pairs)

@@ -136,3 +136,20 @@ def test_far_past_the_fixed_reference_fails_without_a_pair(tmp_path: Path) -> No
     )
     decode = next(o for o in outcomes if o.cell == "tg32")
     assert decode.status == Status.FAIL and "past the fail level" in decode.reason
+
+
+def test_without_a_pair_a_step_that_persists_in_the_history_fails(tmp_path: Path) -> None:
+    _seed(_ctx(tmp_path), tmp_path, 20.0, nights=21)  # a steady baseline
+    for index in range(6):  # then six nights at -12 %, each tripping twice with no last good build to pair with
+        night = f"2026-12-{index + 1:02d}"
+        outcomes = judge_results(
+            [_case(17.6)],
+            _thresholds(),
+            _ctx(tmp_path, night),
+            health_before=HEALTHY,
+            health_after=HEALTHY,
+            remeasure=lambda r: _case(17.6),
+            paired=lambda r, m, n: None,
+        )
+    decode = next(o for o in outcomes if o.cell == "tg32")
+    assert decode.status == Status.FAIL and "the history shows a step" in decode.reason
