@@ -213,7 +213,7 @@ def interleaved_pairs(last_good: OpenAIClient, candidate: OpenAIClient, model: s
         a, b = side("a", last_good), side("b", candidate)
         done = runs.setdefault(result.pp_cell.name, [])
         if not done:
-            for client, prompts, latency in (a, b):  # one warm-up run each, not kept
+            for client, prompts, latency in (a, b, a, b):  # two warm-up runs each, not kept: A was just booted
                 measure_run(client, model, case, prompts=prompts, latency_s=latency)
         while len(done) < wanted:
             forward = len(done) % 2 == 0
