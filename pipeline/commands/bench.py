@@ -7,20 +7,17 @@ import json
 import math
 import socket
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from pipeline.commands.engine import entry_named
+from pipeline.commands.engine import entry_named, served
 from pipeline.config.bundle import Config
 from pipeline.config.matrix import ModelEntry
 from pipeline.infra.history import History
-from pipeline.infra.openai_client import OpenAIClient
 from pipeline.progress import to_stderr
 from pipeline.settings import Settings
-from pipeline.stages.boot import boot, prepare_candidate
 from pipeline.stages.health import judge_health, read_host_facts
 from pipeline.stages.perf import CaseResult, run_bench
 from pipeline.stages.perf_judge import CellOutcome, PerfContext, judge_results
@@ -58,7 +55,7 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
         {},
         record=args.record,
     )
-    with _client(args, settings, config, entry) as client:
+    with served(args.url, settings, config, entry, "bench") as (client, _):
         results = run_bench(client, entry.served_model_name, spec, say=to_stderr)
         after = judge_health(profile, read_host_facts(canary=False), under_load=True)
 
@@ -90,19 +87,6 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(as_json(entry, results, by_cell), indent=1, default=str) + "\n")
     return worst(o.status for o in outcomes).exit_code
-
-
-@contextmanager
-def _client(args: argparse.Namespace, settings: Settings, config: Config, entry: ModelEntry) -> Iterator[OpenAIClient]:
-    if args.url:
-        with OpenAIClient(args.url) as client:
-            yield client
-        return
-    cache_dir = settings.path("cache_dir")
-    log_dir = settings.path("runs_dir") / time.strftime("bench-%Y%m%d-%H%M%S") / entry.id
-    candidate = prepare_candidate(config.matrix.profiles[entry.profile], cache_dir, log_dir, say=to_stderr)
-    with boot(entry, candidate, cache_dir=cache_dir, log_dir=log_dir, say=to_stderr) as server:
-        yield server.client
 
 
 def _pm(values: Sequence[float]) -> str:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from pipeline.config.bundle import Config
@@ -99,3 +101,20 @@ def _dry_model_ref(entry: ModelEntry, cache_dir: Path) -> str:
     if entry.weights.source == "path" and entry.weights.path:
         return entry.weights.path
     return entry.model if entry.weights.source == "hub" else str(package_folder(entry, cache_dir))
+
+
+@contextmanager
+def served(
+    url: str | None, settings: Settings, config: Config, entry: ModelEntry, label: str
+) -> Iterator[tuple[OpenAIClient, str]]:
+    """A client and the model reference: for a running server at `url`, or for the entry booted here."""
+    if url:
+        with OpenAIClient(url) as client:
+            roots = [m.root for m in client.models() if m.id == entry.served_model_name]
+            yield client, (roots[0] if roots and roots[0] else entry.model)
+        return
+    cache_dir = settings.path("cache_dir")
+    log_dir = settings.path("runs_dir") / time.strftime(f"{label}-%Y%m%d-%H%M%S") / entry.id
+    candidate = prepare_candidate(config.matrix.profiles[entry.profile], cache_dir, log_dir, say=to_stderr)
+    with boot(entry, candidate, cache_dir=cache_dir, log_dir=log_dir, say=to_stderr) as server:
+        yield server.client, next((m.root for m in server.client.models() if m.root), entry.model)

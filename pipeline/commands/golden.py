@@ -5,19 +5,15 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from pipeline.checks import Verdict
-from pipeline.commands.engine import entry_named
+from pipeline.commands.engine import entry_named, served
 from pipeline.config.bundle import Config
 from pipeline.config.matrix import ModelEntry
-from pipeline.infra.openai_client import OpenAIClient
 from pipeline.infra.references import ReferenceStore
 from pipeline.progress import to_stderr
 from pipeline.settings import Settings
-from pipeline.stages.boot import boot, prepare_candidate
 from pipeline.stages.golden import GoldenResult, run_golden
 from pipeline.status import Status
 
@@ -44,7 +40,7 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
     hardware = config.matrix.profiles[entry.profile].hardware
     store = ReferenceStore(settings.path("history_dir"))
     references = store.load(hardware, entry.id)
-    with _server(args, settings, config, entry) as (client, model_ref):
+    with served(args.url, settings, config, entry, "golden") as (client, model_ref):
         result = run_golden(
             client, entry, config.golden[entry.golden], model_ref=model_ref, references=references, say=to_stderr
         )
@@ -59,24 +55,6 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
         path = store.save(hardware, entry.id, time.strftime("%Y-%m-%d"), result.generations)
         print(f"recorded tonight's outputs as the drift reference: {path}")
     return (Status.PASS if result.passed else Status.FAIL).exit_code
-
-
-@contextmanager
-def _server(
-    args: argparse.Namespace, settings: Settings, config: Config, entry: ModelEntry
-) -> Iterator[tuple[OpenAIClient, str]]:
-    """A client for --url (the model reference read from /v1/models), or for an entry booted here."""
-    if args.url:
-        with OpenAIClient(args.url) as client:
-            roots = [m.root for m in client.models() if m.id == entry.served_model_name]
-            yield client, (roots[0] if roots and roots[0] else entry.model)
-        return
-    cache_dir = settings.path("cache_dir")
-    log_dir = settings.path("runs_dir") / time.strftime("golden-%Y%m%d-%H%M%S") / entry.id
-    candidate = prepare_candidate(config.matrix.profiles[entry.profile], cache_dir, log_dir, say=to_stderr)
-    with boot(entry, candidate, cache_dir=cache_dir, log_dir=log_dir, say=to_stderr) as server:
-        model_ref = next((m.root for m in server.client.models() if m.root), entry.model)
-        yield server.client, model_ref
 
 
 def render_table(verdicts: list[Verdict] | tuple[Verdict, ...]) -> str:
