@@ -154,9 +154,51 @@ def run(
     return finished
 
 
+def capture(
+    argv: Sequence[str],
+    *,
+    timeout_s: float,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    check: bool = True,
+) -> str:
+    """Run a short command whose output is the answer (git rev-parse, tool listings) and return its stdout.
+
+    Same discipline as run(): its own session, a deadline, the group stopped on timeout or Ctrl-C; stderr
+    goes into the error, never the output.
+    """
+    try:
+        process = subprocess.Popen(
+            list(argv),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            cwd=cwd,
+            env=None if env is None else dict(env),
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise ProcessError(f"cannot start {argv[0]}: {exc.strerror}") from None
+    try:
+        out, err = process.communicate(timeout=timeout_s)
+    except (subprocess.TimeoutExpired, KeyboardInterrupt) as exc:
+        _signal_group(process.pid, signal.SIGKILL)
+        process.communicate()
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        raise ProcessError(f"{_name(argv)} timed out after {timeout_s:g} s") from None
+    if check and process.returncode != 0:
+        detail = err.decode("utf-8", errors="replace").strip()
+        raise ProcessError(f"{_name(argv)} exited with code {process.returncode}", log_tail=detail)
+    return out.decode("utf-8", errors="replace")
+
+
+def _name(argv: Sequence[str]) -> str:
+    return Path(argv[0]).name + (f" {argv[1]}" if len(argv) > 1 else "")
+
+
 def _failure(process: Process, what: str) -> ProcessError:
-    name = Path(process.argv[0]).name + (f" {process.argv[1]}" if len(process.argv) > 1 else "")
-    return ProcessError(f"{name} {what}", log_tail=process.tail(), log_path=str(process.log_path))
+    return ProcessError(f"{_name(process.argv)} {what}", log_tail=process.tail(), log_path=str(process.log_path))
 
 
 def descendants(pid: int) -> list[int]:
