@@ -189,8 +189,17 @@ def capture(
         raise ProcessError(f"{_name(argv)} timed out after {timeout_s:g} s") from None
     if check and process.returncode != 0:
         detail = err.decode("utf-8", errors="replace").strip()
-        raise ProcessError(f"{_name(argv)} exited with code {process.returncode}", log_tail=detail)
+        raise CapturedFailure(f"{_name(argv)} exited with code {process.returncode}", process.returncode, detail)
     return out.decode("utf-8", errors="replace")
+
+
+class CapturedFailure(ProcessError):
+    """A captured command that exited non-zero: its code and stderr, for callers to whom some codes are answers."""
+
+    def __init__(self, message: str, returncode: int, stderr: str) -> None:
+        super().__init__(message, log_tail=stderr)
+        self.returncode = returncode
+        self.stderr = stderr
 
 
 def _name(argv: Sequence[str]) -> str:

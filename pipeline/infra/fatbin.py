@@ -1,0 +1,104 @@
+"""The GPU code inside a native library: its cubins and PTX, read with NVIDIA's cuobjdump (from PyPI)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline.errors import EngineError
+from pipeline.infra import procs
+from pipeline.infra.runtime import ensure_pip_runtime
+from pipeline.progress import Say, quiet
+
+# cuobjdump ships on PyPI from 13.2 on; any of them reads what nvcc 12.x and 13.x write (checked on 13.2-13.5).
+CUOBJDUMP = ("nvidia-cuda-cuobjdump==13.4.92",)
+_TIMEOUT_S = 300.0
+_NO_DEVICE_CODE = 255  # cuobjdump's exit code for an ordinary library: "does not contain device code"
+_LIST_ELF = re.compile(r"^ELF file\s+\d+: .*\.(sm_\d+[af]?)\.cubin$")
+_BLOCK = re.compile(r"^Fatbin (elf|ptx) code:$")
+_FIELD = re.compile(r"^(arch|code version) = (.+)$")
+
+
+@dataclass(frozen=True)
+class Image:
+    """One entry of a fatbin: a cubin for an exact architecture, or PTX with its ISA version."""
+
+    kind: str  # "cubin" | "ptx"
+    arch: str  # "sm_121a", "sm_90", "sm_100f"
+    ptx_isa: tuple[int, int] | None = None
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """Every image in one file; empty for a library without device code."""
+
+    images: tuple[Image, ...]
+
+    @property
+    def cubin_archs(self) -> tuple[str, ...]:
+        return tuple(sorted({i.arch for i in self.images if i.kind == "cubin"}, key=_arch_order))
+
+    @property
+    def ptx(self) -> tuple[Image, ...]:
+        return tuple(sorted({i for i in self.images if i.kind == "ptx"}, key=lambda i: _arch_order(i.arch)))
+
+
+def _arch_order(arch: str) -> tuple[int, str]:
+    digits = re.sub(r"\D", "", arch)
+    return (int(digits) if digits else 0, arch)
+
+
+@dataclass(frozen=True)
+class Cuobjdump:
+    """A cuobjdump binary and how to ask it about one file."""
+
+    binary: Path
+
+    def inventory(self, path: Path) -> Inventory:
+        if path.suffix == ".cubin":  # a bare cubin has no fatbin headers; its listing names the architecture
+            out = self._run("--list-elf", path)
+            return Inventory(tuple(Image("cubin", m[1]) for line in out if (m := _LIST_ELF.match(line))))
+        return Inventory(tuple(_parse_headers(self._run(None, path))))
+
+    def _run(self, option: str | None, path: Path) -> list[str]:
+        argv = [str(self.binary), *([option] if option else []), str(path)]
+        try:
+            out = procs.capture(argv, timeout_s=_TIMEOUT_S)
+        except procs.CapturedFailure as failure:
+            if failure.returncode == _NO_DEVICE_CODE:
+                return []
+            raise EngineError(f"cuobjdump cannot read {path.name}: {failure.stderr.strip()}") from None
+        return [line.strip() for line in out.splitlines()]
+
+
+def _parse_headers(lines: list[str]) -> list[Image]:
+    """Parse cuobjdump's default listing: a 'Fatbin elf|ptx code:' block per entry with arch and code version."""
+    images: list[Image] = []
+    kind: str | None = None
+    fields: dict[str, str] = {}
+
+    def close() -> None:
+        if kind and "arch" in fields:
+            isa = None
+            if kind == "ptx" and (m := re.match(r"\[(\d+),(\d+)\]", fields.get("code version", ""))):
+                isa = (int(m[1]), int(m[2]))
+            images.append(Image("cubin" if kind == "elf" else "ptx", fields["arch"], isa))
+
+    for line in lines:
+        if block := _BLOCK.match(line):
+            close()
+            kind, fields = block[1], {}
+        elif field := _FIELD.match(line):
+            fields[field[1]] = field[2].strip()
+    close()
+    return images
+
+
+def ensure_cuobjdump(cache_dir: Path, log_dir: Path, *, say: Say = quiet) -> Cuobjdump:
+    """cuobjdump from its pinned PyPI wheel, installed once into a runtime of its own."""
+    runtime = ensure_pip_runtime("cuobjdump", CUOBJDUMP, (), cache_dir, log_dir, say=say)
+    found = sorted(runtime.root.glob("lib/python*/site-packages/nvidia/cu*/bin/cuobjdump"))
+    if not found:
+        raise EngineError(f"{CUOBJDUMP[0]} installed no cuobjdump binary under {runtime.root}")
+    return Cuobjdump(found[-1])
