@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from pipeline import __version__
-from pipeline.commands import bench, engine, golden
+from pipeline.commands import bench, build, engine, golden, inspect
 from pipeline.config.bundle import Config, ConfigPaths, load_config
 from pipeline.config.recipes import ImportOptions, import_recipe
 from pipeline.config.thresholds import Reference
@@ -94,7 +94,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--golden", default="spark-general", help="golden set for the new entries (default: %(default)s)"
     )
     recipe.set_defaults(handler=_import_recipe)
-    for module, name in ((engine, "engine"), (golden, "golden"), (bench, "bench")):
+    for module, name in (
+        (engine, "engine"),
+        (golden, "golden"),
+        (bench, "bench"),
+        (build, "build"),
+        (inspect, "inspect"),
+    ):
         module.add_parser(commands, common)
         commands.choices[name].set_defaults(handler=_with_config(module.run))
     return parser

@@ -59,6 +59,20 @@ class Settings:
     )
     flashinfer_ref: str = _setting("main", "FlashInfer branch or commit to build", key="sources.flashinfer.ref")
     flashinfer_prs: tuple[str, ...] = _setting((), "unmerged FlashInfer PRs to graft", key="sources.flashinfer.prs")
+    build_mode: str = _setting(
+        "host",
+        "build on the host or inside the rendered build image",
+        key="build.mode",
+        choices=("host", "docker"),
+    )
+    build_max_jobs: int = _setting(
+        0,
+        "parallel compile jobs (0: half the cores, as a full vLLM build runs out of memory with more)",
+        key="build.max_jobs",
+    )
+    build_image: str = _setting(
+        "nvidia/cuda:13.0.1-devel-ubuntu24.04", "base of the build image (docker mode)", key="build.image"
+    )
     publish_target: str = _setting(
         "local", "where passing nights are published", key="publish.target", choices=("local", "github")
     )

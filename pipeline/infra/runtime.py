@@ -99,16 +99,17 @@ def render_lock(lock: Sequence[LockedFile]) -> str:
     return "".join(f"{f.name}=={f.version} --hash=sha256:{f.sha256}\n" for f in lock)
 
 
-def runtime_key(requirements: Sequence[str], remove: Sequence[str]) -> str:
-    """The content key: what is asked for and which interpreter runs it."""
-    text = json.dumps(
-        {
-            "requirements": sorted(requirements),
-            "remove": sorted(remove),
-            "python": list(sys.version_info[:2]),
-            "format": RUNTIME_FORMAT,
-        }
-    )
+def runtime_key(requirements: Sequence[str], remove: Sequence[str], index_urls: Sequence[str] = ()) -> str:
+    """The content key: what is asked for, from where, and which interpreter runs it."""
+    fields: dict[str, object] = {
+        "requirements": sorted(requirements),
+        "remove": sorted(remove),
+        "python": list(sys.version_info[:2]),
+        "format": RUNTIME_FORMAT,
+    }
+    if index_urls:  # absent rather than empty, so runtimes made before indexes existed keep their keys
+        fields["index_urls"] = list(index_urls)
+    text = json.dumps(fields)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -124,17 +125,29 @@ def load_runtime(root: Path) -> Runtime | None:
     return Runtime(root, meta["key"], tuple(meta["requirements"]), lock)
 
 
-def runtime_root(name: str, requirements: Sequence[str], remove: Sequence[str], cache_dir: Path) -> Path:
+def runtime_root(
+    name: str, requirements: Sequence[str], remove: Sequence[str], cache_dir: Path, index_urls: Sequence[str] = ()
+) -> Path:
     """Where the runtime for these requirements lives (whether or not it exists yet)."""
-    return cache_dir / "runtimes" / f"{name}-{runtime_key(requirements, remove)}"
+    return cache_dir / "runtimes" / f"{name}-{runtime_key(requirements, remove, index_urls)}"
 
 
 def ensure_pip_runtime(
-    name: str, requirements: Sequence[str], remove: Sequence[str], cache_dir: Path, log_dir: Path, *, say: Say = quiet
+    name: str,
+    requirements: Sequence[str],
+    remove: Sequence[str],
+    cache_dir: Path,
+    log_dir: Path,
+    *,
+    index_urls: Sequence[str] = (),
+    say: Say = quiet,
 ) -> Runtime:
-    """The runtime for these requirements: reused when complete, else resolved, locked and installed."""
-    key = runtime_key(requirements, remove)
-    root = runtime_root(name, requirements, remove, cache_dir)
+    """The runtime for these requirements: reused when complete, else resolved, locked and installed.
+
+    `index_urls` are searched beside PyPI (torch's CUDA builds live on their own index).
+    """
+    key = runtime_key(requirements, remove, index_urls)
+    root = runtime_root(name, requirements, remove, cache_dir, index_urls)
     existing = load_runtime(root)
     if existing is not None:
         say(f"runtime {root.name}: cached ({len(existing.lock)} locked files)")
@@ -146,7 +159,17 @@ def ensure_pip_runtime(
     wheels = root / "wheels"
     say(f"runtime {root.name}: resolving and downloading {' '.join(requirements)}")
     procs.run(
-        [python, "-m", "pip", "download", "--quiet", "--dest", str(wheels), *requirements],
+        [
+            python,
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--dest",
+            str(wheels),
+            *(arg for url in index_urls for arg in ("--extra-index-url", url)),
+            *requirements,
+        ],
         log_dir / "runtime-download.log",
         timeout_s=_INSTALL_TIMEOUT_S,
         inactivity_s=_SILENCE_S,

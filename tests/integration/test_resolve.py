@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.infra.git import Git, mirror_dir
+from pipeline.stages.builders.base import BuildSource
 from pipeline.stages.plan import BuildPlan, SourcePlan
 from pipeline.stages.resolve import Source, resolve_sources
 from tests.gitrepos import Upstream
@@ -134,3 +135,18 @@ def test_a_squash_merged_pr_is_skipped_because_its_diff_is_already_in_main(upstr
         ("skipped", "its changes are already in main (empty diff after the merge)")
     ]
     assert plan.commit == plan.main_commit
+
+
+def test_the_build_checks_out_exactly_the_planned_commit_with_a_version_label_of_commit_and_date(
+    upstream: Upstream, tmp_path: Path
+) -> None:
+    _pr(upstream, 11, {"src/eleven.py": "E = 11\n"})
+    plan = _resolve(upstream, tmp_path, ("11",))
+    source = BuildSource.from_plan(plan, mirror_dir(tmp_path / "cache", upstream.url))
+    assert source.version_label == f"g{plan.commit[:9]}.d20261101"  # the upstream commit's date, not tonight's
+    assert source.identity == f"git-tree:{plan.tree}"
+    root = source.materialize(tmp_path / "src")
+    assert (root / "src" / "eleven.py").read_text() == "E = 11\n"
+    assert Git(root)("rev-parse", "HEAD") == plan.commit
+    source.release(tmp_path / "src")
+    assert not (tmp_path / "src").exists()

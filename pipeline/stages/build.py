@@ -1,0 +1,226 @@
+"""Build: each source into wheels through its builder, on the host or in a rendered build image, cached by content."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import shutil
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline.errors import SparkNightlyError
+from pipeline.infra import procs
+from pipeline.infra.runtime import ensure_pip_runtime
+from pipeline.infra.wheel_cache import WheelCache, cache_key, copy_out
+from pipeline.infra.wheels import read_metadata
+from pipeline.progress import Say, quiet
+from pipeline.stages.builders.base import Builder, BuildSource, Paths, Step, Toolchain
+
+_SILENCE_S = 1800.0  # nvcc on one large kernel file can be quiet for many minutes
+_IMAGE_PYTHON = "/opt/build/bin/python"
+_IMAGE_UV = "/opt/build/bin/uv"
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    """One source built (or found in the cache): its wheels in the night's folder."""
+
+    family: str
+    key: str
+    cached: bool
+    wheels: tuple[Path, ...]
+    seconds: float  # this run's time: the whole build on a miss, the look-up and copy on a hit
+    build_seconds: float  # what the build itself took when it ran
+
+
+def host_identity() -> dict[str, str]:
+    """The host toolchain that decides a wheel's bytes: interpreter, machine, and nvcc when there is one."""
+    identity = {"python": platform.python_version(), "machine": platform.machine()}
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        identity["nvcc"] = procs.capture([nvcc, "--version"], timeout_s=60).strip().splitlines()[-1]
+    return identity
+
+
+def source_key(builder: Builder, source: BuildSource, toolchain: Toolchain, host: dict[str, str]) -> str:
+    """The cache key: the source's bytes, the builder's steps, the toolchain; never a date or a branch name."""
+    return cache_key(
+        {
+            "builder": builder.family,
+            "revision": builder.revision,
+            "source": source.identity,
+            "label": source.version_label,
+            "toolchain": toolchain.identity(host),
+        }
+    )
+
+
+def build_source(
+    builder: Builder,
+    source: BuildSource,
+    toolchain: Toolchain,
+    *,
+    cache: WheelCache,
+    work_dir: Path,
+    out_dir: Path,
+    cache_dir: Path,
+    say: Say = quiet,
+) -> BuildResult:
+    """Wheels for one source: from the cache when its key is there, else built, checked and stored."""
+    started = time.monotonic()
+    key = source_key(builder, source, toolchain, host_identity())
+    entry = cache.lookup(key)
+    if entry is not None:
+        wheels = copy_out(entry, out_dir)
+        say(f"{builder.family}: cache hit {key}: nothing to build ({', '.join(w.name for w in wheels)})")
+        return BuildResult(builder.family, key, True, tuple(wheels), time.monotonic() - started, entry.build_seconds)
+    say(f"{builder.family}: no cached build for {key}: building {source.identity}")
+    root = source.materialize(work_dir / f"src-{builder.family}")
+    staging = work_dir / f"out-{builder.family}"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    try:
+        expected = builder.families(root)
+        requirements = builder.build_requirements(root, toolchain)
+        if toolchain.mode == "docker":
+            _build_in_image(
+                builder,
+                source,
+                toolchain=toolchain,
+                requirements=requirements,
+                root=root,
+                staging=staging,
+                work_dir=work_dir,
+                say=say,
+            )
+        else:
+            runtime = ensure_pip_runtime(
+                f"build-{builder.family}",
+                requirements,
+                (),
+                cache_dir,
+                work_dir,
+                index_urls=toolchain.index_urls,
+                say=say,
+            )
+            paths = Paths(str(runtime.python), str(runtime.bin("uv")), str(staging))
+            for step in builder.steps(root, source, toolchain, paths):
+                _run_logged(step.name, step.argv, work_dir, toolchain, say, env=dict(step.env), cwd=root / step.cwd)
+    finally:
+        source.release(work_dir / f"src-{builder.family}")
+    built = sorted(staging.glob("*.whl"))
+    _check_families(builder, built, expected)
+    build_seconds = time.monotonic() - started
+    stored = cache.store(key, built, {"source": source.identity, "label": source.version_label}, build_seconds)
+    wheels = copy_out(stored, out_dir)
+    shutil.rmtree(staging, ignore_errors=True)
+    say(f"{builder.family}: built {', '.join(w.name for w in wheels)} in {build_seconds:.0f} s (cached as {key})")
+    return BuildResult(builder.family, key, False, tuple(wheels), time.monotonic() - started, build_seconds)
+
+
+def _build_in_image(
+    builder: Builder,
+    source: BuildSource,
+    *,
+    toolchain: Toolchain,
+    requirements: Sequence[str],
+    root: Path,
+    staging: Path,
+    work_dir: Path,
+    say: Say,
+) -> None:
+    """The Spark path: the same steps, each in `docker run` of a build image rendered from the same requirements."""
+    dockerfile = render_build_dockerfile(toolchain, requirements)
+    image = build_image_tag(dockerfile)
+    context = work_dir / "build-image"
+    context.mkdir(parents=True, exist_ok=True)
+    (context / "Dockerfile").write_text(dockerfile)
+    _run_logged("build-image", ["docker", "build", "-t", image, str(context)], work_dir, toolchain, say)
+    ccache = str(toolchain.ccache_dir) if toolchain.ccache_dir else None
+    steps = builder.steps(root, source, toolchain, image_paths())
+    for step, argv in zip(
+        steps,
+        docker_commands(steps, image=image, source_dir=str(root), out_dir=str(staging), ccache_dir=ccache),
+        strict=True,
+    ):
+        _run_logged(step.name, argv, work_dir, toolchain, say)
+
+
+def build_image_tag(dockerfile: str) -> str:
+    """Content-addressed: a changed toolchain is a new image, an unchanged one is reused."""
+    return f"spark-nightly/build:{hashlib.sha256(dockerfile.encode()).hexdigest()[:16]}"
+
+
+def _run_logged(
+    name: str,
+    argv: Sequence[str],
+    work_dir: Path,
+    toolchain: Toolchain,
+    say: Say,
+    *,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+) -> None:
+    say(f"  {name}: {' '.join(argv)}  (log: {work_dir / f'build-{name}.log'})")
+    if toolchain.ccache_dir is not None:
+        toolchain.ccache_dir.mkdir(parents=True, exist_ok=True)
+    procs.run(
+        argv,
+        work_dir / f"build-{name}.log",
+        timeout_s=toolchain.timeout_s,
+        inactivity_s=_SILENCE_S,
+        env=dict(os.environ) | (env or {}),
+        cwd=cwd,
+    )
+
+
+def _check_families(builder: Builder, wheels: Sequence[Path], expected: Sequence[str]) -> None:
+    names = [read_metadata(wheel).name for wheel in wheels]
+    if sorted(names) != sorted(expected):
+        raise SparkNightlyError(
+            f"the {builder.family} build wrote {', '.join(names) or 'no wheel'}; expected one each of "
+            f"{', '.join(expected)}"
+        )
+
+
+def render_build_dockerfile(toolchain: Toolchain, requirements: Sequence[str]) -> str:
+    """The build image: the CUDA devel base, ccache, and a venv holding exactly the build requirements."""
+    base = toolchain.base_image or "nvidia/cuda:13.0.1-devel-ubuntu24.04"
+    indexes = " ".join(f"--extra-index-url {url}" for url in toolchain.index_urls)
+    return "\n".join(
+        [
+            "# syntax=docker/dockerfile:1",
+            "# spark-nightly build image: the toolchain of the cache key, nothing else",
+            f"FROM {base}",
+            "ENV DEBIAN_FRONTEND=noninteractive",
+            "RUN apt-get update && apt-get install -y --no-install-recommends git ccache python3 python3-venv "
+            "python3-dev && rm -rf /var/lib/apt/lists/*",
+            f"RUN python3 -m venv /opt/build && /opt/build/bin/pip install {indexes} "
+            + " ".join(f"'{r}'" for r in requirements),
+            "",
+        ]
+    ).replace("install  ", "install ")
+
+
+def docker_commands(
+    steps: Sequence[Step], *, image: str, source_dir: str, out_dir: str, ccache_dir: str | None
+) -> list[list[str]]:
+    """`docker run` per step: the source, the output folder and ccache mounted; no network needed after the image."""
+    commands = []
+    for step in steps:
+        argv = ["docker", "run", "--rm", "-v", f"{source_dir}:/src", "-v", f"{out_dir}:/out"]
+        if ccache_dir:
+            argv += ["-v", f"{ccache_dir}:/ccache"]
+        for name, value in sorted(step.env.items()):
+            argv += ["-e", f"{name}={'/ccache' if name == 'CCACHE_DIR' else value}"]
+        argv += ["-w", "/src" if step.cwd == "." else f"/src/{step.cwd}", image, *step.argv]
+        commands.append(argv)
+    return commands
+
+
+def image_paths() -> Paths:
+    """Where the build image keeps its interpreter and uv, and where the output folder is mounted."""
+    return Paths(_IMAGE_PYTHON, _IMAGE_UV, "/out")
