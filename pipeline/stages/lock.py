@@ -40,7 +40,7 @@ def lock_wheel_set(
     """Resolve the wheels with the pinned torch once, keep every file with its sha256, and refuse a drifted torch.
 
     The tested environment, the runtime image and a user's install all install this lock with
-    `--require-hashes --no-deps --no-index`: nothing is resolved again, so torch cannot turn into another build.
+    `--require-hashes --no-deps`: nothing is resolved again, so torch cannot turn into another build.
     """
     files_dir = dest / "lock-files"
     shutil.rmtree(files_dir, ignore_errors=True)

@@ -1,0 +1,113 @@
+"""`spark-nightly list | fetch | install | dockerfile | retain`: the published nights, from the user's side."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+from pipeline.config.bundle import Config
+from pipeline.errors import SparkNightlyError, UsageError
+from pipeline.infra.image import render_dockerfile
+from pipeline.infra.releases import LocalReleaseStore, ReleaseStore
+from pipeline.infra.runtime import lock_directory
+from pipeline.progress import to_stderr
+from pipeline.settings import Settings
+from pipeline.stages.fetch import LOCK, download_locked, fetch_night, install
+from pipeline.stages.publish import apply_retention, read_index
+
+Runner = Callable[[argparse.Namespace, Settings, Config], int]
+
+
+def open_store(settings: Settings) -> ReleaseStore:
+    """The configured release store; the local one is the embedded default."""
+    if settings.publish_target == "local":
+        return LocalReleaseStore(settings.path("publish_local_dir"))
+    raise SparkNightlyError(
+        f"publish.target {settings.publish_target}: this version publishes to the local store only; "
+        "set publish.target: local"
+    )
+
+
+def add_parsers(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> dict[str, Runner]:
+    """Register the subcommands; returns each one's runner by name."""
+    listing = commands.add_parser("list", parents=[common], help="published nights with their verdicts, newest last")
+    listing.add_argument("--json", action="store_true", help="print the index as JSON")
+    fetch = commands.add_parser(
+        "fetch",
+        parents=[common],
+        help="download a night's wheels and lock, every sha256 checked against its manifest",
+    )
+    fetch.add_argument("--night", default="latest", help="latest (default), a date YYYY-MM-DD, or a tag")
+    fetch.add_argument("--dest", default="nightly", help="folder to download into (default: %(default)s)")
+    inst = commands.add_parser(
+        "install", parents=[common], help="install a fetched night's lock into a venv, hashes required"
+    )
+    inst.add_argument("--venv", required=True, help="the venv to create")
+    inst.add_argument("--from", dest="source", required=True, help="the folder fetch wrote (DEST/TAG)")
+    docker = commands.add_parser(
+        "dockerfile", parents=[common], help="render a Dockerfile and context that build the runtime image"
+    )
+    docker.add_argument("--from", dest="source", required=True, help="the folder fetch wrote (DEST/TAG)")
+    docker.add_argument("--out", required=True, help="the build context to write")
+    retain = commands.add_parser("retain", parents=[common], help="delete nights beyond publish.keep_nights")
+    retain.add_argument("--keep", action="append", default=[], metavar="TAG", help="also keep this night")
+    retain.add_argument("--dry-run", action="store_true", help="say what would be deleted, delete nothing")
+    return {"list": _list, "fetch": _fetch, "install": _install, "dockerfile": _dockerfile, "retain": _retain}
+
+
+def _list(args: argparse.Namespace, settings: Settings, config: Config) -> int:
+    index = read_index(open_store(settings))
+    if args.json:
+        print(json.dumps(index, indent=2, sort_keys=True))
+        return 0
+    if not index["nights"]:
+        print("no published nights")
+        return 0
+    for night in index["nights"]:
+        summary = ", ".join(f"{count} {status}" for status, count in sorted(night["summary"].items()))
+        commits = " ".join(f"{name}@{commit[:9]}" for name, commit in sorted(night["commits"].items()))
+        latest = "  <- latest" if night["tag"] == index["latest"] else ""
+        keep = " (kept)" if night.get("keep") else ""
+        print(f"{night['tag']:22} {night['verdict']:5} {summary:30} {commits}{keep}{latest}")
+    return 0
+
+
+def _fetch(args: argparse.Namespace, settings: Settings, config: Config) -> int:
+    fetched = fetch_night(open_store(settings), args.night, Path(args.dest), say=to_stderr)
+    print(f"fetched {fetched.tag}: {len(fetched.wheels)} wheel(s) and {LOCK} in {fetched.folder}, all verified")
+    return 0
+
+
+def _install(args: argparse.Namespace, settings: Settings, config: Config) -> int:
+    venv = Path(args.venv)
+    if venv.exists():
+        raise UsageError(f"{venv} exists: install creates a new venv, so name one that does not")
+    install(Path(args.source), venv, venv.parent, say=to_stderr)
+    print(f"installed {Path(args.source) / LOCK} into {venv}")
+    return 0
+
+
+def _dockerfile(args: argparse.Namespace, settings: Settings, config: Config) -> int:
+    source, out = Path(args.source), Path(args.out)
+    manifest = json.loads((source / "manifest.json").read_text())
+    profile = config.matrix.profiles[manifest.get("profile", settings.profile)]
+    (out / "wheels").mkdir(parents=True, exist_ok=True)
+    download_locked(source, out / "wheels", out)  # the image installs with --no-index: every locked file goes in
+    shutil.copy2(source / LOCK, out / LOCK)
+    lock = lock_directory(out / "wheels", ())
+    (out / "Dockerfile").write_text(render_dockerfile(profile, lock))
+    print(f"wrote {out / 'Dockerfile'} and its context; build it with: docker build -t spark-nightly/runtime {out}")
+    return 0
+
+
+def _retain(args: argparse.Namespace, settings: Settings, config: Config) -> int:
+    store = open_store(settings)
+    deleted = apply_retention(store, settings.publish_keep_nights, args.keep, dry_run=args.dry_run, say=to_stderr)
+    verb = "would delete" if args.dry_run else "deleted"
+    print(f"retention: {verb} {len(deleted)} night(s), keeping the last {settings.publish_keep_nights} and marked ones")
+    return 0

@@ -1,0 +1,167 @@
+"""Release stores behind one interface, and the local one: a folder laid out like GitHub releases.
+
+A store holds releases (draft or published, each with a tag) and their assets (name, size, sha256
+digest, state). The local store is the embedded default; infra/github.py speaks to GitHub behind
+the same interface, and both pass the same contract tests.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import zlib
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Protocol
+
+from pipeline.errors import SparkNightlyError
+from pipeline.infra.runtime import sha256_of, write_atomically
+
+MAX_ASSET_BYTES = 2 * 1024**3  # GitHub refuses release assets of 2 GiB or more
+
+
+@dataclass(frozen=True)
+class Asset:
+    """One file of a release; `digest` is "sha256:<hex>" once the store knows it."""
+
+    id: int
+    name: str
+    size: int
+    digest: str | None
+    state: str  # "uploaded" when complete; "starter" or "open" when an upload broke off
+
+
+@dataclass(frozen=True)
+class Release:
+    """One release: a tag, draft until published, never the repository's 'latest' for a nightly."""
+
+    id: int
+    tag: str
+    name: str
+    body: str
+    draft: bool
+    prerelease: bool
+    assets: tuple[Asset, ...] = ()
+
+
+class ReleaseStoreError(SparkNightlyError):
+    """A release store refused or failed an operation after its retries."""
+
+
+class TagTaken(ReleaseStoreError):
+    """The tag has (or had, with immutable releases) a release: a new night takes the next suffix."""
+
+
+class ReleaseStore(Protocol):
+    """What publishing, fetching and retention need from a place that keeps releases."""
+
+    def releases(self) -> list[Release]:
+        """Every release, drafts included (only the repository's maintainers see drafts)."""
+        ...
+
+    def create_draft(self, tag: str, name: str, body: str) -> Release: ...
+
+    def upload(self, release: Release, path: Path, name: str) -> Asset: ...
+
+    def delete_asset(self, release: Release, asset: Asset) -> None: ...
+
+    def download(self, release: Release, asset: Asset, dest: Path) -> None: ...
+
+    def publish(self, release: Release) -> Release:
+        """Make a draft public as a prerelease that is never marked latest."""
+        ...
+
+    def delete_release(self, release: Release) -> None:
+        """Delete the release and its tag."""
+        ...
+
+
+def find(store: ReleaseStore, tag: str) -> Release | None:
+    return next((r for r in store.releases() if r.tag == tag), None)
+
+
+class LocalReleaseStore:
+    """`<root>/<tag>/release.json` plus `<root>/<tag>/assets/<name>`; an upload lands under a temporary name first."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def releases(self) -> list[Release]:
+        if not self.root.is_dir():
+            return []
+        found = [self._read(folder) for folder in sorted(self.root.iterdir()) if (folder / "release.json").exists()]
+        return sorted(found, key=lambda r: r.id, reverse=True)  # newest first, as GitHub lists them
+
+    def create_draft(self, tag: str, name: str, body: str) -> Release:
+        folder = self.root / tag
+        if (folder / "release.json").exists():
+            raise TagTaken(f"tag {tag} already has a release: a tag is never reused")
+        (folder / "assets").mkdir(parents=True, exist_ok=True)
+        release = Release(self._next_id(), tag, name, body, draft=True, prerelease=True)
+        self._write(folder, release)
+        return release
+
+    def upload(self, release: Release, path: Path, name: str) -> Asset:
+        size = path.stat().st_size
+        if size >= MAX_ASSET_BYTES:
+            raise ReleaseStoreError(f"{name} is {size} bytes; release assets must stay under 2 GiB")
+        current = self._current(release)
+        if not current.draft:
+            raise ReleaseStoreError(f"release {release.tag} is published: its assets are immutable")
+        if any(a.name == name for a in current.assets):
+            raise ReleaseStoreError(f"release {release.tag} already has an asset named {name}")
+        assets = self.root / release.tag / "assets"
+        partial = assets / f".{name}.part"  # seen as a 'starter' asset if the upload breaks off
+        shutil.copyfile(path, partial)
+        partial.replace(assets / name)
+        return self._asset(assets / name)
+
+    def delete_asset(self, release: Release, asset: Asset) -> None:
+        folder = self.root / release.tag / "assets"
+        for candidate in (folder / asset.name, folder / f".{asset.name}.part"):
+            candidate.unlink(missing_ok=True)
+
+    def download(self, release: Release, asset: Asset, dest: Path) -> None:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(self.root / release.tag / "assets" / asset.name, dest)
+
+    def publish(self, release: Release) -> Release:
+        current = self._current(release)
+        if any(a.state != "uploaded" for a in current.assets):
+            raise ReleaseStoreError(f"release {release.tag} has unfinished uploads")
+        published = replace(current, draft=False, prerelease=True)
+        self._write(self.root / release.tag, published)
+        return self._current(published)
+
+    def delete_release(self, release: Release) -> None:
+        shutil.rmtree(self.root / release.tag, ignore_errors=True)
+
+    def _current(self, release: Release) -> Release:
+        folder = self.root / release.tag
+        if not (folder / "release.json").exists():
+            raise ReleaseStoreError(f"release {release.tag} does not exist")
+        return self._read(folder)
+
+    def _read(self, folder: Path) -> Release:
+        data = json.loads((folder / "release.json").read_text())
+        assets = tuple(self._asset(path) for path in sorted((folder / "assets").iterdir()))
+        return Release(**(data | {"assets": assets}))
+
+    def _asset(self, path: Path) -> Asset:
+        partial = path.name.startswith(".") and path.name.endswith(".part")
+        name = path.name[1:-5] if partial else path.name
+        ident = zlib.crc32(f"{path.parent.parent.name}/{name}".encode())
+        digest = None if partial else f"sha256:{sha256_of(path)}"
+        return Asset(ident, name, path.stat().st_size, digest, "starter" if partial else "uploaded")
+
+    def _write(self, folder: Path, release: Release) -> None:
+        data = asdict(release)
+        del data["assets"]
+        write_atomically(folder / "release.json", json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+    def _next_id(self) -> int:
+        """Release ids grow like GitHub's, so newest-first listing is by id (one nightly writes at a time)."""
+        counter = self.root / ".last-id"
+        value = int(counter.read_text()) + 1 if counter.exists() else 1
+        write_atomically(counter, str(value))
+        return value
