@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 from pipeline.config.bundle import Config
 from pipeline.errors import SparkNightlyError, UsageError
+from pipeline.infra.github import GitHubReleaseStore
 from pipeline.infra.image import render_dockerfile
 from pipeline.infra.releases import LocalReleaseStore, ReleaseStore
 from pipeline.infra.runtime import lock_directory
@@ -25,10 +27,12 @@ def open_store(settings: Settings) -> ReleaseStore:
     """The configured release store; the local one is the embedded default."""
     if settings.publish_target == "local":
         return LocalReleaseStore(settings.path("publish_local_dir"))
-    raise SparkNightlyError(
-        f"publish.target {settings.publish_target}: this version publishes to the local store only; "
-        "set publish.target: local"
-    )
+    if not settings.publish_repo:
+        raise SparkNightlyError("publish.target is github but publish.repo is empty: set it to owner/name")
+    token = os.environ.get(settings.github_token_env, "")
+    if not token:
+        raise SparkNightlyError(f"publish.target is github but ${settings.github_token_env} is not set")
+    return GitHubReleaseStore(settings.publish_repo, token, api_url=settings.github_api_url, say=to_stderr)
 
 
 def add_parsers(

@@ -200,7 +200,7 @@ def _index_entry(tag: str, night: Night, manifest_sha256: str, keep: bool) -> di
     summary: dict[str, int] = {}
     for outcome in outcomes:
         summary[outcome["status"]] = summary.get(outcome["status"], 0) + 1
-    commits = {s["name"]: s["commit"] for s in manifest.get("plan", {}).get("sources", [])}
+    commits = {s["name"]: s["commit"] for s in (manifest.get("plan") or {}).get("sources", [])}
     return {
         "tag": tag,
         "night": night.night,
