@@ -19,6 +19,7 @@ import requests
 from github3.exceptions import GitHubException
 
 from pipeline.infra.releases import MAX_ASSET_BYTES, Asset, Release, ReleaseStoreError, TagTaken
+from pipeline.infra.runtime import sha256_of
 from pipeline.progress import Say, quiet
 
 T = TypeVar("T")
@@ -83,8 +84,13 @@ class GitHubReleaseStore:
         if size >= MAX_ASSET_BYTES:
             raise ReleaseStoreError(f"{name} is {size} bytes; release assets must stay under 2 GiB")
 
+        digest = f"sha256:{sha256_of(path)}"
+
         def attempt() -> Asset:
-            self._drop_unfinished(release, name)  # a retry after a 502 or a dropped connection finds a 'starter'
+            # After a 502 or a dropped connection GitHub may hold a 'starter' asset (deleted here), or the whole
+            # upload with its answer lost (kept when its digest is ours; a second upload would get a 422).
+            if (done := self._reuse_or_clear(release, name, digest)) is not None:
+                return done
             target = self._repo.release(release.id)
             with path.open("rb") as handle:
                 uploaded = target.upload_asset("application/octet-stream", name, handle)
@@ -119,11 +125,16 @@ class GitHubReleaseStore:
         ref = f"{self._repo.url}/git/refs/tags/{release.tag}"
         self._retry(f"delete the tag {release.tag}", lambda: self._send("delete", ref, 204, missing_ok=True))
 
-    def _drop_unfinished(self, release: Release, name: str) -> None:
+    def _reuse_or_clear(self, release: Release, name: str, digest: str) -> Asset | None:
         for asset in self._repo.release(release.id).assets():
             data = asset.as_dict()
-            if data["name"] == name and data.get("state") != "uploaded":
-                self._send("delete", f"{self._repo.url}/releases/assets/{data['id']}", 204)
+            if data["name"] != name:
+                continue
+            if data.get("state") == "uploaded" and data.get("digest") == digest:
+                self._say(f"github: {name} is already uploaded with its digest; keeping it")
+                return _asset(data)
+            self._send("delete", f"{self._repo.url}/releases/assets/{data['id']}", 204)
+        return None
 
     def _send(self, method: str, url: str, expected: int, payload: Any = None, *, missing_ok: bool = False) -> Any:
         """One call through github3's own session, for what github3 does not expose."""

@@ -76,6 +76,7 @@ def _complete(server: StandIn, release: Release) -> bool:
         ("server_errors", 3, [1.0, 2.0, 4.0]),  # 502: exponential back-off
         ("upload_502_starter", 1, [1.0]),  # the 'starter' asset is deleted, the upload redone
         ("drop_upload", 1, [1.0]),  # connection closed mid-upload
+        ("lose_upload_answer", 1, [1.0]),  # stored, answer lost: kept by its digest instead of a 422 duplicate
     ],
 )
 def test_a_transient_failure_is_retried_and_the_night_is_published_whole(
