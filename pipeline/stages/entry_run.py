@@ -1,0 +1,176 @@
+"""One matrix entry through health, smoke, boot, golden and perf, ending with one Outcome whatever happens."""
+
+from __future__ import annotations
+
+import socket
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from pipeline.config.bundle import Config
+from pipeline.config.matrix import BenchSpec, ModelEntry
+from pipeline.errors import BootError, EngineError, ProcessError, SparkNightlyError
+from pipeline.infra.history import History
+from pipeline.infra.references import ReferenceStore
+from pipeline.progress import Say, quiet
+from pipeline.stages.boot import Candidate, boot
+from pipeline.stages.golden import GoldenResult, run_golden
+from pipeline.stages.health import judge_health, read_host_facts
+from pipeline.stages.perf import CaseResult, run_bench
+from pipeline.stages.perf_judge import PerfContext, judge_results
+from pipeline.stages.smoke import smoke
+from pipeline.status import Status, worst
+
+OUTCOME_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How one entry ended: its status, the stage that decided it, why, its numbers, and how long it took."""
+
+    entry: str
+    status: Status
+    stage: str
+    reason: str
+    required: bool
+    duration_s: float
+    numbers: dict[str, Any] = field(default_factory=dict)
+    failures: tuple[dict[str, Any], ...] = ()  # one per failing check or cell: the alert keys and evidence
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        return {"version": OUTCOME_VERSION, **data, "status": self.status.value, "failures": list(self.failures)}
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> Outcome:
+        fields = {k: v for k, v in data.items() if k != "version"}
+        return Outcome(**(fields | {"status": Status(data["status"]), "failures": tuple(data["failures"])}))
+
+
+@dataclass(frozen=True)
+class EntryContext:
+    """What an entry needs from the night around it."""
+
+    config: Config
+    candidate: Candidate
+    cache_dir: Path
+    history_dir: Path
+    log_dir: Path
+    run_id: str
+    night: str
+    commits: dict[str, str]
+    say: Say = quiet
+
+
+def run_entry(entry: ModelEntry, ctx: EntryContext) -> Outcome:
+    """Never raises for the candidate's failures: they become the outcome. Ctrl-C and our own bugs propagate."""
+    started = time.monotonic()
+
+    def outcome(status: Status, stage: str, reason: str, **extra: Any) -> Outcome:
+        return Outcome(entry.id, status, stage, reason, entry.required, round(time.monotonic() - started, 1), **extra)
+
+    profile = ctx.config.matrix.profiles[entry.profile]
+    before = judge_health(profile, read_host_facts())
+    if not before.healthy:
+        return outcome(Status.INCONCLUSIVE, "health", "host unhealthy: " + "; ".join(before.reasons))
+    if ctx.candidate.runtime is not None:
+        report = smoke(ctx.candidate.runtime, profile, ctx.log_dir, entry_point_needed=entry.launch.entrypoint == "cli")
+        if not report.passed:
+            return outcome(Status.FAIL, "smoke", report.reason)
+    stage = "boot"
+    try:
+        with boot(entry, ctx.candidate, cache_dir=ctx.cache_dir, log_dir=ctx.log_dir, say=ctx.say) as server:
+            boot_s = server.boot_s
+            stage = "golden"
+            store = ReferenceStore(ctx.history_dir)
+            golden = run_golden(
+                server.client,
+                entry,
+                ctx.config.golden[entry.golden],
+                model_ref=next((m.root for m in server.client.models() if m.root), entry.model),
+                references=store.load(profile.hardware, entry.id),
+                say=ctx.say,
+            )
+            numbers: dict[str, Any] = {"boot_s": round(boot_s, 1), "golden_s": round(golden.duration_s, 1)}
+            if not golden.passed:
+                reason, failures = _golden_failures(entry, golden)
+                return outcome(Status.FAIL, "golden", reason, numbers=numbers, failures=failures)
+            stage = "perf"
+            perf_started = time.monotonic()
+            perf = _perf(entry, server.client, ctx, profile_hardware=profile.hardware, before=before)
+            numbers |= {"perf_s": round(time.monotonic() - perf_started, 1), "cells": perf["cells"]}
+            status = perf["status"]
+            if status == Status.PASS:
+                store.save(profile.hardware, entry.id, ctx.night, golden.generations)  # tonight is the new reference
+            return outcome(status, "perf", perf["reason"], numbers=numbers, failures=perf["failures"])
+    except BootError as exc:
+        return outcome(Status.FAIL, "boot", f"{exc.cause}: {exc.detail}")
+    except (EngineError, ProcessError) as exc:
+        return outcome(Status.FAIL, stage, f"the engine failed during {stage}: {exc}")
+    except SparkNightlyError as exc:
+        return outcome(Status.ABORTED, stage, f"{type(exc).__name__}: {exc}")
+
+
+def _golden_failures(entry: ModelEntry, golden: GoldenResult) -> tuple[str, tuple[dict[str, Any], ...]]:
+    """The reason line and one alert-ready failure per failing check."""
+    failures = tuple(
+        {
+            "key": f"{entry.id}:golden:{v.check}:{v.subject}",
+            "what": f"golden {v.check} {v.subject}",
+            "reason": v.reason,
+            "evidence": {k: str(x)[:300] for k, x in v.evidence.items()},
+        }
+        for v in golden.failures
+    )
+    first = golden.failures[0]
+    return f"{len(failures)} golden check(s) failed; first: {first.check} {first.subject}: {first.reason}", failures
+
+
+def _perf(entry: ModelEntry, client: Any, ctx: EntryContext, *, profile_hardware: str, before: Any) -> dict[str, Any]:
+    profile = ctx.config.matrix.profiles[entry.profile]
+    results = run_bench(client, entry.served_model_name, entry.bench, say=ctx.say)
+    after = judge_health(profile, read_host_facts(canary=False), under_load=True)
+    perf_ctx = PerfContext(
+        History(ctx.history_dir / "history.sqlite"),
+        profile_hardware,
+        socket.gethostname(),
+        entry.id,
+        ctx.run_id,
+        ctx.night,
+        ctx.commits,
+    )
+
+    def remeasure(result: CaseResult) -> CaseResult:
+        ctx.say(f"{entry.id}: {result.tg_cell.name} tripped; measuring it again")
+        return run_bench(client, entry.served_model_name, _only(entry, result))[0]
+
+    outcomes = judge_results(
+        results,
+        ctx.config.thresholds_for(entry.id),
+        perf_ctx,
+        health_before=before,
+        health_after=after,
+        remeasure=remeasure,
+        paired=lambda result, metric, wanted: None,  # the last good build is kept from issue 8's first good night
+    )
+    cells = {o.cell: {"status": o.status.value, "value": round(o.gate.value, 3), "ref": o.gate.ref} for o in outcomes}
+    status = worst(o.status for o in outcomes)
+    bad = [o for o in outcomes if o.status in {Status.FAIL, Status.INCONCLUSIVE}]
+    failures = tuple(
+        {"key": f"{entry.id}:perf:{o.cell}", "what": f"{o.cell} {o.metric}", "reason": o.reason,
+         "evidence": {"value": o.gate.value, "ref": o.gate.ref}}
+        for o in bad if o.status == Status.FAIL
+    )  # fmt: skip
+    reason = "; ".join(f"{o.cell}: {o.reason}" for o in bad) or f"{len(outcomes)} cells within their references"
+    return {"status": status, "reason": reason, "cells": cells, "failures": failures}
+
+
+def _only(entry: ModelEntry, result: CaseResult) -> BenchSpec:
+    return replace(
+        entry.bench,
+        pp=(result.pp_cell.pp,),
+        tg=(result.tg_cell.tg,),
+        depth=(result.pp_cell.depth,),
+        concurrency=(result.pp_cell.concurrency,),
+    )

@@ -1,0 +1,79 @@
+"""Reports of a run: run.json (versioned), summary.md (also to $GITHUB_STEP_SUMMARY) and junit.xml."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+from xml.etree import ElementTree
+
+from pipeline.infra.runtime import write_atomically
+from pipeline.stages.entry_run import Outcome
+from pipeline.status import Status
+
+RUN_VERSION = 1
+
+
+def write_reports(run_dir: Path, run: Mapping[str, Any], outcomes: Sequence[Outcome]) -> dict[str, Path]:
+    """Every report of the run, written atomically; returns where each went."""
+    paths = {"run.json": run_dir / "run.json", "summary.md": run_dir / "summary.md", "junit.xml": run_dir / "junit.xml"}
+    document = {"version": RUN_VERSION, **run, "entries": [o.to_json() for o in outcomes]}
+    write_atomically(paths["run.json"], json.dumps(document, indent=2, sort_keys=True, default=str) + "\n")
+    summary = render_summary(run, outcomes)
+    write_atomically(paths["summary.md"], summary)
+    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if step_summary:
+        with Path(step_summary).open("a") as handle:
+            handle.write(summary)
+    write_atomically(paths["junit.xml"], render_junit(run, outcomes))
+    return paths
+
+
+def render_summary(run: Mapping[str, Any], outcomes: Sequence[Outcome]) -> str:
+    lines = [
+        f"# spark-nightly {run['night']}: {run['verdict']}",
+        "",
+        f"Run `{run['run_id']}` on profile `{run['profile']}`; {run.get('publish') or 'nothing published'}.",
+        "",
+        "| entry | status | stage | reason | duration |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for outcome in outcomes:
+        required = "" if outcome.required else " (optional)"
+        reason = outcome.reason.replace("|", "\\|").replace("\n", " ")
+        status, took = outcome.status.value, f"{outcome.duration_s:.0f} s"
+        lines.append(f"| {outcome.entry}{required} | {status} | {outcome.stage} | {reason} | {took} |")
+    return "\n".join(lines) + "\n"
+
+
+def render_junit(run: Mapping[str, Any], outcomes: Sequence[Outcome]) -> str:
+    failures = sum(o.status == Status.FAIL for o in outcomes)
+    errors = sum(o.status in {Status.ABORTED, Status.INCONCLUSIVE} for o in outcomes)
+    skipped = sum(o.status in {Status.SKIPPED, Status.XFAIL} for o in outcomes)
+    suite = ElementTree.Element(
+        "testsuite",
+        name=f"spark-nightly {run['night']}",
+        tests=str(len(outcomes)),
+        failures=str(failures),
+        errors=str(errors),
+        skipped=str(skipped),
+        time=f"{sum(o.duration_s for o in outcomes):.1f}",
+    )
+    for outcome in outcomes:
+        case = ElementTree.SubElement(
+            suite,
+            "testcase",
+            classname=f"spark-nightly.{run['profile']}",
+            name=outcome.entry,
+            time=f"{outcome.duration_s:.1f}",
+        )
+        message = f"{outcome.stage}: {outcome.reason}"
+        if outcome.status == Status.FAIL:
+            ElementTree.SubElement(case, "failure", message=message, type=outcome.stage).text = message
+        elif outcome.status in {Status.ABORTED, Status.INCONCLUSIVE}:
+            ElementTree.SubElement(case, "error", message=message, type=outcome.status.value).text = message
+        elif outcome.status in {Status.SKIPPED, Status.XFAIL}:
+            ElementTree.SubElement(case, "skipped", message=message)
+    return ElementTree.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"

@@ -1,0 +1,127 @@
+"""Whole nights on the real CPU engine: a good night is published; a broken model fails, alerts once, publishes
+nothing, and recovery closes the alert; an interrupted run resumes without redoing finished entries."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pipeline.cli import main
+from pipeline.infra import procs
+from pipeline.infra.releases import LocalReleaseStore
+from pipeline.infra.runtime import ensure_pip_runtime
+from pipeline.infra.weights import CONVERTER_REQUIREMENTS, package_folder
+from pipeline.stages.publish import nightly_releases
+from tests.integration.conftest import CPU_ENTRY, ROOT, CpuEngine
+
+pytestmark = pytest.mark.integration
+
+MAKER = Path(__file__).with_name("make_broken_model.py")
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where one test's nights keep their runs, history, releases and configuration."""
+
+    root: Path
+
+    @property
+    def runs(self) -> Path:
+        return self.root / "runs"
+
+    @property
+    def store(self) -> LocalReleaseStore:
+        return LocalReleaseStore(self.root / "releases")
+
+    def alerts(self) -> dict[str, dict[str, object]]:
+        data: dict[str, dict[str, object]] = json.loads((self.root / "history" / "alerts.json").read_text())["alerts"]
+        return data
+
+    def last_run(self) -> dict[str, object]:
+        latest = sorted(self.runs.iterdir())[-1]
+        data: dict[str, object] = json.loads((latest / "run.json").read_text())
+        return data
+
+
+@pytest.fixture()
+def place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Place:
+    config = tmp_path / "config"
+    config.mkdir()
+    shutil.copy(ROOT / "models.yaml", config / "models.yaml")
+    shutil.copytree(ROOT / "thresholds", config / "thresholds")
+    shutil.copytree(ROOT / "golden", config / "golden")
+    monkeypatch.setenv("SPARK_NIGHTLY_PATHS_RUNS", str(tmp_path / "runs"))
+    monkeypatch.setenv("SPARK_NIGHTLY_PATHS_HISTORY", str(tmp_path / "history"))
+    monkeypatch.setenv("SPARK_NIGHTLY_PATHS_CONFIG", str(config))
+    monkeypatch.setenv("SPARK_NIGHTLY_PUBLISH_LOCAL_DIR", str(tmp_path / "releases"))
+    return Place(tmp_path)
+
+
+def _serve_broken_weights(place: Place, cpu_engine: CpuEngine) -> None:
+    """Point the CPU entry at a copy of its model with random weights: fluent-looking garbage."""
+    converter = ensure_pip_runtime("gguf-convert", CONVERTER_REQUIREMENTS, (), cpu_engine.cache_dir, place.root)
+    broken = place.root / "broken-random"
+    source = package_folder(cpu_engine.entry, cpu_engine.cache_dir)
+    argv = [str(converter.python), str(MAKER), str(source), str(broken), "random", "0"]
+    procs.run(argv, place.root / "make-broken.log", timeout_s=600)
+    models = place.root / "config" / "models.yaml"
+    data = yaml.safe_load(models.read_text())
+    for entry in data["models"]:
+        if entry["id"] == CPU_ENTRY:
+            entry["weights"] = {"from": "path", "path": str(broken)}
+    models.write_text(yaml.safe_dump(data, sort_keys=False))
+
+
+def test_a_good_night_is_published_and_a_broken_model_alerts_once_and_publishes_nothing(
+    place: Place, cpu_engine: CpuEngine
+) -> None:
+    assert main(["nightly", "--profile", "cpu"]) == 0
+    assert place.last_run()["verdict"] == "PASS"
+    assert [r.tag for r in nightly_releases(place.store.releases())] != []
+    published = len(place.store.releases())
+
+    shutil.copy(place.root / "config" / "models.yaml", place.root / "models.good.yaml")
+    _serve_broken_weights(place, cpu_engine)
+    for night in range(2):  # two failing nights: one alert per failing check, opened once, then updated
+        assert main(["nightly", "--profile", "cpu"]) == 6
+        run = place.last_run()
+        assert run["verdict"] == "FAIL"
+        actions = {a["action"] for a in run["alerts"]}  # type: ignore[union-attr]
+        assert actions == ({"opened"} if night == 0 else {"updated"})
+    assert len(place.store.releases()) == published  # nothing bad published
+    assert all(alert["open"] for alert in place.alerts().values())
+
+    shutil.copy(place.root / "models.good.yaml", place.root / "config" / "models.yaml")
+    assert main(["nightly", "--profile", "cpu", "--only", CPU_ENTRY]) == 0
+    assert {a["action"] for a in place.last_run()["alerts"]} == {"closed"}  # type: ignore[union-attr]
+    assert not any(alert["open"] for alert in place.alerts().values())
+
+
+def test_an_interrupted_run_resumes_without_redoing_finished_entries(place: Place, cpu_engine: CpuEngine) -> None:
+    run_dir = place.runs / "20261121-020000"
+    (run_dir / "entries").mkdir(parents=True)
+    (run_dir / "night.json").write_text(json.dumps({"run_id": run_dir.name, "night": "2026-11-21", "profile": "cpu"}))
+    finished = {
+        "version": 1,
+        "entry": CPU_ENTRY,
+        "status": "PASS",
+        "stage": "perf",
+        "reason": "4 cells within their references",
+        "required": True,
+        "duration_s": 300.0,
+        "numbers": {},
+        "failures": [],
+    }
+    (run_dir / "entries" / f"{CPU_ENTRY}.json").write_text(json.dumps(finished))
+    assert main(["nightly", "--profile", "cpu", "--resume", run_dir.name]) == 0
+    run = json.loads((run_dir / "run.json").read_text())
+    assert run["verdict"] == "PASS" and run["entries"][0]["duration_s"] == 300.0  # taken over, not rerun
+    assert not (run_dir / "logs").exists()  # nothing was booted
+    assert [r.tag for r in place.store.releases()] == ["nightly-20261121"]
+    assert main(["nightly", "--profile", "cpu", "--resume", run_dir.name]) == 0  # a second resume duplicates nothing
+    assert [r.tag for r in place.store.releases()] == ["nightly-20261121"]

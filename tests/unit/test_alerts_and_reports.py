@@ -1,0 +1,106 @@
+"""Alerts open once, update, and close on recovery; reports render what a person reads, compared with golden files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from xml.etree import ElementTree
+
+import pytest
+
+from pipeline.stages.alert import raise_alerts, write_local
+from pipeline.stages.entry_run import Outcome
+from pipeline.stages.report import render_junit, render_summary
+from pipeline.status import Status
+
+GOLDEN = Path(__file__).parents[1] / "data" / "alerts"
+SUSPECTS = (
+    "vllm main 0123456789ab..fedcba987654 (https://github.com/vllm-project/vllm/compare/0123456789ab...fedcba987654)"
+)
+
+
+def _failing(night: str) -> Outcome:
+    return Outcome(
+        "smollm2-135m-instruct",
+        Status.FAIL,
+        "perf",
+        "tg32 (c1): tripped twice, paired with the last good build: B/A 0.7262",
+        True,
+        301.5,
+        {"cells": {"tg32 (c1)": {"value": 13.1, "ref": 18.7}}},
+        (
+            {
+                "key": "smollm2-135m-instruct:perf:tg32 (c1)",
+                "what": "tg32 (c1) tg_tps",
+                "reason": "B/A 0.7262 over 8 pairs is below 0.98 and significant",
+                "evidence": {"value": 13.1, "ref": 18.7},
+            },
+        ),
+    )
+
+
+def _passing() -> Outcome:
+    return Outcome("smollm2-135m-instruct", Status.PASS, "perf", "4 cells within their references", True, 280.0)
+
+
+def _night(state: Path, night: str, outcome: Outcome, crash: str | None = None) -> list[tuple[str, str]]:
+    events = raise_alerts(
+        [outcome], night=night, run_id=f"run-{night}", state_path=state, suspects=SUSPECTS, crash=crash
+    )
+    return [(e.key, e.action) for e in events]
+
+
+def test_three_failing_nights_open_one_alert_update_it_twice_and_recovery_closes_it(tmp_path: Path) -> None:
+    state = tmp_path / "alerts.json"
+    key = "smollm2-135m-instruct:perf:tg32 (c1)"
+    assert _night(state, "2026-11-19", _passing()) == []
+    assert _night(state, "2026-11-20", _failing("2026-11-20")) == [(key, "opened")]
+    assert _night(state, "2026-11-21", _failing("2026-11-21")) == [(key, "updated")]
+    assert _night(state, "2026-11-22", _failing("2026-11-22")) == [(key, "updated")]
+    assert _night(state, "2026-11-23", _passing()) == [(key, "closed")]
+    assert _night(state, "2026-11-24", _passing()) == []
+    assert _night(state, "2026-11-25", _failing("2026-11-25")) == [(key, "opened")]  # a new regression, a new alert
+
+
+def test_an_inconclusive_night_neither_opens_nor_closes(tmp_path: Path) -> None:
+    state = tmp_path / "alerts.json"
+    _night(state, "2026-11-20", _failing("2026-11-20"))
+    unhealthy = Outcome("smollm2-135m-instruct", Status.INCONCLUSIVE, "health", "host unhealthy", True, 2.0)
+    assert _night(state, "2026-11-21", unhealthy) == []
+    assert _night(state, "2026-11-22", _passing()) == [("smollm2-135m-instruct:perf:tg32 (c1)", "closed")]
+
+
+def test_a_pipeline_crash_is_its_own_alert_and_blames_no_entry(tmp_path: Path) -> None:
+    state = tmp_path / "alerts.json"
+    events = raise_alerts([], night="2026-11-21", run_id="r", state_path=state, suspects=SUSPECTS, crash="KeyError: x")
+    assert [(e.key, e.action, e.title) for e in events] == [("pipeline", "opened", "spark-nightly pipeline failure")]
+    assert "no wheel is blamed" in events[0].body
+    closed = raise_alerts([_passing()], night="2026-11-22", run_id="r2", state_path=state, suspects=SUSPECTS)
+    assert [(e.key, e.action) for e in closed] == [("pipeline", "closed")]
+
+
+@pytest.mark.parametrize("action", ["opened", "updated", "closed"])
+def test_rendered_alert_bodies_match_their_golden_markdown(tmp_path: Path, action: str) -> None:
+    state = tmp_path / "alerts.json"
+    _night(state, "2026-11-19", _passing())
+    nights = {"opened": ["2026-11-20"], "updated": ["2026-11-20", "2026-11-21"], "closed": ["2026-11-20"]}[action]
+    for night in nights:
+        events = raise_alerts(
+            [_failing(night)], night=night, run_id=f"run-{night}", state_path=state, suspects=SUSPECTS
+        )
+    if action == "closed":
+        events = raise_alerts(
+            [_passing()], night="2026-11-22", run_id="run-2026-11-22", state_path=state, suspects=SUSPECTS
+        )
+    write_local(events, tmp_path / "out")
+    (written,) = sorted((tmp_path / "out").glob(f"*.{action}.md"))
+    assert written.read_text() == (GOLDEN / f"{action}.md").read_text()
+
+
+def test_summary_and_junit_show_every_entry_with_its_status() -> None:
+    run = {"run_id": "r1", "night": "2026-11-21", "profile": "cpu", "verdict": "FAIL", "publish": ""}
+    optional = Outcome("other", Status.PASS, "perf", "ok", False, 10.0)
+    summary = render_summary(run, [_failing("2026-11-21"), optional])
+    assert summary == (GOLDEN / "summary.md").read_text()
+    suite = ElementTree.fromstring(render_junit(run, [_failing("2026-11-21"), optional]))
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("2", "1", "0")
+    assert suite.find("testcase/failure").get("type") == "perf"
