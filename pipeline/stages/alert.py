@@ -85,6 +85,7 @@ def raise_alerts(
             closing = f"Passed again on {night} (run `{run_id}`): closing.\n"
             events.append(AlertEvent(key, "closed", known["title"], closing))
     events.extend(_pipeline_alert(alerts, crash, night, run_id))
+    state_path.parent.mkdir(parents=True, exist_ok=True)
     write_atomically(state_path, json.dumps(state, indent=2, sort_keys=True) + "\n")
     return events
 
