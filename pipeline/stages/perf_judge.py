@@ -8,6 +8,7 @@ of the history: a sick night is never blamed on the wheels and never becomes the
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -188,10 +189,16 @@ def _record(results: Sequence[CaseResult], ctx: PerfContext, health: HealthRepor
             health=facts,
         )
         for result in results
-        for cell, metric in _cells(result)
+        for cell, metric in _charted(result)
         for value in result.values(metric)
+        if math.isfinite(value)
     ]
     ctx.history.record(samples)
+
+
+def _charted(result: CaseResult) -> list[tuple[str, str]]:
+    """The judged metrics, plus the prefill cell's time to first token: kept for the trend charts, never judged."""
+    return [*_cells(result), (result.pp_cell.name, "e2e_ttft")]
 
 
 def interleaved_pairs(last_good: OpenAIClient, candidate: OpenAIClient, model: str) -> PairedMeasure:

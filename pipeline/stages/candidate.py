@@ -1,0 +1,91 @@
+"""The night's candidate: the pinned runtime of a pip profile, or the wheels `build` made, ingested the same way."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pipeline.config.matrix import Profile
+from pipeline.errors import EngineError, UsageError
+from pipeline.infra import procs
+from pipeline.infra.image import image_tag, render_dockerfile
+from pipeline.infra.runtime import lock_directory, sha256_of, write_atomically
+from pipeline.progress import Say, quiet
+from pipeline.stages.boot import Candidate, prepare_candidate
+from pipeline.stages.fetch import download_locked
+
+_IMAGE_TIMEOUT_S = 3600.0
+
+
+@dataclass(frozen=True)
+class NightCandidate:
+    """What tonight serves and publishes: the candidate, its lock, its wheels and the plan they were built from."""
+
+    candidate: Candidate
+    lock: Path
+    wheels: tuple[Path, ...]
+    plan: dict[str, Any] | None
+    refused: str | None = None  # why inspection refused the wheels (then nothing is booted)
+
+
+def prepare_night_candidate(
+    profile: Profile, *, run_dir: Path, wheels_dir: Path, cache_dir: Path, say: Say = quiet
+) -> NightCandidate:
+    if profile.candidate_from == "pip":
+        candidate = prepare_candidate(profile, cache_dir, run_dir, say=say)
+        assert candidate.runtime is not None
+        lock = run_dir / "lock.txt"
+        write_atomically(lock, (candidate.runtime.root / "lock.txt").read_text())
+        say(f"candidate: {' '.join(profile.candidate_requirements)}, {len(candidate.runtime.lock)} locked files")
+        return NightCandidate(candidate, lock, (), None)
+    return _ingest_build(profile, run_dir=run_dir, wheels_dir=wheels_dir, say=say)
+
+
+def _ingest_build(profile: Profile, *, run_dir: Path, wheels_dir: Path, say: Say) -> NightCandidate:
+    """Tonight's built wheels (from `spark-nightly build --run-id` of the same run), checked, then their image."""
+    needed = [run_dir / name for name in ("build.json", "inspect.json", "plan.json")]
+    if missing := [p.name for p in needed if not p.exists()]:
+        raise UsageError(
+            f"{run_dir} has no {', '.join(missing)}: run `spark-nightly build --run-id {run_dir.name}` first"
+        )
+    record = json.loads((run_dir / "build.json").read_text())
+    plan = json.loads((run_dir / "plan.json").read_text())
+    wheels = []
+    for build in record["builds"]:
+        for wheel in build["wheels"]:
+            path = wheels_dir / run_dir.name / wheel["filename"]
+            if not path.exists() or sha256_of(path) != wheel["sha256"]:
+                raise EngineError(f"{path} is missing or changed since the build recorded its sha256")
+            wheels.append(path)
+    inspection = json.loads((run_dir / "inspect.json").read_text())
+    placeholder = Candidate(profile)
+    if inspection["status"] == "FAIL":
+        problems = [p for w in inspection["wheels"] for p in w["problems"]] + inspection["problems"]
+        return NightCandidate(placeholder, run_dir / "lock.txt", tuple(wheels), plan, "; ".join(problems)[:2000])
+    lock = run_dir / "lock.txt"
+    if not lock.exists():
+        raise UsageError(
+            f"{run_dir} has no lock.txt: run `spark-nightly build --run-id {run_dir.name}` without --no-lock"
+        )
+    image = build_runtime_image(profile, lock=lock, wheels=wheels, context=run_dir / "image", say=say)
+    return NightCandidate(Candidate(profile, image=image), lock, tuple(wheels), plan)
+
+
+def build_runtime_image(profile: Profile, *, lock: Path, wheels: list[Path], context: Path, say: Say) -> str:
+    """The runtime image of the lock: every locked file in the context (hashes checked), installed with --no-index."""
+    folder = context / "fetched"
+    folder.mkdir(parents=True, exist_ok=True)
+    for wheel in wheels:
+        shutil.copy2(wheel, folder / wheel.name)
+    shutil.copy2(lock, folder / "lock.txt")
+    download_locked(folder, context / "wheels", context)
+    shutil.copy2(lock, context / "lock.txt")
+    files = lock_directory(context / "wheels", ())
+    (context / "Dockerfile").write_text(render_dockerfile(profile, files))
+    tag = image_tag(sha256_of(lock)[:16])
+    say(f"candidate: building the runtime image {tag} from {len(files)} locked files")
+    procs.run(["docker", "build", "-t", tag, str(context)], context / "docker-build.log", timeout_s=_IMAGE_TIMEOUT_S)
+    return tag

@@ -1,0 +1,53 @@
+"""A Spark night ingests what `build` made: refused wheels fail the night without booting anything."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pipeline.cli import main
+from pipeline.infra.runtime import sha256_of
+from tests.wheelfactory import make_wheel
+
+
+def _settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for key, sub in (("PATHS_RUNS", "runs"), ("PATHS_HISTORY", "history"), ("PATHS_WHEELS", "wheels")):
+        monkeypatch.setenv(f"SPARK_NIGHTLY_{key}", str(tmp_path / sub))
+    monkeypatch.setenv("SPARK_NIGHTLY_PUBLISH_LOCAL_DIR", str(tmp_path / "releases"))
+
+
+def test_a_spark_night_without_its_build_says_which_command_to_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _settings(tmp_path, monkeypatch)
+    assert main(["nightly", "--profile", "spark", "--run-id", "20261121-010000"]) == 2
+    assert "run `spark-nightly build --run-id 20261121-010000` first" in capsys.readouterr().err
+
+
+def test_wheels_refused_by_inspection_fail_the_night_abort_every_entry_and_publish_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _settings(tmp_path, monkeypatch)
+    run_id = "20261121-010000"
+    run_dir, wheels = tmp_path / "runs" / run_id, tmp_path / "wheels" / run_id
+    run_dir.mkdir(parents=True)
+    wheels.mkdir(parents=True)
+    wheel = make_wheel(wheels, "vllm", "0.27.2.dev1+g0123456.d20261121", {"_C.so": b"\x7fELF"})
+    build = {"wheels": [{"filename": wheel.name, "sha256": sha256_of(wheel), "size": wheel.stat().st_size}]}
+    (run_dir / "build.json").write_text(json.dumps({"version": 1, "builds": [build | {"family": "vllm"}]}))
+    (run_dir / "plan.json").write_text(json.dumps({"version": 1, "created": "2026-11-21T01:00:00Z", "sources": []}))
+    problem = "vllm/_C.so: no image for sm_121a: cubins sm_90"
+    inspection = {"status": "FAIL", "problems": [], "wheels": [{"problems": [problem]}]}
+    (run_dir / "inspect.json").write_text(json.dumps(inspection))
+
+    assert main(["nightly", "--profile", "spark", "--run-id", run_id]) == 6
+    run = json.loads((run_dir / "run.json").read_text())
+    statuses = {e["entry"]: (e["status"], e["stage"]) for e in run["entries"]}
+    assert statuses.pop("wheels") == ("FAIL", "inspect")
+    assert set(statuses.values()) == {("ABORTED", "inspect")} and len(statuses) == 5
+    assert run["verdict"] == "FAIL" and not (tmp_path / "releases").exists()
+    assert [(a["key"], a["action"]) for a in run["alerts"]] == [("wheels:inspect", "opened")]
+    assert problem in (run_dir / "alerts" / "wheels_inspect.opened.md").read_text()
+    assert "release: nothing published" in capsys.readouterr().out
