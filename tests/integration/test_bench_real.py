@@ -27,7 +27,7 @@ pytestmark = pytest.mark.integration
 LLAMA_BENCHY = ("llama-benchy==0.4.0",)
 CORPUS_URL = "local://spark-nightly-corpus"
 RUNS = 8
-ROUNDS = 5
+ROUNDS = 7
 RUNS_PER_ROUND = 4
 
 
