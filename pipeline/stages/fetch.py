@@ -97,45 +97,15 @@ def install(fetched: Path, venv: Path, log_dir: Path, *, say: Say = quiet) -> No
     say(f"install: creating {venv}")
     procs.run([sys.executable, "-m", "venv", str(venv)], log_dir / "install-venv.log", timeout_s=300)
     say(f"install: installing {fetched / LOCK} with hashes required")
-    procs.run(
-        [
-            str(venv / "bin" / "python"),
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--no-deps",
-            "--require-hashes",
-            "--find-links",
-            str(fetched),
-            "-r",
-            str(fetched / LOCK),
-        ],
-        log_dir / "install.log",
-        timeout_s=_INSTALL_TIMEOUT_S,
-        inactivity_s=900,
-    )
+    _pip_locked(str(venv / "bin" / "python"), "install", fetched, log_dir / "install.log")
 
 
 def download_locked(fetched: Path, dest: Path, log_dir: Path) -> None:
     """Every file of the lock in `dest` (ours from the fetched folder, the rest from their index), hashes checked."""
-    procs.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "--quiet",
-            "--no-deps",
-            "--require-hashes",
-            "--find-links",
-            str(fetched),
-            "--dest",
-            str(dest),
-            "-r",
-            str(fetched / LOCK),
-        ],
-        log_dir / "download-locked.log",
-        timeout_s=_INSTALL_TIMEOUT_S,
-        inactivity_s=900,
-    )
+    _pip_locked(sys.executable, "download", fetched, log_dir / "download-locked.log", "--dest", str(dest))
+
+
+def _pip_locked(python: str, action: str, fetched: Path, log: Path, *extra: str) -> None:
+    """`pip install|download` of exactly the lock: hashes required, no dependency resolution."""
+    argv = [python, "-m", "pip", action, "--quiet", "--no-deps", "--require-hashes", "--find-links", str(fetched)]
+    procs.run([*argv, *extra, "-r", str(fetched / LOCK)], log, timeout_s=_INSTALL_TIMEOUT_S, inactivity_s=900)
