@@ -19,7 +19,7 @@ from pipeline.infra.history import History
 from pipeline.progress import to_stderr
 from pipeline.settings import Settings
 from pipeline.stages.health import judge_health, read_host_facts
-from pipeline.stages.perf import CaseResult, run_bench
+from pipeline.stages.perf import CaseResult, case_spec, run_bench
 from pipeline.stages.perf_judge import CellOutcome, PerfContext, judge_results
 from pipeline.status import worst
 
@@ -61,17 +61,7 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
 
         def remeasure(result: CaseResult) -> CaseResult:
             to_stderr(f"bench: {result.tg_cell.name} tripped; measuring it again")
-            return run_bench(
-                client,
-                entry.served_model_name,
-                replace(
-                    spec,
-                    pp=(result.pp_cell.pp,),
-                    tg=(result.tg_cell.tg,),
-                    depth=(result.pp_cell.depth,),
-                    concurrency=(result.pp_cell.concurrency,),
-                ),
-            )[0]
+            return run_bench(client, entry.served_model_name, case_spec(spec, result))[0]
 
         outcomes = judge_results(
             results,

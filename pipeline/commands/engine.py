@@ -16,7 +16,14 @@ from pipeline.infra.runtime import Runtime, runtime_root
 from pipeline.infra.weights import package_folder
 from pipeline.progress import to_stderr
 from pipeline.settings import Settings
-from pipeline.stages.boot import Candidate, boot, placeholder_candidate, plan_launch, prepare_candidate
+from pipeline.stages.boot import (
+    Candidate,
+    boot,
+    placeholder_candidate,
+    plan_launch,
+    prepare_candidate,
+    served_model_ref,
+)
 from pipeline.stages.smoke import smoke
 
 
@@ -117,4 +124,4 @@ def served(
     log_dir = settings.path("runs_dir") / time.strftime(f"{label}-%Y%m%d-%H%M%S") / entry.id
     candidate = prepare_candidate(config.matrix.profiles[entry.profile], cache_dir, log_dir, say=to_stderr)
     with boot(entry, candidate, cache_dir=cache_dir, log_dir=log_dir, say=to_stderr) as server:
-        yield server.client, next((m.root for m in server.client.models() if m.root), entry.model)
+        yield server.client, served_model_ref(server, entry)

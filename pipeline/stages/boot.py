@@ -106,3 +106,8 @@ def boot(
         say=say,
     ) as server:
         yield server
+
+
+def served_model_ref(server: Server, entry: ModelEntry) -> str:
+    """What the server says it loaded (the converted folder, for packaged weights), else the configured model."""
+    return next((m.root for m in server.client.models() if m.root), entry.model)

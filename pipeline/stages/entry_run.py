@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import socket
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pipeline.config.bundle import Config
-from pipeline.config.matrix import BenchSpec, ModelEntry
+from pipeline.config.matrix import ModelEntry
 from pipeline.errors import BootError, EngineError, ProcessError, SparkNightlyError
 from pipeline.infra.history import History
 from pipeline.infra.references import ReferenceStore
 from pipeline.progress import Say, quiet
-from pipeline.stages.boot import Candidate, boot
+from pipeline.stages.boot import Candidate, boot, served_model_ref
 from pipeline.stages.golden import GoldenResult, run_golden
 from pipeline.stages.health import judge_health, read_host_facts
-from pipeline.stages.perf import CaseResult, run_bench
+from pipeline.stages.perf import CaseResult, case_spec, run_bench
 from pipeline.stages.perf_judge import PerfContext, judge_results
 from pipeline.stages.smoke import smoke
 from pipeline.status import Status, worst
@@ -88,7 +88,7 @@ def run_entry(entry: ModelEntry, ctx: EntryContext) -> Outcome:
                 server.client,
                 entry,
                 ctx.config.golden[entry.golden],
-                model_ref=next((m.root for m in server.client.models() if m.root), entry.model),
+                model_ref=served_model_ref(server, entry),
                 references=store.load(profile.hardware, entry.id),
                 say=ctx.say,
             )
@@ -143,7 +143,7 @@ def _perf(entry: ModelEntry, client: Any, ctx: EntryContext, *, profile_hardware
 
     def remeasure(result: CaseResult) -> CaseResult:
         ctx.say(f"{entry.id}: {result.tg_cell.name} tripped; measuring it again")
-        return run_bench(client, entry.served_model_name, _only(entry, result))[0]
+        return run_bench(client, entry.served_model_name, case_spec(entry.bench, result))[0]
 
     outcomes = judge_results(
         results,
@@ -164,13 +164,3 @@ def _perf(entry: ModelEntry, client: Any, ctx: EntryContext, *, profile_hardware
     )  # fmt: skip
     reason = "; ".join(f"{o.cell}: {o.reason}" for o in bad) or f"{len(outcomes)} cells within their references"
     return {"status": status, "reason": reason, "cells": cells, "failures": failures}
-
-
-def _only(entry: ModelEntry, result: CaseResult) -> BenchSpec:
-    return replace(
-        entry.bench,
-        pp=(result.pp_cell.pp,),
-        tg=(result.tg_cell.tg,),
-        depth=(result.pp_cell.depth,),
-        concurrency=(result.pp_cell.concurrency,),
-    )

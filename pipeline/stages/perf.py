@@ -13,7 +13,7 @@ from __future__ import annotations
 import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pipeline.config.matrix import BenchSpec, Cell
 from pipeline.errors import EngineError
@@ -242,6 +242,17 @@ def measure_case(
         client_generated_tokens=sum(r.completion_tokens for run in measured for r in run.requests),
         server_generated_tokens=delta(GENERATED),
         spec_acceptance=accepted / drafted if accepted is not None and drafted else None,
+    )
+
+
+def case_spec(spec: BenchSpec, result: CaseResult) -> BenchSpec:
+    """The spec that measures only the case of `result` again (a cell that tripped is rerun alone)."""
+    return replace(
+        spec,
+        pp=(result.pp_cell.pp,),
+        tg=(result.tg_cell.tg,),
+        depth=(result.pp_cell.depth,),
+        concurrency=(result.pp_cell.concurrency,),
     )
 
 

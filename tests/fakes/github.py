@@ -18,6 +18,7 @@ from urllib.parse import parse_qs, urlsplit
 from tests.fakes import openapi
 
 PREFIX = "/api/v3"  # where github3's GitHubEnterprise(url) sends its requests
+TOKEN = "ghp_standInTokenThatMustNeverBeShown0123456789"  # what the tests' GitHub stores log in with
 
 
 @dataclass

@@ -17,6 +17,7 @@ from pipeline.infra.server import Server
 from pipeline.infra.weights import model_reference
 from pipeline.settings import from_environment
 from pipeline.stages.boot import Candidate, boot, prepare_candidate
+from tests.fakes.github import TOKEN, StandIn, github_stand_in
 
 ROOT = Path(__file__).parents[2]
 CPU_ENTRY = "smollm2-135m-instruct"
@@ -37,6 +38,14 @@ def owner_marker() -> Iterator[str]:
     else:
         os.environ[procs.OWNER_ENV] = previous
     assert leftovers == [], f"processes of ours outlived the suite: {leftovers}"
+
+
+@pytest.fixture()
+def stand_in() -> Iterator[StandIn]:
+    """The GitHub stand-in; every request and answer it saw must have kept GitHub's contract."""
+    with github_stand_in(TOKEN) as server:
+        yield server
+        assert server.state.contract_errors == []
 
 
 @dataclass(frozen=True)

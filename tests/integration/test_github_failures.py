@@ -3,7 +3,6 @@ and the next run completes it; the token never shows in anything a person or a l
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,18 +14,9 @@ from pipeline.infra.releases import Release
 from pipeline.infra.runtime import sha256_of
 from pipeline.stages.fetch import fetch_night
 from pipeline.stages.publish import Night, apply_retention, publish_night
-from tests.fakes.github import StandIn, github_stand_in
+from tests.fakes.github import TOKEN, StandIn
 
 pytestmark = pytest.mark.integration
-
-TOKEN = "ghp_failureSwitchTokenNeverToBeSeen987654321"
-
-
-@pytest.fixture()
-def stand_in() -> Iterator[StandIn]:
-    with github_stand_in(TOKEN) as server:
-        yield server
-        assert server.state.contract_errors == []
 
 
 class Recorder:

@@ -22,20 +22,9 @@ from pipeline.stages.publish import (
     publish_night,
     read_index,
 )
-from tests.fakes.github import StandIn, github_stand_in
+from tests.fakes.github import TOKEN, StandIn
 
 pytestmark = pytest.mark.integration
-
-
-TOKEN = "ghp_standInTokenThatMustNeverBeShown0123456789"
-
-
-@pytest.fixture()
-def stand_in() -> Iterator[StandIn]:
-    """The GitHub stand-in; every request and answer it saw must keep GitHub's contract."""
-    with github_stand_in(TOKEN) as server:
-        yield server
-        assert server.state.contract_errors == []
 
 
 @pytest.fixture(params=["local", "github"])
