@@ -7,7 +7,7 @@ import socket
 import time
 import traceback
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +22,13 @@ from pipeline.settings import Settings
 from pipeline.stages.alert import raise_alerts, write_local
 from pipeline.stages.boot import Candidate
 from pipeline.stages.candidate import NightCandidate, prepare_night_candidate
+from pipeline.stages.culprit_run import WHEELS_ENTRY, CulpritFindings, NightRef, find_culprit
 from pipeline.stages.entry_run import EntryContext, Outcome, run_entry
+from pipeline.stages.plan import BuildPlan
 from pipeline.stages.publish import Night, build_manifest, publish_night
 from pipeline.stages.report import write_reports
 from pipeline.stages.report_html import collect_series, render_html
+from pipeline.stages.suspects import record_last_good
 from pipeline.status import Status, worst
 
 
@@ -73,6 +76,7 @@ def run_nightly(settings: Settings, config: Config, plan: NightPlan, *, say: Say
     outcomes: list[Outcome] = []
     crash: str | None = None
     publish_note = ""
+    findings: CulpritFindings | None = None
     try:
         night = prepare_night_candidate(
             plan.profile,
@@ -86,8 +90,12 @@ def run_nightly(settings: Settings, config: Config, plan: NightPlan, *, say: Say
         else:
             outcomes = _stage_entries(settings, config, plan, night.candidate, say)
         verdict = decide(outcomes)
+        if night.plan is not None and publish:  # a built night: its commits are what the alerts name
+            findings = _stage_culprits(settings, config, plan, outcomes, verdict=verdict, say=say)
         if publish:
-            publish_note = _stage_publish(settings, plan, outcomes, verdict=verdict, night=night, say=say)
+            publish_note = _stage_publish(
+                settings, plan, outcomes, verdict=verdict, night=night, findings=findings, say=say
+            )
         else:
             publish_note = "a shard: publishing is left to the merge"
     except (KeyboardInterrupt, SparkNightlyError):
@@ -102,7 +110,7 @@ def run_nightly(settings: Settings, config: Config, plan: NightPlan, *, say: Say
             night=plan.night,
             run_id=plan.run_id,
             state_path=settings.path("history_dir") / "alerts.json",
-            suspects=_suspects(plan),
+            suspects=findings.suspects if findings is not None else _suspects(plan),
             crash=crash,
         )
         write_local(events, plan.run_dir / "alerts", say=say)
@@ -114,6 +122,7 @@ def run_nightly(settings: Settings, config: Config, plan: NightPlan, *, say: Say
         "publish": publish_note,
         "host": socket.gethostname(),
         "alerts": [{"key": e.key, "action": e.action, "title": e.title} for e in events],
+        "culprits": findings.search.to_json() if findings is not None and findings.search is not None else None,
     }
     paths = write_reports(plan.run_dir, run, outcomes)
     history = History(settings.path("history_dir") / "history.sqlite")
@@ -168,7 +177,7 @@ def _stage_entries(
 def refused_outcomes(entries: Sequence[ModelEntry], problems: str) -> list[Outcome]:
     """Inspection refused tonight's wheels: that is the night's failure, and no entry is booted on them."""
     wheels = Outcome(
-        "wheels", Status.FAIL, "inspect", f"inspection refused the wheels: {problems}", True, 0.0,
+        WHEELS_ENTRY, Status.FAIL, "inspect", f"inspection refused the wheels: {problems}", True, 0.0,
         failures=({"key": "wheels:inspect", "what": "wheel inspection", "reason": problems, "evidence": {}},),
     )  # fmt: skip
     return [wheels] + [
@@ -184,11 +193,23 @@ def _stage_publish(
     *,
     verdict: str,
     night: NightCandidate,
+    findings: CulpritFindings | None,
     say: Say,
 ) -> str:
+    culprits: dict[str, Any] | None = None
+    dropped: list[dict[str, str]] = []
     if verdict not in {Status.PASS.value, Status.XFAIL.value}:
-        say(f"publish: skipped, the night is {verdict}")
-        return ""
+        if findings is None or findings.replacement is None or findings.search is None:
+            say(f"publish: skipped, the night is {verdict}")
+            return ""
+        dropped = [{"pr": str(pr), "why": why} for pr, why in findings.search.culprits]
+        outcomes = _verified(outcomes, findings.replacement_outcomes)
+        if unverified := [o.entry for o in outcomes if o.status not in {Status.PASS, Status.XFAIL}]:
+            say(f"publish: skipped; without {_names(dropped)} the entries {', '.join(unverified)} were never run")
+            return ""
+        say(f"publish: the night is {verdict}; publishing main plus the PRs that passed, without {_names(dropped)}")
+        night = findings.replacement
+        culprits = {"dropped": dropped, "search": findings.search.to_json()}
     manifest = build_manifest(
         night=plan.night,
         run_id=plan.run_id,
@@ -200,10 +221,43 @@ def _stage_publish(
         health=None,
         entries=[_manifest_entry(o) for o in outcomes],
         report=str(plan.run_dir / "summary.md"),
+        culprits=culprits,
     )
     files = [*night.wheels, night.lock]
     release = publish_night(open_store(settings), Night(plan.night, plan.run_id, True, manifest), files, say=say)
-    return f"published {release.tag} to the {settings.publish_target} store"
+    without = f" without {_names(dropped)}" if dropped else ""
+    return f"published {release.tag} to the {settings.publish_target} store{without}"
+
+
+def _names(dropped: Sequence[dict[str, str]]) -> str:
+    return ", ".join(d["pr"] for d in dropped)
+
+
+def _verified(night_outcomes: Sequence[Outcome], trial_outcomes: Sequence[Outcome]) -> list[Outcome]:
+    """The published build's entries: the failing ones as its trial ran them, the others as the full night did."""
+    rerun = {o.entry: o for o in trial_outcomes}
+    return [
+        rerun.get(o.entry)
+        or replace(o, reason=f"{o.reason} (measured on tonight's full build, before the culprits were dropped)")
+        for o in night_outcomes
+        if o.entry != WHEELS_ENTRY
+    ]
+
+
+def _stage_culprits(
+    settings: Settings, config: Config, plan: NightPlan, outcomes: Sequence[Outcome], *, verdict: str, say: Say
+) -> CulpritFindings | None:
+    """A passing built night becomes the last good one; a failing one looks for the change to blame."""
+    if verdict in {Status.PASS.value, Status.XFAIL.value}:
+        record_last_good(
+            settings.path("history_dir") / "last_good.json", BuildPlan.load(plan.run_dir / "plan.json"), plan.night
+        )
+        return None
+    if verdict != Status.FAIL.value:
+        return None  # INCONCLUSIVE or ABORTED blames nobody
+    return find_culprit(
+        settings, config, plan.profile, NightRef(plan.run_id, plan.night, plan.run_dir), outcomes, say=say
+    )
 
 
 def _manifest_entry(outcome: Outcome) -> dict[str, Any]:

@@ -81,6 +81,17 @@ class Settings:
     publish_keep_nights: int = _setting(
         30, "nights kept by retention (plus those marked to keep)", key="publish.keep_nights"
     )
+    culprit_max_builds: int = _setting(
+        6,
+        "extra builds a failing night with grafted PRs may spend finding the PR that broke it (0: no search)",
+        key="culprit.max_builds",
+    )
+    culprit_publish: str = _setting(
+        "nothing",
+        "what a failing night whose culprit PRs were found publishes: nothing, or main plus the PRs that passed",
+        key="culprit.publish",
+        choices=("nothing", "without-culprits"),
+    )
     alert_target: str = _setting(
         "local", "where regressions are raised", key="alert.target", choices=("local", "github", "webhook")
     )

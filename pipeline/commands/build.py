@@ -3,38 +3,28 @@
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import shutil
 import time
 from collections.abc import Sequence
-from dataclasses import asdict
 from pathlib import Path
 
 from pipeline.config.bundle import Config
-from pipeline.config.matrix import Profile
 from pipeline.errors import UsageError
-from pipeline.infra.fatbin import ensure_cuobjdump
 from pipeline.infra.git import mirror_dir
 from pipeline.infra.pypi import download_sdist
-from pipeline.infra.runtime import sha256_of, write_atomically
-from pipeline.infra.wheel_cache import WheelCache
 from pipeline.progress import Say, to_stderr
 from pipeline.settings import Settings
 from pipeline.stages.build import (
-    BuildResult,
     build_image_tag,
-    build_source,
     docker_commands,
     image_paths,
     render_build_dockerfile,
 )
 from pipeline.stages.builders import BUILD_ORDER, BUILDERS
 from pipeline.stages.builders.base import BuildSource, Paths, Toolchain
-from pipeline.stages.inspect import ArtifactReport, Target, inspect_wheels
-from pipeline.stages.lock import lock_wheel_set
+from pipeline.stages.inspect import ArtifactReport
+from pipeline.stages.night_build import build_inspect_lock, sources_from, toolchain_for
 from pipeline.stages.plan import BuildPlan
-from pipeline.stages.resolve import Source, parse_pull_request, resolve_sources
+from pipeline.stages.resolve import parse_pull_request, resolve_sources
 from pipeline.status import Status
 
 
@@ -53,33 +43,6 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser], co
     build.add_argument("--run-id", help="name of the run directory (default: a timestamp)")
     build.add_argument("--no-lock", action="store_true", help="build and inspect only; write no lock")
     build.add_argument("--dry-run", action="store_true", help="print the exact commands, run nothing")
-
-
-def toolchain_for(profile: Profile, settings: Settings) -> Toolchain:
-    jobs = settings.build_max_jobs or max(1, (os.cpu_count() or 2) // 2)
-    has_ccache = settings.build_mode == "docker" or shutil.which("ccache") is not None
-    return Toolchain(
-        cuda_arch=profile.arch,
-        torch=f"torch=={profile.torch.version}",
-        index_urls=(profile.torch.index_url,) if profile.torch.index_url else (),
-        max_jobs=jobs,
-        mode="docker" if settings.build_mode == "docker" else "host",
-        ccache_dir=settings.path("cache_dir") / "ccache" if has_ccache else None,
-        base_image=settings.build_image,
-    )
-
-
-def sources_from(settings: Settings) -> list[Source]:
-    return [
-        Source(
-            "flashinfer",
-            settings.flashinfer_repo,
-            settings.flashinfer_ref,
-            settings.flashinfer_prs,
-            "sources.flashinfer.prs",
-        ),
-        Source("vllm", settings.vllm_repo, settings.vllm_ref, settings.vllm_prs, "sources.vllm.prs"),
-    ]
 
 
 def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
@@ -103,43 +66,26 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
     run_dir.mkdir(parents=True, exist_ok=True)
     cache_dir = settings.path("cache_dir")
     sources = _build_sources(args, families, settings, run_dir)
-    results = [
-        build_source(
-            BUILDERS[source.family],
-            source,
-            toolchain,
-            cache=WheelCache(cache_dir / "wheels"),
-            work_dir=run_dir / "build",
-            out_dir=settings.path("wheels_dir") / run_id,
-            cache_dir=cache_dir,
-            say=to_stderr,
-        )
-        for source in sources
-    ]
-    wheels = [wheel for result in results for wheel in result.wheels]
-    _write_build_record(run_dir / "build.json", results)
-    target = Target.of(profile)
-    cuobjdump = ensure_cuobjdump(cache_dir, run_dir, say=to_stderr) if target.gpu else None
-    expected = [name for result in results for name in BUILDERS[result.family].families(None)] if not args.sdist else []
-    report = inspect_wheels(wheels, target, cuobjdump, families=expected, say=to_stderr)
-    write_report(run_dir / "inspect.json", report)
-    print_report(report)
-    if report.status == Status.FAIL:
-        print(f"build: inspection refused the wheels; nothing locked (see {run_dir / 'inspect.json'})")
-        return Status.FAIL.exit_code
-    if args.no_lock:
-        print(f"build: {len(wheels)} wheel(s) in {wheels[0].parent}; not locked (--no-lock)")
-        return 0
-    lock = lock_wheel_set(
-        wheels,
-        torch_version=profile.torch.version,
-        gpu=target.gpu,
-        index_urls=toolchain.index_urls,
-        dest=run_dir,
-        log_dir=run_dir,
+    built = build_inspect_lock(
+        sources,
+        profile,
+        toolchain,
+        run_dir=run_dir,
+        out_dir=settings.path("wheels_dir") / run_id,
+        cache_dir=cache_dir,
+        expect_families=not args.sdist,
+        lock=not args.no_lock,
         say=to_stderr,
     )
-    print(f"build: {len(wheels)} wheel(s) in {wheels[0].parent if wheels else '-'}; lock {lock.path}")
+    print_report(built.report)
+    folder = built.wheels[0].parent if built.wheels else "-"
+    if built.report.status == Status.FAIL:
+        print(f"build: inspection refused the wheels; nothing locked (see {run_dir / 'inspect.json'})")
+        return Status.FAIL.exit_code
+    if built.lock is None:
+        print(f"build: {len(built.wheels)} wheel(s) in {folder}; not locked (--no-lock)")
+        return 0
+    print(f"build: {len(built.wheels)} wheel(s) in {folder}; lock {built.lock}")
     return 0
 
 
@@ -167,29 +113,6 @@ def _build_sources(
         for name in BUILD_ORDER
         if name in families and any(s.name == name for s in plan.sources)
     ]
-
-
-def _write_build_record(path: Path, results: Sequence[BuildResult]) -> None:
-    record = {
-        "version": 1,
-        "builds": [
-            {
-                "family": r.family,
-                "cache_key": r.key,
-                "cached": r.cached,
-                "seconds": round(r.seconds, 3),
-                "build_seconds": round(r.build_seconds, 3),
-                "wheels": [{"filename": w.name, "sha256": sha256_of(w), "size": w.stat().st_size} for w in r.wheels],
-            }
-            for r in results
-        ],
-    }
-    write_atomically(path, json.dumps(record, indent=2, sort_keys=True) + "\n")
-
-
-def write_report(path: Path, report: ArtifactReport) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomically(path, json.dumps({"version": 1} | asdict(report), indent=2, sort_keys=True) + "\n")
 
 
 def print_report(report: ArtifactReport, say: Say = print) -> None:

@@ -6,13 +6,14 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from pipeline.commands.build import print_report, write_report
+from pipeline.commands.build import print_report
 from pipeline.config.bundle import Config
 from pipeline.errors import UsageError
 from pipeline.infra.fatbin import ensure_cuobjdump
 from pipeline.progress import to_stderr
 from pipeline.settings import Settings
 from pipeline.stages.inspect import Target, inspect_wheels
+from pipeline.stages.night_build import write_report
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:

@@ -61,6 +61,7 @@ class EntryContext:
     night: str
     commits: dict[str, str]
     say: Say = quiet
+    record: bool = True  # a culprit trial reads the history and references but never writes them
 
 
 def run_entry(entry: ModelEntry, ctx: EntryContext) -> Outcome:
@@ -101,7 +102,7 @@ def run_entry(entry: ModelEntry, ctx: EntryContext) -> Outcome:
             perf = _perf(entry, server.client, ctx, profile_hardware=profile.hardware, before=before)
             numbers |= {"perf_s": round(time.monotonic() - perf_started, 1), "cells": perf["cells"]}
             status = perf["status"]
-            if status == Status.PASS:
+            if status == Status.PASS and ctx.record:
                 store.save(profile.hardware, entry.id, ctx.night, golden.generations)  # tonight is the new reference
             return outcome(status, "perf", perf["reason"], numbers=numbers, failures=perf["failures"])
     except BootError as exc:
@@ -139,6 +140,7 @@ def _perf(entry: ModelEntry, client: Any, ctx: EntryContext, *, profile_hardware
         ctx.run_id,
         ctx.night,
         ctx.commits,
+        record=ctx.record,
     )
 
     def remeasure(result: CaseResult) -> CaseResult:

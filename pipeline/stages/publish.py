@@ -55,6 +55,7 @@ def build_manifest(
     health: Mapping[str, Any] | None,
     entries: Sequence[Mapping[str, Any]],
     report: str | None = None,
+    culprits: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The evidence a release carries (schema: config/schemas/manifest.schema.json), checked before it is used."""
     statuses = {e["status"] for e in entries}
@@ -76,6 +77,8 @@ def build_manifest(
         "entries": [dict(e) for e in entries],
         "report": report,
     }
+    if culprits is not None:
+        manifest["culprits"] = dict(culprits)
     problems = sorted(MANIFEST_SCHEMA.iter_errors(manifest), key=str)
     if problems:
         raise SparkNightlyError(f"the manifest breaks its schema: {problems[0].message}")
