@@ -17,12 +17,13 @@ from pipeline.config.matrix import ModelEntry, Profile
 from pipeline.errors import PipelineCrash, SparkNightlyError, UsageError
 from pipeline.infra.history import History
 from pipeline.infra.runtime import write_atomically
-from pipeline.progress import Say
+from pipeline.progress import Progress, Say, clock_text
 from pipeline.settings import Settings
 from pipeline.stages.alert import raise_alerts, write_local
 from pipeline.stages.boot import Candidate
 from pipeline.stages.candidate import NightCandidate, prepare_night_candidate
 from pipeline.stages.culprit_run import WHEELS_ENTRY, CulpritFindings, NightRef, find_culprit
+from pipeline.stages.durations import Durations
 from pipeline.stages.entry_run import EntryContext, Outcome, run_entry
 from pipeline.stages.plan import BuildPlan
 from pipeline.stages.publish import Night, build_manifest, publish_night
@@ -70,32 +71,41 @@ def plan_night(
     return NightPlan(run_id, night, run_dir, profile, entries)
 
 
-def run_nightly(settings: Settings, config: Config, plan: NightPlan, *, say: Say, publish: bool = True) -> int:
+def run_nightly(
+    settings: Settings, config: Config, plan: NightPlan, *, progress: Progress, publish: bool = True
+) -> int:
     """Every stage in order; one entry's failure never stops the others; our own crash is reported as such."""
+    say = progress.say
+    durations = Durations(settings.path("history_dir") / "durations.json")
     say(f"nightly {plan.night}, run {plan.run_id}, profile {plan.profile.name}: {len(plan.entries)} entries")
     outcomes: list[Outcome] = []
     crash: str | None = None
     publish_note = ""
     findings: CulpritFindings | None = None
     try:
-        night = prepare_night_candidate(
-            plan.profile,
-            run_dir=plan.run_dir,
-            wheels_dir=settings.path("wheels_dir"),
-            cache_dir=settings.path("cache_dir"),
-            say=say,
-        )
+        with progress.step("candidate", durations.expected("candidate")):
+            started = time.monotonic()
+            night = prepare_night_candidate(
+                plan.profile,
+                run_dir=plan.run_dir,
+                wheels_dir=settings.path("wheels_dir"),
+                cache_dir=settings.path("cache_dir"),
+                say=say,
+            )
+            durations.record("candidate", time.monotonic() - started)
         if night.refused is not None:
             outcomes = refused_outcomes(plan.entries, night.refused)
         else:
-            outcomes = _stage_entries(settings, config, plan, night.candidate, say)
+            outcomes = _stage_entries(settings, config, plan, night.candidate, progress=progress, durations=durations)
         verdict = decide(outcomes)
         if night.plan is not None and publish:  # a built night: its commits are what the alerts name
-            findings = _stage_culprits(settings, config, plan, outcomes, verdict=verdict, say=say)
+            with progress.step("culprits"):
+                findings = _stage_culprits(settings, config, plan, outcomes, verdict=verdict, say=say)
         if publish:
-            publish_note = _stage_publish(
-                settings, plan, outcomes, verdict=verdict, night=night, findings=findings, say=say
-            )
+            with progress.step("publish"):
+                publish_note = _stage_publish(
+                    settings, plan, outcomes, verdict=verdict, night=night, findings=findings, say=say
+                )
         else:
             publish_note = "a shard: publishing is left to the merge"
     except (KeyboardInterrupt, SparkNightlyError):
@@ -145,16 +155,27 @@ def decide(outcomes: Sequence[Outcome]) -> str:
 
 
 def _stage_entries(
-    settings: Settings, config: Config, plan: NightPlan, candidate: Candidate, say: Say
+    settings: Settings,
+    config: Config,
+    plan: NightPlan,
+    candidate: Candidate,
+    *,
+    progress: Progress,
+    durations: Durations,
 ) -> list[Outcome]:
     outcomes = []
-    for entry in plan.entries:
+    say = progress.say
+    for number, entry in enumerate(plan.entries, 1):
         saved = plan.run_dir / "entries" / f"{entry.id}.json"
         if saved.exists():  # --resume: a finished entry is not run again
             outcome = Outcome.from_json(json.loads(saved.read_text()))
             say(f"{entry.id}: {outcome.status.value} (finished before the interruption)")
-        else:
-            say(f"{entry.id}: health, smoke, boot, golden, perf")
+            outcomes.append(outcome)
+            continue
+        left = durations.expected_total(e.id for e in plan.entries[number - 1 :])
+        night_left = f"; the night's entries took {clock_text(left)} last time" if left else ""
+        say(f"entry {number}/{len(plan.entries)}: {entry.id}{night_left}")
+        with progress.step(f"[{number}/{len(plan.entries)}] {entry.id}", durations.expected(entry.id)):
             ctx = EntryContext(
                 config,
                 candidate,
@@ -165,11 +186,14 @@ def _stage_entries(
                 plan.night,
                 _commits(plan),
                 say,
+                on_stage=progress.stage,
             )
             outcome = run_entry(entry, ctx)
-            saved.parent.mkdir(parents=True, exist_ok=True)
-            write_atomically(saved, json.dumps(outcome.to_json(), indent=2, sort_keys=True, default=str) + "\n")
-            say(f"{entry.id}: {outcome.status.value} at {outcome.stage}: {outcome.reason} ({outcome.duration_s:.0f} s)")
+        saved.parent.mkdir(parents=True, exist_ok=True)
+        write_atomically(saved, json.dumps(outcome.to_json(), indent=2, sort_keys=True, default=str) + "\n")
+        if outcome.status in {Status.PASS, Status.XFAIL}:  # a failed entry ends early: no guide for tomorrow
+            durations.record(entry.id, outcome.duration_s)
+        say(f"{entry.id}: {outcome.status.value} at {outcome.stage}: {outcome.reason} ({outcome.duration_s:.0f} s)")
         outcomes.append(outcome)
     return outcomes
 

@@ -8,7 +8,7 @@ import json
 from pipeline.config.bundle import Config
 from pipeline.errors import UsageError
 from pipeline.nightly import plan_night, run_nightly
-from pipeline.progress import to_stderr
+from pipeline.progress import Progress
 from pipeline.settings import Settings
 
 STAGES = ("candidate (build and inspect, or the pinned runtime)", "for each entry: health, smoke, boot, golden, perf",
@@ -52,7 +52,7 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
             print(f"  {number}. {stage}")
         return 0
     plan = plan_night(settings, config, only=args.only, resume=args.resume, run_id=args.run_id)
-    return run_nightly(settings, config, plan, say=to_stderr, publish=not args.no_publish)
+    return run_nightly(settings, config, plan, progress=Progress(), publish=not args.no_publish)
 
 
 def shards(config: Config, profile: str, count: int, *, only: list[str] | None = None) -> list[str]:

@@ -62,6 +62,7 @@ class EntryContext:
     commits: dict[str, str]
     say: Say = quiet
     record: bool = True  # a culprit trial reads the history and references but never writes them
+    on_stage: Say = quiet  # told each stage as it begins (the live status line)
 
 
 def run_entry(entry: ModelEntry, ctx: EntryContext) -> Outcome:
@@ -72,18 +73,22 @@ def run_entry(entry: ModelEntry, ctx: EntryContext) -> Outcome:
         return Outcome(entry.id, status, stage, reason, entry.required, round(time.monotonic() - started, 1), **extra)
 
     profile = ctx.config.matrix.profiles[entry.profile]
+    ctx.on_stage("health")
     before = judge_health(profile, read_host_facts())
     if not before.healthy:
         return outcome(Status.INCONCLUSIVE, "health", "host unhealthy: " + "; ".join(before.reasons))
     if ctx.candidate.runtime is not None:
+        ctx.on_stage("smoke")
         report = smoke(ctx.candidate.runtime, profile, ctx.log_dir, entry_point_needed=entry.launch.entrypoint == "cli")
         if not report.passed:
             return outcome(Status.FAIL, "smoke", report.reason)
     stage = "boot"
+    ctx.on_stage(stage)
     try:
         with boot(entry, ctx.candidate, cache_dir=ctx.cache_dir, log_dir=ctx.log_dir, say=ctx.say) as server:
             boot_s = server.boot_s
             stage = "golden"
+            ctx.on_stage(stage)
             store = ReferenceStore(ctx.history_dir)
             golden = run_golden(
                 server.client,
@@ -98,6 +103,7 @@ def run_entry(entry: ModelEntry, ctx: EntryContext) -> Outcome:
                 reason, failures = _golden_failures(entry, golden)
                 return outcome(Status.FAIL, "golden", reason, numbers=numbers, failures=failures)
             stage = "perf"
+            ctx.on_stage(stage)
             perf_started = time.monotonic()
             perf = _perf(entry, server.client, ctx, profile_hardware=profile.hardware, before=before)
             numbers |= {"perf_s": round(time.monotonic() - perf_started, 1), "cells": perf["cells"]}
