@@ -132,6 +132,7 @@ def run_nightly(
         "publish": publish_note,
         "host": socket.gethostname(),
         "alerts": [{"key": e.key, "action": e.action, "title": e.title} for e in events],
+        "suspects": findings.suspects if findings is not None else None,
         "culprits": findings.search.to_json() if findings is not None and findings.search is not None else None,
     }
     paths = write_reports(plan.run_dir, run, outcomes)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from pipeline.config.bundle import Config
 from pipeline.errors import UsageError
@@ -52,7 +53,11 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
             print(f"  {number}. {stage}")
         return 0
     plan = plan_night(settings, config, only=args.only, resume=args.resume, run_id=args.run_id)
-    return run_nightly(settings, config, plan, progress=Progress(), publish=not args.no_publish)
+    try:
+        return run_nightly(settings, config, plan, progress=Progress(), publish=not args.no_publish)
+    except KeyboardInterrupt:
+        print(f"interrupted: continue with `spark-nightly nightly --resume {plan.run_id}`", file=sys.stderr)
+        raise
 
 
 def shards(config: Config, profile: str, count: int, *, only: list[str] | None = None) -> list[str]:

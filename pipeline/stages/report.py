@@ -45,7 +45,29 @@ def render_summary(run: Mapping[str, Any], outcomes: Sequence[Outcome]) -> str:
         reason = outcome.reason.replace("|", "\\|").replace("\n", " ")
         status, took = outcome.status.value, f"{outcome.duration_s:.0f} s"
         lines.append(f"| {outcome.entry}{required} | {status} | {outcome.stage} | {reason} | {took} |")
+    if run.get("suspects"):
+        lines += ["", f"Suspect change: {run['suspects']}"]
+    if culprits := run.get("culprits"):
+        lines += _culprit_section(culprits)
     return "\n".join(lines) + "\n"
+
+
+def _culprit_section(culprits: Mapping[str, Any]) -> list[str]:
+    lines = [
+        "",
+        "## Culprit search",
+        "",
+        f"{culprits['conclusion']}: {culprits['why']} ({len(culprits['trials'])} of at most "
+        f"{culprits['max_builds']} extra builds).",
+        "",
+        "| trial | main plus | verdict | detail |",
+        "| --- | --- | --- | --- |",
+    ]
+    for number, trial in enumerate(culprits["trials"], 1):
+        subset = ", ".join(trial["subset"]) or "(main alone)"
+        detail = str(trial["detail"]).replace("|", "\\|").replace("\n", " ")
+        lines.append(f"| {number} | {subset} | {trial['verdict']} | {detail} |")
+    return lines
 
 
 def render_junit(run: Mapping[str, Any], outcomes: Sequence[Outcome]) -> str:

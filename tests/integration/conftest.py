@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -13,6 +15,7 @@ import pytest
 from pipeline.config.bundle import Config, ConfigPaths, load_config
 from pipeline.config.matrix import ModelEntry
 from pipeline.infra import procs
+from pipeline.infra.releases import LocalReleaseStore
 from pipeline.infra.server import Server
 from pipeline.infra.weights import model_reference
 from pipeline.settings import from_environment
@@ -76,3 +79,41 @@ def cpu_server(cpu_engine: CpuEngine, tmp_path_factory: pytest.TempPathFactory) 
     log_dir = tmp_path_factory.mktemp("server")
     with boot(cpu_engine.entry, cpu_engine.candidate, cache_dir=cpu_engine.cache_dir, log_dir=log_dir) as server:
         yield server
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where one test's nights keep their runs, history, releases and configuration."""
+
+    root: Path
+
+    @property
+    def runs(self) -> Path:
+        return self.root / "runs"
+
+    @property
+    def store(self) -> LocalReleaseStore:
+        return LocalReleaseStore(self.root / "releases")
+
+    def alerts(self) -> dict[str, dict[str, object]]:
+        data: dict[str, dict[str, object]] = json.loads((self.root / "history" / "alerts.json").read_text())["alerts"]
+        return data
+
+    def last_run(self) -> dict[str, object]:
+        latest = sorted(self.runs.iterdir())[-1]
+        data: dict[str, object] = json.loads((latest / "run.json").read_text())
+        return data
+
+
+@pytest.fixture()
+def place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Place:
+    config = tmp_path / "config"
+    config.mkdir()
+    shutil.copy(ROOT / "models.yaml", config / "models.yaml")
+    shutil.copytree(ROOT / "thresholds", config / "thresholds")
+    shutil.copytree(ROOT / "golden", config / "golden")
+    monkeypatch.setenv("SPARK_NIGHTLY_PATHS_RUNS", str(tmp_path / "runs"))
+    monkeypatch.setenv("SPARK_NIGHTLY_PATHS_HISTORY", str(tmp_path / "history"))
+    monkeypatch.setenv("SPARK_NIGHTLY_PATHS_CONFIG", str(config))
+    monkeypatch.setenv("SPARK_NIGHTLY_PUBLISH_LOCAL_DIR", str(tmp_path / "releases"))
+    return Place(tmp_path)

@@ -10,6 +10,7 @@ import pytest
 from pipeline.stages.culprit import PullRef, TrialResult, find_culprits
 from pipeline.stages.culprit_run import describe_search
 from pipeline.stages.plan import BuildPlan, SourcePlan
+from pipeline.stages.report import render_summary
 from pipeline.stages.suspects import CommitRange, compare_url, pull_url
 
 
@@ -114,4 +115,17 @@ def test_suspects_link_to_github_and_name_each_culprit_with_its_evidence() -> No
     stopped = find_culprits(prs, _oracle({prs[1]}, []), max_builds=1)
     assert describe_search(stopped, plan) == (
         "undetermined: the bound of 1 extra builds was reached before every culprit was found; suspects: vllm#5, vllm#6"
+    )
+
+
+def test_the_summary_shows_the_suspect_and_every_trial_of_the_search() -> None:
+    prs = [PullRef("vllm", 5), PullRef("vllm", 6)]
+    search = find_culprits(prs, _oracle({prs[1]}, []), max_builds=6)
+    run = {"night": "2026-11-22", "verdict": "FAIL", "run_id": "r", "profile": "spark", "publish": ""}
+    summary = render_summary(run | {"suspects": "vllm#6", "culprits": search.to_json()}, [])
+    assert summary.endswith(
+        "Suspect change: vllm#6\n\n## Culprit search\n\n"
+        "culprits: 1 of 2 PR(s) break the failing entries (2 of at most 6 extra builds).\n\n"
+        "| trial | main plus | verdict | detail |\n| --- | --- | --- | --- |\n"
+        "| 1 | (main alone) | pass | ok |\n| 2 | vllm#5 | pass | ok |\n"
     )

@@ -1,0 +1,122 @@
+"""Faults during a real night on the CPU engine: the engine killed mid-benchmark, a loaded host, Ctrl-C during
+publish then --resume. Each ends with the right statuses and alerts, nothing bad published, no process left."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline.cli import main
+from pipeline.infra import procs
+from pipeline.infra.releases import Asset, LocalReleaseStore, Release
+from pipeline.stages import entry_run
+from pipeline.stages.publish import nightly_releases
+from tests.integration.conftest import CPU_ENTRY, CpuEngine, Place
+
+pytestmark = pytest.mark.integration
+
+
+def _children() -> list[int]:
+    return procs.descendants(os.getpid())
+
+
+def test_the_engine_killed_during_the_benchmark_fails_the_entry_alerts_once_and_publishes_nothing(
+    place: Place, cpu_engine: CpuEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_bench = entry_run.run_bench
+    killed: list[int] = []
+
+    def bench_while_the_engine_dies(*args: Any, **kwargs: Any) -> Any:
+        servers = [pid for pid in _children() if procs._parent_of(pid) == os.getpid()]  # the vLLM server we booted
+        assert len(servers) == 1, servers
+
+        def kill() -> None:
+            killed.append(servers[0])
+            os.kill(servers[0], signal.SIGKILL)  # as the OOM killer would, in the middle of the measurement
+
+        timer = threading.Timer(2.0, kill)
+        timer.start()
+        try:
+            return real_bench(*args, **kwargs)
+        finally:
+            timer.cancel()
+
+    monkeypatch.setattr(entry_run, "run_bench", bench_while_the_engine_dies)
+    assert main(["nightly", "--profile", "cpu", "--only", CPU_ENTRY]) == 6
+    assert killed, "the benchmark ended before the engine could be killed"
+    run = place.last_run()
+    entry = run["entries"][0]  # type: ignore[index]
+    assert (run["verdict"], entry["status"], entry["stage"]) == ("FAIL", "FAIL", "perf")
+    assert entry["reason"].startswith("the engine failed during perf"), entry["reason"]
+    assert [(a["key"], a["action"]) for a in run["alerts"]] == [(f"{CPU_ENTRY}:perf", "opened")]  # type: ignore[union-attr]
+    assert not (place.root / "releases").exists() or nightly_releases(place.store.releases()) == []
+    assert _children() == []  # the dead server's engine and workers were stopped too
+
+
+def test_a_loaded_host_makes_the_night_inconclusive_without_blame_alerts_or_release(
+    place: Place, cpu_engine: CpuEngine
+) -> None:
+    # two busy loops (this host has two cores), started without our marker like any competing process
+    env = {k: v for k, v in os.environ.items() if k != procs.OWNER_ENV}
+    busy = "import time\nend = time.time() + 300\nwhile time.time() < end: pass"
+    hogs = [subprocess.Popen([sys.executable, "-c", busy], env=env) for _ in range(2)]
+    try:
+        code = main(["nightly", "--profile", "cpu", "--only", CPU_ENTRY])
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    run = place.last_run()
+    entry = run["entries"][0]  # type: ignore[index]
+    assert (run["verdict"], entry["status"], entry["stage"]) == ("INCONCLUSIVE", "INCONCLUSIVE", "health")
+    assert "host unhealthy" in entry["reason"] and any(str(h.pid) in entry["reason"] for h in hogs)
+    assert code != 0 and run["alerts"] == []  # a throttled host is never mistaken for a regression
+    assert not (place.root / "releases").exists() or nightly_releases(place.store.releases()) == []
+    assert not (place.runs / str(run["run_id"]) / "logs" / CPU_ENTRY / "server.log").exists()  # nothing booted
+    assert _children() == []
+
+
+def test_ctrl_c_during_publish_leaves_only_a_draft_and_resume_publishes_the_night_once(
+    place: Place, cpu_engine: CpuEngine, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    real_upload = LocalReleaseStore.upload
+    uploads: list[str] = []
+
+    def upload_then_ctrl_c(self: LocalReleaseStore, release: Release, path: Path, name: str) -> Asset:
+        asset = real_upload(self, release, path, name)
+        uploads.append(name)
+        if len(uploads) == 1:
+            os.kill(os.getpid(), signal.SIGINT)  # a real Ctrl-C, delivered between two uploads
+        return asset
+
+    monkeypatch.setattr(LocalReleaseStore, "upload", upload_then_ctrl_c)
+    assert main(["nightly", "--profile", "cpu", "--only", CPU_ENTRY, "--run-id", "20261122-020000"]) == 130
+    assert "continue with `spark-nightly nightly --resume 20261122-020000`" in capsys.readouterr().err
+    assert uploads == ["lock.txt"]
+    (draft,) = place.store.releases()
+    assert draft.draft and nightly_releases(place.store.releases()) == []  # nothing half-published
+    assert _children() == []
+    run_dir = place.runs / "20261122-020000"
+    finished = json.loads((run_dir / "entries" / f"{CPU_ENTRY}.json").read_text())
+    assert finished["status"] == "PASS"
+
+    assert main(["nightly", "--profile", "cpu", "--resume", "20261122-020000", "--only", CPU_ENTRY]) == 0
+    (release,) = place.store.releases()
+    assert release.id == draft.id and not release.draft  # the same draft, finished and published
+    assert sorted(a.name for a in release.assets) == ["index.json", "lock.txt", "manifest.json"]
+    assert uploads.count("lock.txt") == 1  # kept: its digest matched
+    run = json.loads((run_dir / "run.json").read_text())
+    assert run["verdict"] == "PASS" and run["entries"][0]["duration_s"] == finished["duration_s"]  # not rerun
+    (manifest_asset,) = [a for a in release.assets if a.name == "manifest.json"]
+    place.store.download(release, manifest_asset, place.root / "manifest.json")
+    manifest = json.loads((place.root / "manifest.json").read_text())
+    assert manifest["run_id"] == "20261122-020000" and manifest["entries"][0]["status"] == "PASS"
+    assert _children() == []
