@@ -60,7 +60,7 @@ def test_bad_values_from_env_and_cli_are_reported_together(tmp_path: Path, monke
     assert sorted(str(i) for i in caught.value.issues) == [
         "--set nope: unknown setting 'nope'; expected one of 'alert.repo', 'alert.target', 'alert.webhook_url', "
         "'build.image', 'build.max_jobs', 'build.mode', 'culprit.max_builds', 'culprit.publish', 'github.api_url', "
-            "'github.token_env', 'paths.cache', "
+        "'github.token_env', 'paths.cache', "
         "'paths.config', 'paths.history', 'paths.runs', "
         "'paths.wheels', 'profile', 'publish.keep_nights', 'publish.local_dir', 'publish.repo', 'publish.target', "
         "'sources.flashinfer.prs', 'sources.flashinfer.ref', 'sources.flashinfer.repo', 'sources.vllm.prs', "
