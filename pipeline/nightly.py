@@ -19,7 +19,8 @@ from pipeline.infra.history import History
 from pipeline.infra.runtime import write_atomically
 from pipeline.progress import Progress, Say, clock_text
 from pipeline.settings import Settings
-from pipeline.stages.alert import raise_alerts, write_local
+from pipeline.stages.alert import AlertEvent, raise_alerts
+from pipeline.stages.alert_backends import deliver_alerts
 from pipeline.stages.boot import Candidate
 from pipeline.stages.candidate import NightCandidate, prepare_night_candidate
 from pipeline.stages.culprit_run import WHEELS_ENTRY, CulpritFindings, NightRef, find_culprit
@@ -113,7 +114,8 @@ def run_nightly(
     except Exception as exc:  # our bug: reported as the pipeline's failure, never as a regression
         crash = "".join(traceback.format_exception(exc))[-4000:]
         verdict = "CRASH"
-    events = []
+    events: list[AlertEvent] = []
+    alert_problems: list[str] = []
     if publish or crash is not None:  # a shard leaves the alerts of its entries to the merge
         events = raise_alerts(
             outcomes,
@@ -123,7 +125,13 @@ def run_nightly(
             suspects=findings.suspects if findings is not None else _suspects(plan),
             crash=crash,
         )
-        write_local(events, plan.run_dir / "alerts", say=say)
+        alert_problems = deliver_alerts(
+            events,
+            settings=settings,
+            state_path=settings.path("history_dir") / "alerts.json",
+            run_dir=plan.run_dir,
+            say=say,
+        )
     run = {
         "run_id": plan.run_id,
         "night": plan.night,
@@ -132,6 +140,7 @@ def run_nightly(
         "publish": publish_note,
         "host": socket.gethostname(),
         "alerts": [{"key": e.key, "action": e.action, "title": e.title} for e in events],
+        "alert_problems": alert_problems,
         "suspects": findings.suspects if findings is not None else None,
         "culprits": findings.search.to_json() if findings is not None and findings.search is not None else None,
     }

@@ -1,9 +1,10 @@
-"""GitHub releases behind the release-store interface: the only module that imports github3.
+"""GitHub releases and alert issues behind their interfaces: the only module that imports github3.
 
+Both share one connection: a github3 client logged in with the token, and a bounded retry every call goes through.
 github3.py lacks a few fields (`make_latest`, an asset's `digest`) and the tag deletion; those calls go through
-github3's own session here. Every call is retried with a bound: a secondary rate limit waits its
-`retry-after`, an exhausted primary limit waits for `x-ratelimit-reset`, a 5xx, a timeout or a dropped
-connection backs off exponentially. The token is given to github3 only, and never appears in a message.
+github3's own session here. A secondary rate limit waits its `retry-after`, an exhausted primary limit waits for
+`x-ratelimit-reset`, a 5xx, a timeout or a dropped connection backs off exponentially. The token is given to github3
+only, and never appears in a message.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import github3
 import requests
 from github3.exceptions import GitHubException
 
+from pipeline.errors import SparkNightlyError
 from pipeline.infra.releases import MAX_ASSET_BYTES, Asset, Release, ReleaseStoreError, TagTaken
 from pipeline.infra.runtime import sha256_of
 from pipeline.progress import Say, quiet
@@ -33,6 +35,57 @@ def _sleep(seconds: float) -> None:
     time.sleep(seconds)
 
 
+class _Connection:
+    """One repository through a logged-in github3 client; every call goes through the bounded retry."""
+
+    def __init__(
+        self,
+        repo: str,
+        token: str,
+        *,
+        setting: str,
+        error: type[SparkNightlyError],
+        api_url: str,
+        say: Say,
+        sleep: Callable[[float], None],
+    ) -> None:
+        owner, _, name = repo.partition("/")
+        if not owner or not name:
+            raise error(f"{setting} {repo!r}: write it as owner/name")
+        if not token:
+            raise error("no GitHub token: set the variable named by github.token_env")
+        self.say = say
+        self._sleep = sleep
+        self._slug = repo
+        self._error = error
+        # GitHubEnterprise adds /api/v3 to its URL, which is how a GitHub Enterprise server (and the stand-in) serve
+        client = github3.GitHub() if api_url == PUBLIC_API else github3.GitHubEnterprise(api_url.removesuffix("/"))
+        client.login(token=token)
+        client.session.headers["X-GitHub-Api-Version"] = "2022-11-28"
+        self.client = client
+        self.repo = self.retry("open the repository", lambda: client.repository(owner, name))
+
+    def send(self, method: str, url: str, expected: int, payload: Any = None, *, missing_ok: bool = False) -> Any:
+        """One call through github3's own session, for what github3 does not expose."""
+        response = self.client.session.request(method, url, data=json.dumps(payload) if payload is not None else None)
+        if response.status_code == expected or (missing_ok and response.status_code in {404, 422}):
+            return response.json() if response.content else None
+        raise _HTTPFailure(response)
+
+    def retry(self, what: str, call: Callable[[], T]) -> T:
+        """`call`, again after each transient failure (bounded); `what` names it in progress lines and the error."""
+        for attempt in range(1, _ATTEMPTS + 1):
+            try:
+                return call()
+            except (GitHubException, _HTTPFailure, requests.ConnectionError, requests.Timeout) as exc:
+                wait = _wait_for(exc, attempt)
+                if wait is None or attempt == _ATTEMPTS:
+                    raise self._error(f"GitHub: cannot {what} in {self._slug}: {_describe(exc)}") from None
+                self.say(f"github: {what}: {_describe(exc)}; retrying in {wait:.0f} s ({attempt}/{_ATTEMPTS - 1})")
+                self._sleep(wait)
+        raise AssertionError("unreachable")
+
+
 class GitHubReleaseStore:
     """Releases of one repository (`owner/name`) on GitHub or a GitHub Enterprise server."""
 
@@ -45,20 +98,13 @@ class GitHubReleaseStore:
         say: Say = quiet,
         sleep: Callable[[float], None] = _sleep,
     ) -> None:
-        owner, _, name = repo.partition("/")
-        if not owner or not name:
-            raise ReleaseStoreError(f"publish.repo {repo!r}: write it as owner/name")
-        if not token:
-            raise ReleaseStoreError("no GitHub token: set the variable named by github.token_env")
+        self._github = _Connection(
+            repo, token, setting="publish.repo", error=ReleaseStoreError, api_url=api_url, say=say, sleep=sleep
+        )
         self._say = say
-        self._sleep = sleep
-        self._slug = repo
-        # GitHubEnterprise adds /api/v3 to its URL, which is how a GitHub Enterprise server (and the stand-in) serve
-        client = github3.GitHub() if api_url == PUBLIC_API else github3.GitHubEnterprise(api_url.removesuffix("/"))
-        client.login(token=token)
-        client.session.headers["X-GitHub-Api-Version"] = "2022-11-28"
-        self._client = client
-        self._repo = self._retry(f"open {repo}", lambda: client.repository(owner, name))
+        self._repo = self._github.repo
+        self._retry = self._github.retry
+        self._send = self._github.send
 
     def releases(self) -> list[Release]:
         return self._retry("list releases", lambda: [_release(r.as_dict()) for r in self._repo.releases()])
@@ -74,7 +120,7 @@ class GitHubReleaseStore:
         }
         url = f"{self._repo.url}/releases"
         try:
-            created = self._retry(f"create the draft {tag}", lambda: self._send("post", url, 201, payload))
+            created = self._retry(f"create the draft {tag}", lambda: self._create_release(url, payload))
         except _TagExists:
             raise TagTaken(f"tag {tag} has (or had) a release on GitHub: a tag is never reused") from None
         return _release(created)
@@ -136,26 +182,116 @@ class GitHubReleaseStore:
             self._send("delete", f"{self._repo.url}/releases/assets/{data['id']}", 204)
         return None
 
-    def _send(self, method: str, url: str, expected: int, payload: Any = None, *, missing_ok: bool = False) -> Any:
-        """One call through github3's own session, for what github3 does not expose."""
-        response = self._client.session.request(method, url, data=json.dumps(payload) if payload is not None else None)
-        if response.status_code == expected or (missing_ok and response.status_code in {404, 422}):
-            return response.json() if response.content else None
-        if response.status_code == 422 and '"tag_name"' in response.text and "already_exists" in response.text:
-            raise _TagExists()
-        raise _HTTPFailure(response)
+    def _create_release(self, url: str, payload: dict[str, Any]) -> Any:
+        try:
+            return self._send("post", url, 201, payload)
+        except _HTTPFailure as exc:
+            text = exc.response.text
+            if exc.response.status_code == 422 and '"tag_name"' in text and "already_exists" in text:
+                raise _TagExists() from None
+            raise
 
-    def _retry(self, what: str, call: Callable[[], T]) -> T:
-        for attempt in range(1, _ATTEMPTS + 1):
-            try:
-                return call()
-            except (GitHubException, _HTTPFailure, requests.ConnectionError, requests.Timeout) as exc:
-                wait = _wait_for(exc, attempt)
-                if wait is None or attempt == _ATTEMPTS:
-                    raise ReleaseStoreError(f"GitHub: cannot {what} in {self._slug}: {_describe(exc)}") from None
-                self._say(f"github: {what}: {_describe(exc)}; retrying in {wait:.0f} s ({attempt}/{_ATTEMPTS - 1})")
-                self._sleep(wait)
-        raise AssertionError("unreachable")
+
+class GitHubIssueError(SparkNightlyError):
+    """An alert issue could not be found, opened, commented on or closed."""
+
+
+class GitHubIssues:
+    """Alert issues of one repository: each found again by a hidden marker in its body, so none is opened twice."""
+
+    def __init__(
+        self,
+        repo: str,
+        token: str,
+        *,
+        api_url: str = PUBLIC_API,
+        say: Say = quiet,
+        sleep: Callable[[float], None] = _sleep,
+    ) -> None:
+        self._github = _Connection(
+            repo, token, setting="alert.repo", error=GitHubIssueError, api_url=api_url, say=say, sleep=sleep
+        )
+        self._repo = self._github.repo
+        self._labels_checked = False
+
+    def ensure_labels(self, labels: dict[str, tuple[str, str]]) -> None:
+        """Create the labels (name -> colour, description) the repository lacks; once per connection."""
+        if self._labels_checked:
+            return
+
+        def attempt() -> None:
+            present = {label.name for label in self._repo.labels()}
+            for name, (color, description) in sorted(labels.items()):
+                if name not in present:
+                    self._repo.create_label(name, color, description)
+
+        self._github.retry("create the alert labels", attempt)
+        self._labels_checked = True
+
+    def find_open(self, label: str, marker: str) -> int | None:
+        """The oldest open issue with `label` whose body carries `marker`."""
+        return self._github.retry(f"look up the open issue marked {marker}", lambda: self._find_open(label, marker))
+
+    def open_issue(self, title: str, body: str, labels: list[str], marker: str) -> int:
+        """A new issue, or the open one already carrying `marker` (its creation's answer may have been lost)."""
+
+        def attempt() -> int:
+            if (found := self._find_open(labels[0], marker)) is not None:
+                self._github.say(f"github: issue #{found} already carries {marker}; keeping it")
+                return found
+            created = self._repo.create_issue(title, body, labels=labels)
+            if created is None:
+                raise GitHubIssueError(f"GitHub refused the issue {title!r}")
+            return int(created.number)
+
+        return self._github.retry(f"open the issue {title!r}", attempt)
+
+    def comment(self, number: int, body: str, marker: str) -> bool:
+        """Comment once: when the issue's body or a comment already carries `marker`, nothing is added.
+
+        False when the issue is gone (deleted or transferred).
+        """
+
+        def attempt() -> bool:
+            issue = self._issue(number)
+            if issue is None:
+                return False
+            if marker in (issue.body or "") or any(marker in (c.body or "") for c in issue.comments()):
+                self._github.say(f"github: issue #{number} already holds {marker}; not repeated")
+                return True
+            if issue.create_comment(body) is None:
+                raise GitHubIssueError(f"GitHub refused a comment on issue #{number}")
+            return True
+
+        return self._github.retry(f"comment on issue #{number}", attempt)
+
+    def close(self, number: int) -> None:
+        """Close the issue as completed; a closed or vanished issue is left as it is."""
+
+        def attempt() -> None:
+            issue = self._issue(number)
+            if issue is not None and issue.state != "closed":
+                url = f"{self._repo.url}/issues/{number}"
+                self._github.send("patch", url, 200, {"state": "closed", "state_reason": "completed"})
+
+        self._github.retry(f"close issue #{number}", attempt)
+
+    def _find_open(self, label: str, marker: str) -> int | None:
+        # the issue list, not the search API: search is indexed late and can miss an issue opened a moment ago
+        found = [
+            int(issue.number)
+            for issue in self._repo.issues(state="open", labels=label)
+            if not issue.pull_request_urls and marker in (issue.body or "")
+        ]
+        return min(found, default=None)
+
+    def _issue(self, number: int) -> Any:
+        try:
+            return self._repo.issue(number)
+        except GitHubException as exc:
+            if getattr(exc, "code", None) in {404, 410}:  # deleted or transferred: the caller opens a new one
+                return None
+            raise
 
 
 class _TagExists(Exception):

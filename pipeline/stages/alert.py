@@ -2,6 +2,7 @@
 
 The state of every alert lives in `paths.history/alerts.json`; the embedded backend writes each
 opened, updated or closed alert as Markdown into the run directory and says it on the console.
+GitHub issues and the webhook are delivered by `pipeline.stages.alert_backends.deliver_alerts`.
 """
 
 from __future__ import annotations
@@ -30,6 +31,13 @@ class AlertEvent:
     action: Action
     title: str
     body: str
+    night: str = ""
+    run_id: str = ""
+
+    @property
+    def kind(self) -> str:
+        """What failed: a regression of the wheels, or the pipeline itself."""
+        return "pipeline-failure" if self.key == PIPELINE_KEY else "regression"
 
 
 def _state(path: Path) -> dict[str, Any]:
@@ -58,7 +66,8 @@ def raise_alerts(
         known = alerts.get(key)
         if known and known["open"]:
             known["nights"].append(night)
-            events.append(AlertEvent(key, "updated", known["title"], _update_body(failure, night, run_id, known)))
+            body = _update_body(failure, night, run_id, known)
+            events.append(AlertEvent(key, "updated", known["title"], body, night, run_id))
         else:
             title = f"{outcome.entry}: {failure['what']} regressed"
             alerts[key] = {
@@ -66,7 +75,7 @@ def raise_alerts(
                 "title": title,
                 "opened": night,
                 "nights": [night],
-                "last_good": (known or {}).get("last_good"),
+                "last_good": last_good.get(outcome.entry),
             }
             events.append(
                 AlertEvent(
@@ -74,6 +83,8 @@ def raise_alerts(
                     "opened",
                     title,
                     _open_body(failure, outcome, night=night, run_id=run_id, alert=alerts[key], suspects=suspects),
+                    night,
+                    run_id,
                 )
             )
     passing = {o.entry for o in outcomes if o.status in {Status.PASS, Status.XFAIL}}
@@ -83,7 +94,7 @@ def raise_alerts(
         if recovered and known["open"]:
             known["open"] = False
             closing = f"Passed again on {night} (run `{run_id}`): closing.\n"
-            events.append(AlertEvent(key, "closed", known["title"], closing))
+            events.append(AlertEvent(key, "closed", known["title"], closing, night, run_id))
     events.extend(_pipeline_alert(alerts, crash, night, run_id))
     state_path.parent.mkdir(parents=True, exist_ok=True)
     write_atomically(state_path, json.dumps(state, indent=2, sort_keys=True) + "\n")
@@ -104,17 +115,18 @@ def _pipeline_alert(alerts: dict[str, Any], crash: str | None, night: str, run_i
         body = f"The pipeline itself failed on {night} (run `{run_id}`); no wheel is blamed.\n\n```\n{crash}\n```\n"
         if known and known["open"]:
             known["nights"].append(night)
-            return [AlertEvent(PIPELINE_KEY, "updated", known["title"], body)]
+            return [AlertEvent(PIPELINE_KEY, "updated", known["title"], body, night, run_id)]
         alerts[PIPELINE_KEY] = {
             "open": True,
             "title": "spark-nightly pipeline failure",
             "opened": night,
             "nights": [night],
         }
-        return [AlertEvent(PIPELINE_KEY, "opened", "spark-nightly pipeline failure", body)]
+        return [AlertEvent(PIPELINE_KEY, "opened", "spark-nightly pipeline failure", body, night, run_id)]
     if known and known["open"]:
         known["open"] = False
-        return [AlertEvent(PIPELINE_KEY, "closed", known["title"], f"The pipeline ran through on {night}: closing.\n")]
+        closing = f"The pipeline ran through on {night}: closing.\n"
+        return [AlertEvent(PIPELINE_KEY, "closed", known["title"], closing, night, run_id)]
     return []
 
 

@@ -1,9 +1,10 @@
-"""A local GitHub stand-in: a real HTTP server for the release endpoints the project uses, checked against GitHub's
-OpenAPI description on every request and response, with switches for the failures GitHub really produces."""
+"""A local GitHub stand-in: a real HTTP server for the release and issue endpoints the project uses, checked against
+GitHub's OpenAPI description on every request and response, with switches for the failures GitHub really produces."""
 
 from __future__ import annotations
 
 import hashlib
+import html
 import json
 import socket
 import threading
@@ -31,6 +32,7 @@ class Faults:
     primary_rate_limit: int = 0  # any request: 403 with x-ratelimit-remaining 0 and a reset time
     drop_upload: int = 0  # an upload: half the body is read, then the connection is closed without an answer
     lose_upload_answer: int = 0  # an upload: stored whole, then the connection is closed before the answer
+    lose_issue_answer: int = 0  # a new issue or comment: stored, then the connection is closed before the answer
     immutable: bool = False  # published releases keep their assets, and a tag is never reused
 
 
@@ -45,6 +47,9 @@ class State:
     releases: dict[int, dict[str, Any]] = field(default_factory=dict)
     assets: dict[int, dict[str, Any]] = field(default_factory=dict)  # id -> metadata + "data" + "release_id"
     used_tags: set[str] = field(default_factory=set)
+    issues: dict[int, dict[str, Any]] = field(default_factory=dict)  # number -> issue, with its "comments" list
+    labels: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> label
+    issues_made: int = 0  # issue numbers are never reused, even after a deletion
     next_id: int = 1000
     faults: Faults = field(default_factory=Faults)
     contract_errors: list[str] = field(default_factory=list)
@@ -127,10 +132,7 @@ def _handler(state: State) -> type[BaseHTTPRequestHandler]:
                 return
             with state.lock:
                 status, payload, raw = _route(state, Call(operation.operation_id, params, query, body, self.headers))
-                lose = status == 201 and operation.operation_id == "repos/upload-release-asset"
-                lose = lose and state.faults.lose_upload_answer > 0
-                if lose:
-                    state.faults.lose_upload_answer -= 1
+                lose = status == 201 and _lose_answer(state.faults, operation.operation_id)
             if lose:
                 self.close_connection = True
                 self.connection.shutdown(socket.SHUT_RDWR)
@@ -219,6 +221,17 @@ def _handler(state: State) -> type[BaseHTTPRequestHandler]:
 _DROPPED = object()
 
 
+def _lose_answer(faults: Faults, op: str) -> bool:
+    """Whether this created thing's answer is to be lost (the thing itself stays)."""
+    if op == "repos/upload-release-asset" and faults.lose_upload_answer:
+        faults.lose_upload_answer -= 1
+        return True
+    if op in {"issues/create", "issues/create-comment"} and faults.lose_issue_answer:
+        faults.lose_issue_answer -= 1
+        return True
+    return False
+
+
 def _documented_exception(error: str) -> bool:
     # The upload operation's prose says a 502 can leave an asset in state "starter", which its enum omits.
     return "'starter' is not one of" in error
@@ -256,6 +269,8 @@ def _exists(what: str, field_name: str) -> dict[str, Any]:
 
 def _route(state: State, call: Call) -> Answer:
     op, params, query, body, headers = call.op, call.params, call.query, call.body, call.headers
+    if op.startswith("issues/"):
+        return _route_issues(state, call)
     if op == "repos/get":
         return 200, _repo(state), None
     if op == "repos/list-releases":
@@ -443,3 +458,151 @@ def _repo(state: State) -> Any:
         "private": False,
     }
     return openapi.synthesize(found[0].response_schema(200) or {}, view, every_property=True)
+
+
+def _route_issues(state: State, call: Call) -> Answer:
+    """Issues, their comments and the repository's labels."""
+    op, body = call.op, call.body
+    if op == "issues/list-labels-for-repo":
+        return 200, _page([_label_view(state, label) for label in state.labels.values()], call.query), None
+    if op == "issues/create-label":
+        if body["name"] in state.labels:
+            return 422, _exists("Label", "name"), None
+        label = {"id": state.new_id(), "name": body["name"], "color": body.get("color", "ededed")}
+        state.labels[body["name"]] = label | {"description": body.get("description")}
+        return 201, _label_view(state, state.labels[body["name"]]), None
+    if op == "issues/list-for-repo":
+        return 200, _page([_issue_view(state, i, call) for i in _issues_matching(state, call.query)], call.query), None
+    if op == "issues/create":
+        unknown = sorted(set(body.get("labels", [])) - set(state.labels))
+        if unknown:  # refused here so that the tests see the client create its labels first
+            return 422, {"message": "Validation Failed", "errors": [{"resource": "Label", "code": "invalid"}]}, None
+        state.issues_made += 1
+        number = state.issues_made
+        state.issues[number] = {
+            "id": state.new_id(),
+            "number": number,
+            "title": body["title"],
+            "body": body.get("body"),
+            "labels": list(body.get("labels", [])),
+            "state": "open",
+            "state_reason": None,
+            "closed_at": None,
+            "comments": [],
+        }
+        return 201, _issue_view(state, state.issues[number], call), None
+    issue = state.issues.get(int(call.params.get("issue_number", "0") or 0))
+    if issue is None:
+        return 404, {"message": "Not Found"}, None
+    if op == "issues/get":
+        return 200, _issue_view(state, issue, call), None
+    if op == "issues/update":
+        for key in ("title", "body", "labels", "state"):
+            if key in body:
+                issue[key] = body[key]
+        if body.get("state") == "closed" and issue["closed_at"] is None:
+            issue["closed_at"], issue["state_reason"] = "2026-11-23T03:00:00Z", body.get("state_reason", "completed")
+        return 200, _issue_view(state, issue, call), None
+    if op == "issues/list-comments":
+        return 200, _page([_comment_view(state, issue, c, call) for c in issue["comments"]], call.query), None
+    if op == "issues/create-comment":
+        comment = {"id": state.new_id(), "body": body["body"]}
+        issue["comments"].append(comment)
+        return 201, _comment_view(state, issue, comment, call), None
+    return 404, {"message": f"{op} is not served by the stand-in"}, None
+
+
+def _issues_matching(state: State, query: dict[str, str]) -> list[dict[str, Any]]:
+    wanted = {name for name in query.get("labels", "").split(",") if name}
+    which = query.get("state", "open")
+    return [
+        issue
+        for issue in sorted(state.issues.values(), key=lambda i: i["number"], reverse=True)  # newest first, as GitHub
+        if wanted <= set(issue["labels"]) and which in {"all", issue["state"]}
+    ]
+
+
+def _page(items: list[Any], query: dict[str, str]) -> list[Any]:
+    page, per_page = int(query.get("page", "1")), int(query.get("per_page", "30"))
+    return items[(page - 1) * per_page : page * per_page]
+
+
+def _schema_of(method: str, path: str, status: int) -> dict[str, Any]:
+    found = openapi.match(method, path)
+    assert found is not None
+    return found[0].response_schema(status) or {}
+
+
+def _with_nulls(schema: dict[str, Any], view: dict[str, Any]) -> Any:
+    """The schema-valid value, keeping the view's explicit nulls (synthesize fills a None with a made-up value)."""
+    value = openapi.synthesize(schema, view)
+    value.update({key: None for key, given in view.items() if given is None})
+    return value
+
+
+def _bodies(text: str | None, call: Call) -> dict[str, Any]:
+    """github3 asks for the `full` media type and reads body_html and body_text; GitHub sends them only when asked."""
+    accept = call.headers.get("Accept", "")
+    extra: dict[str, Any] = {}
+    if "full+json" in accept or "html+json" in accept:
+        extra["body_html"] = f"<p>{html.escape(text or '')}</p>"
+    if "full+json" in accept or "text+json" in accept:
+        extra["body_text"] = text or ""
+    return extra
+
+
+def _label_view(state: State, label: dict[str, Any]) -> Any:
+    url = f"{state.base_url}{PREFIX}/repos/{state.owner}/{state.name}/labels/{label['name']}"
+    view = label | {"node_id": f"LA_{label['id']}", "url": url, "default": False}
+    return _with_nulls(_schema_of("POST", "/repos/o/r/labels", 201), view)
+
+
+def _issue_view(state: State, issue: dict[str, Any], call: Call) -> Any:
+    repo = f"{state.base_url}{PREFIX}/repos/{state.owner}/{state.name}"
+    url = f"{repo}/issues/{issue['number']}"
+    closed = issue["state"] == "closed"
+    view = {
+        "id": issue["id"],
+        "node_id": f"I_{issue['id']}",
+        "number": issue["number"],
+        "url": url,
+        "repository_url": repo,
+        "labels_url": f"{url}/labels{{/name}}",
+        "comments_url": f"{url}/comments",
+        "events_url": f"{url}/events",
+        "html_url": f"https://github.invalid/{state.owner}/{state.name}/issues/{issue['number']}",
+        "title": issue["title"],
+        "body": issue["body"],
+        "state": issue["state"],
+        "state_reason": issue["state_reason"],
+        "labels": [_label_view(state, state.labels[name]) for name in issue["labels"]],
+        "user": _user(),
+        "assignee": None,
+        "assignees": [],
+        "milestone": None,
+        "locked": False,
+        "comments": len(issue["comments"]),
+        "closed_at": issue["closed_at"],
+        "closed_by": _user() if closed else None,
+        "created_at": "2026-11-20T03:00:00Z",
+        "updated_at": "2026-11-21T03:00:00Z",
+        "author_association": "NONE",
+    } | _bodies(issue["body"], call)
+    return _with_nulls(_schema_of("POST", "/repos/o/r/issues", 201), view)
+
+
+def _comment_view(state: State, issue: dict[str, Any], comment: dict[str, Any], call: Call) -> Any:
+    issue_url = f"{state.base_url}{PREFIX}/repos/{state.owner}/{state.name}/issues/{issue['number']}"
+    view = {
+        "id": comment["id"],
+        "node_id": f"IC_{comment['id']}",
+        "url": f"{state.base_url}{PREFIX}/repos/{state.owner}/{state.name}/issues/comments/{comment['id']}",
+        "html_url": f"https://github.invalid/{state.owner}/{state.name}/issues/{issue['number']}#c{comment['id']}",
+        "issue_url": issue_url,
+        "body": comment["body"],
+        "user": _user(),
+        "created_at": "2026-11-21T03:00:00Z",
+        "updated_at": "2026-11-21T03:00:00Z",
+        "author_association": "NONE",
+    } | _bodies(comment["body"], call)
+    return _with_nulls(_schema_of("POST", "/repos/o/r/issues/1/comments", 201), view)

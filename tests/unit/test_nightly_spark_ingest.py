@@ -12,6 +12,23 @@ from pipeline.infra.runtime import sha256_of
 from tests.wheelfactory import make_wheel
 
 
+PROBLEM = "vllm/_C.so: no image for sm_121a: cubins sm_90"
+
+
+def refused_build(root: Path, run_id: str) -> Path:
+    """What `build --run-id` leaves when inspection refuses the wheel (no cubin for the Spark); returns the run dir."""
+    run_dir, wheels = root / "runs" / run_id, root / "wheels" / run_id
+    run_dir.mkdir(parents=True)
+    wheels.mkdir(parents=True)
+    wheel = make_wheel(wheels, "vllm", "0.27.2.dev1+g0123456.d20261121", {"_C.so": b"\x7fELF"})
+    build = {"wheels": [{"filename": wheel.name, "sha256": sha256_of(wheel), "size": wheel.stat().st_size}]}
+    (run_dir / "build.json").write_text(json.dumps({"version": 1, "builds": [build | {"family": "vllm"}]}))
+    (run_dir / "plan.json").write_text(json.dumps({"version": 1, "created": "2026-11-21T01:00:00Z", "sources": []}))
+    inspection = {"status": "FAIL", "problems": [], "wheels": [{"problems": [PROBLEM]}]}
+    (run_dir / "inspect.json").write_text(json.dumps(inspection))
+    return run_dir
+
+
 def _settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for key, sub in (("PATHS_RUNS", "runs"), ("PATHS_HISTORY", "history"), ("PATHS_WHEELS", "wheels")):
         monkeypatch.setenv(f"SPARK_NIGHTLY_{key}", str(tmp_path / sub))
@@ -31,16 +48,7 @@ def test_wheels_refused_by_inspection_fail_the_night_abort_every_entry_and_publi
 ) -> None:
     _settings(tmp_path, monkeypatch)
     run_id = "20261121-010000"
-    run_dir, wheels = tmp_path / "runs" / run_id, tmp_path / "wheels" / run_id
-    run_dir.mkdir(parents=True)
-    wheels.mkdir(parents=True)
-    wheel = make_wheel(wheels, "vllm", "0.27.2.dev1+g0123456.d20261121", {"_C.so": b"\x7fELF"})
-    build = {"wheels": [{"filename": wheel.name, "sha256": sha256_of(wheel), "size": wheel.stat().st_size}]}
-    (run_dir / "build.json").write_text(json.dumps({"version": 1, "builds": [build | {"family": "vllm"}]}))
-    (run_dir / "plan.json").write_text(json.dumps({"version": 1, "created": "2026-11-21T01:00:00Z", "sources": []}))
-    problem = "vllm/_C.so: no image for sm_121a: cubins sm_90"
-    inspection = {"status": "FAIL", "problems": [], "wheels": [{"problems": [problem]}]}
-    (run_dir / "inspect.json").write_text(json.dumps(inspection))
+    run_dir = refused_build(tmp_path, run_id)
 
     assert main(["nightly", "--profile", "spark", "--run-id", run_id]) == 6
     run = json.loads((run_dir / "run.json").read_text())
@@ -49,5 +57,5 @@ def test_wheels_refused_by_inspection_fail_the_night_abort_every_entry_and_publi
     assert set(statuses.values()) == {("ABORTED", "inspect")} and len(statuses) == 5
     assert run["verdict"] == "FAIL" and not (tmp_path / "releases").exists()
     assert [(a["key"], a["action"]) for a in run["alerts"]] == [("wheels:inspect", "opened")]
-    assert problem in (run_dir / "alerts" / "wheels_inspect.opened.md").read_text()
+    assert PROBLEM in (run_dir / "alerts" / "wheels_inspect.opened.md").read_text()
     assert "release: nothing published" in capsys.readouterr().out
