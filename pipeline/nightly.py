@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import time
 import traceback
@@ -124,6 +125,7 @@ def run_nightly(
             state_path=settings.path("history_dir") / "alerts.json",
             suspects=findings.suspects if findings is not None else _suspects(plan),
             crash=crash,
+            report=_report_link(plan),
         )
         alert_problems = deliver_alerts(
             events,
@@ -303,6 +305,14 @@ def _manifest_entry(outcome: Outcome) -> dict[str, Any]:
         "numbers": outcome.numbers,
         "duration_s": outcome.duration_s,
     }
+
+
+def _report_link(plan: NightPlan) -> str:
+    """The Actions run when on Actions (its summary and artifacts hold the report), else the report's path."""
+    server, repo, run = (os.environ.get(f"GITHUB_{name}") for name in ("SERVER_URL", "REPOSITORY", "RUN_ID"))
+    if server and repo and run:
+        return f"{server}/{repo}/actions/runs/{run}"
+    return str(plan.run_dir / "report.html")
 
 
 def _commits(plan: NightPlan) -> dict[str, str]:

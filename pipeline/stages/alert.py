@@ -55,8 +55,12 @@ def raise_alerts(
     state_path: Path,
     suspects: str,
     crash: str | None = None,
+    report: str | None = None,
 ) -> list[AlertEvent]:
-    """Open, update or close one alert per key; INCONCLUSIVE entries neither open nor close anything."""
+    """Open, update or close one alert per key; INCONCLUSIVE entries neither open nor close anything.
+
+    `report` links the night's report (the Actions run, or the report's path) in opened and updated alerts.
+    """
     state = _state(state_path)
     alerts: dict[str, Any] = state["alerts"]
     last_good: dict[str, str] = state.setdefault("last_good", {})
@@ -66,7 +70,7 @@ def raise_alerts(
         known = alerts.get(key)
         if known and known["open"]:
             known["nights"].append(night)
-            body = _update_body(failure, night, run_id, known)
+            body = _update_body(failure, night, run_id, known) + (f"\nReport: {report}\n" if report else "")
             events.append(AlertEvent(key, "updated", known["title"], body, night, run_id))
         else:
             title = f"{outcome.entry}: {failure['what']} regressed"
@@ -82,7 +86,8 @@ def raise_alerts(
                     key,
                     "opened",
                     title,
-                    _open_body(failure, outcome, night=night, run_id=run_id, alert=alerts[key], suspects=suspects),
+                    _open_body(failure, outcome, night=night, run_id=run_id, alert=alerts[key], suspects=suspects)
+                    + (f"- report: {report}\n" if report else ""),
                     night,
                     run_id,
                 )

@@ -27,6 +27,9 @@ def test_two_refused_nights_open_one_labelled_issue_then_comment_on_it(
     monkeypatch.setenv("NIGHTLY_ALERT_TOKEN", TOKEN)
 
     for night, run_id in enumerate(("20261121-010000", "20261122-010000")):
+        if night == 1:  # on Actions the link is the workflow run, whose summary and artifacts hold the report
+            for name, value in (("SERVER_URL", "https://github.com"), ("REPOSITORY", "o/r"), ("RUN_ID", "77")):
+                monkeypatch.setenv(f"GITHUB_{name}", value)
         run_dir = refused_build(tmp_path, run_id)
         assert main(["nightly", "--profile", "spark", "--run-id", run_id]) == 6
         run = json.loads((run_dir / "run.json").read_text())
@@ -39,6 +42,8 @@ def test_two_refused_nights_open_one_labelled_issue_then_comment_on_it(
     assert issue["state"] == "open"
     assert set(issue["labels"]) >= {"spark-nightly", "regression"}
     assert PROBLEM in issue["body"] and "no good night recorded yet" in issue["body"]
-    assert len(issue["comments"]) == 1 and "20261122-010000" in issue["comments"][0]["body"]
+    assert f"- report: {tmp_path / 'runs' / '20261121-010000' / 'report.html'}" in issue["body"]
+    (comment,) = issue["comments"]
+    assert "20261122-010000" in comment["body"] and "Report: https://github.com/o/r/actions/runs/77" in comment["body"]
     printed = capsys.readouterr()
     assert TOKEN not in printed.out + printed.err + json.dumps(stand_in.state.issues, default=str)
