@@ -11,7 +11,6 @@ from pipeline.cli import main
 from pipeline.infra.runtime import sha256_of
 from tests.wheelfactory import make_wheel
 
-
 PROBLEM = "vllm/_C.so: no image for sm_121a: cubins sm_90"
 
 
