@@ -100,14 +100,19 @@ def run_nightly(
         else:
             outcomes = _stage_entries(settings, config, plan, night.candidate, progress=progress, durations=durations)
         verdict = decide(outcomes)
-        if night.plan is not None and publish:  # a built night: its commits are what the alerts name
+        built = night.plan is not None  # a built night's commits are what the alerts name
+        if built and publish and verdict == Status.FAIL.value:  # INCONCLUSIVE or ABORTED blames nobody
             with progress.step("culprits"):
-                findings = _stage_culprits(settings, config, plan, outcomes, verdict=verdict, say=say)
+                ref = NightRef(plan.run_id, plan.night, plan.run_dir)
+                findings = find_culprit(settings, config, plan.profile, ref, outcomes, say=say)
         if publish:
             with progress.step("publish"):
                 publish_note = _stage_publish(
                     settings, plan, outcomes, verdict=verdict, night=night, findings=findings, say=say
                 )
+            if built and verdict in {Status.PASS.value, Status.XFAIL.value}:  # the range the next failure blames
+                last_good = settings.path("history_dir") / "last_good.json"
+                record_last_good(last_good, BuildPlan.load(plan.run_dir / "plan.json"), plan.night)
         else:
             publish_note = "a shard: publishing is left to the merge"
     except (KeyboardInterrupt, SparkNightlyError):
@@ -118,22 +123,8 @@ def run_nightly(
     events: list[AlertEvent] = []
     alert_problems: list[str] = []
     if publish or crash is not None:  # a shard leaves the alerts of its entries to the merge
-        events = raise_alerts(
-            outcomes,
-            night=plan.night,
-            run_id=plan.run_id,
-            state_path=settings.path("history_dir") / "alerts.json",
-            suspects=findings.suspects if findings is not None else _suspects(plan),
-            crash=crash,
-            report=_report_link(plan),
-        )
-        alert_problems = deliver_alerts(
-            events,
-            settings=settings,
-            state_path=settings.path("history_dir") / "alerts.json",
-            run_dir=plan.run_dir,
-            say=say,
-        )
+        suspects = findings.suspects if findings is not None else _suspects(plan)
+        events, alert_problems = _stage_alerts(settings, plan, outcomes, suspects=suspects, crash=crash, say=say)
     run = {
         "run_id": plan.run_id,
         "night": plan.night,
@@ -146,14 +137,8 @@ def run_nightly(
         "suspects": findings.suspects if findings is not None else None,
         "culprits": findings.search.to_json() if findings is not None and findings.search is not None else None,
     }
-    paths = write_reports(plan.run_dir, run, outcomes)
-    history = History(settings.path("history_dir") / "history.sqlite")
-    series = collect_series(history, config, plan.profile.hardware, [e.id for e in plan.entries])
-    write_atomically(plan.run_dir / "report.html", render_html(run, outcomes, series))
-    report = plan.run_dir / "report.html"
-    print(
-        f"nightly {plan.night}: {verdict}; report {report} ({paths['summary.md'].name}, junit.xml, run.json beside it)"
-    )
+    report = _stage_reports(settings, config, plan, run, outcomes)
+    print(f"nightly {plan.night}: {verdict}; report {report} (summary.md, junit.xml, run.json beside it)")
     print(f"release: {publish_note or 'nothing published'}")
     if crash is not None:
         raise PipelineCrash(f"the pipeline crashed (see {plan.run_dir / 'alerts'}); no wheel is blamed")
@@ -280,20 +265,34 @@ def _verified(night_outcomes: Sequence[Outcome], trial_outcomes: Sequence[Outcom
     ]
 
 
-def _stage_culprits(
-    settings: Settings, config: Config, plan: NightPlan, outcomes: Sequence[Outcome], *, verdict: str, say: Say
-) -> CulpritFindings | None:
-    """A passing built night becomes the last good one; a failing one looks for the change to blame."""
-    if verdict in {Status.PASS.value, Status.XFAIL.value}:
-        record_last_good(
-            settings.path("history_dir") / "last_good.json", BuildPlan.load(plan.run_dir / "plan.json"), plan.night
-        )
-        return None
-    if verdict != Status.FAIL.value:
-        return None  # INCONCLUSIVE or ABORTED blames nobody
-    return find_culprit(
-        settings, config, plan.profile, NightRef(plan.run_id, plan.night, plan.run_dir), outcomes, say=say
+def _stage_reports(
+    settings: Settings, config: Config, plan: NightPlan, run: dict[str, Any], outcomes: Sequence[Outcome]
+) -> Path:
+    """run.json, summary.md, junit.xml, then report.html with every entry's history; returns the HTML report."""
+    write_reports(plan.run_dir, run, outcomes)
+    history = History(settings.path("history_dir") / "history.sqlite")
+    series = collect_series(history, config, plan.profile.hardware, [e.id for e in plan.entries])
+    report = plan.run_dir / "report.html"
+    write_atomically(report, render_html(run, outcomes, series))
+    return report
+
+
+def _stage_alerts(
+    settings: Settings, plan: NightPlan, outcomes: Sequence[Outcome], *, suspects: str, crash: str | None, say: Say
+) -> tuple[list[AlertEvent], list[str]]:
+    """Tonight's alert events, delivered to the configured target; returns them and the delivery problems."""
+    state = settings.path("history_dir") / "alerts.json"
+    events = raise_alerts(
+        outcomes,
+        night=plan.night,
+        run_id=plan.run_id,
+        state_path=state,
+        suspects=suspects,
+        crash=crash,
+        report=_report_link(plan),
     )
+    problems = deliver_alerts(events, settings=settings, state_path=state, run_dir=plan.run_dir, say=say)
+    return events, problems
 
 
 def _manifest_entry(outcome: Outcome) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from tests.fakes import openapi
+from tests.fakes.serving import serving
 
 PREFIX = "/api/v3"  # where github3's GitHubEnterprise(url) sends its requests
 TOKEN = "ghp_standInTokenThatMustNeverBeShown0123456789"  # what the tests' GitHub stores log in with
@@ -78,17 +79,9 @@ class StandIn:
 @contextmanager
 def github_stand_in(token: str) -> Iterator[StandIn]:
     state = State(token=token)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
-    server.daemon_threads = True
-    state.base_url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, name="github-stand-in", daemon=True)
-    thread.start()
-    try:
+    with serving(_handler(state), "github-stand-in") as server:
+        state.base_url = f"http://127.0.0.1:{server.server_address[1]}"
         yield StandIn(server, state)
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
 
 
 def _handler(state: State) -> type[BaseHTTPRequestHandler]:

@@ -8,7 +8,7 @@ import logging
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from pipeline.stages.alert import raise_alerts
 from pipeline.stages.alert_backends import deliver_alerts
 from pipeline.stages.entry_run import Outcome
 from pipeline.status import Status
+from tests.fakes.serving import serving
 
 pytestmark = pytest.mark.integration
 
@@ -63,17 +64,9 @@ def _handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
 @pytest.fixture()
 def receiver() -> Iterator[Receiver]:
     state = Receiver()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
-    server.daemon_threads = True
-    state.url = f"http://127.0.0.1:{server.server_address[1]}{SECRET_PATH}"
-    thread = threading.Thread(target=server.serve_forever, name="webhook-receiver", daemon=True)
-    thread.start()
-    try:
+    with serving(_handler(state), "webhook-receiver") as server:
+        state.url = f"http://127.0.0.1:{server.server_address[1]}{SECRET_PATH}"
         yield state
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
 
 
 def _outcome(status: Status) -> Outcome:
