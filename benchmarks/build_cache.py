@@ -18,9 +18,9 @@ from pipeline.infra.pypi import download_sdist
 from pipeline.infra.runtime import sha256_of
 from pipeline.infra.wheel_cache import WheelCache
 from pipeline.settings import from_environment
-from pipeline.stages.build import BuildResult, build_source
-from pipeline.stages.builders import BUILDERS
-from pipeline.stages.builders.base import BuildSource, Toolchain
+from pipeline.stages.build.build_wheels import BuildResult, build_source
+from pipeline.stages.build.builders import BUILDERS
+from pipeline.stages.build.builders.base import BuildSource, Toolchain
 
 SDIST = "flashinfer-python==0.7.2.post1"
 TOOLCHAIN = Toolchain(cuda_arch="12.1a", torch="torch==2.13.0", index_urls=(), max_jobs=2, mode="host", ccache_dir=None)

@@ -9,7 +9,7 @@ import itertools
 import statistics
 import sys
 
-from pipeline.stages.culprit import PullRef, TrialResult, find_culprits
+from pipeline.stages.aftermath.culprit import PullRef, TrialResult, find_culprits
 
 
 def builds(count: int, bad: set[int]) -> tuple[int, bool]:

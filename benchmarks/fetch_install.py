@@ -21,8 +21,8 @@ from pipeline.infra import procs
 from pipeline.infra.releases import LocalReleaseStore
 from pipeline.infra.runtime import load_runtime, runtime_root
 from pipeline.settings import from_environment
-from pipeline.stages.fetch import fetch_night, install
-from pipeline.stages.publish import Night, build_manifest, publish_night
+from pipeline.stages.release.fetch import fetch_night, install
+from pipeline.stages.release.publish import Night, build_manifest, publish_night
 
 ROOT = Path(__file__).parents[1]
 

@@ -18,8 +18,8 @@ from pipeline.config.bundle import ConfigPaths, load_config
 from pipeline.infra.references import ReferenceStore
 from pipeline.infra.weights import model_reference
 from pipeline.settings import from_environment
-from pipeline.stages.boot import boot, prepare_candidate
-from pipeline.stages.golden import run_golden
+from pipeline.stages.prove.boot import boot, prepare_candidate
+from pipeline.stages.prove.golden_run import run_golden
 
 ROOT = Path(__file__).parents[1]
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pipeline.config.bundle import ConfigPaths, load_config
 from pipeline.settings import from_environment
-from pipeline.stages.boot import boot, prepare_candidate
+from pipeline.stages.prove.boot import boot, prepare_candidate
 
 ROOT = Path(__file__).parents[1]
 STAMP = re.compile(r"(?:INFO|WARNING|DEBUG|ERROR) (\d\d-\d\d \d\d:\d\d:\d\d)")

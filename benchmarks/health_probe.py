@@ -17,7 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parents[1]))
 
 from pipeline.config.matrix import Profile, TorchExpectation
-from pipeline.stages.health import judge_health, read_host_facts, read_nvidia_smi, read_nvml
+from pipeline.stages.prove.health import judge_health, read_host_facts, read_nvidia_smi, read_nvml
 
 SPARK_LIKE = Profile(
     "spark",

@@ -17,7 +17,7 @@ from pipeline.commands import bench, build, engine, golden, inspect, nightly, re
 from pipeline.config.bundle import Config, ConfigPaths, load_config
 from pipeline.config.recipes import ImportOptions, import_recipe
 from pipeline.config.thresholds import Reference
-from pipeline.errors import ConfigError, PipelineCrash, SparkNightlyError, UsageError
+from pipeline.errors import ConfigError, ExitCode, PipelineCrash, SparkNightlyError, UsageError
 from pipeline.settings import Resolved, Settings, declarations, from_environment
 
 Handler = Callable[[argparse.Namespace, Resolved], int]
@@ -161,7 +161,7 @@ def _show(args: argparse.Namespace, resolved: Resolved) -> int:
 
 
 def _print_matrix(config: Config, profile: str | None) -> None:
-    entries = [e for e in config.matrix.entries if profile is None or e.profile == profile]
+    entries = config.matrix.entries if profile is None else config.matrix.for_profile(profile)
     print(f"\nmatrix ({'all profiles' if profile is None else 'profile ' + profile}, {len(entries)} entries):")
     for entry in entries:
         hardware = config.matrix.profiles[entry.profile].hardware
@@ -235,7 +235,7 @@ def _run(argv: Sequence[str] | None) -> int:
     debug = getattr(args, "debug", False)
     if not getattr(args, "handler", None):
         parser.print_help()
-        return 2
+        return ExitCode.USAGE
     handler: Handler = args.handler
     try:
         resolved = from_environment(getattr(args, "settings", None), _cli_values(args))
@@ -248,7 +248,7 @@ def _run(argv: Sequence[str] | None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
-        return 130
+        return ExitCode.INTERRUPTED
     except Exception as exc:  # a bug of ours: say so, never blame the wheels
         crash = PipelineCrash(f"internal error: {type(exc).__name__}: {exc}")
         if debug:

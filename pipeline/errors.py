@@ -1,26 +1,65 @@
-"""The one exception tree of spark-nightly: each class has an exit code and a hint for the user.
+"""Every exit code of spark-nightly and the one exception tree behind them; each class has its code and a hint.
 
-    SparkNightlyError           1  something went wrong that has no finer class
-    ├── UsageError              2  the command line itself is wrong
-    ├── ConfigError             2  configuration files or settings are invalid (lists every issue)
-    ├── ProcessError            3  a subprocess failed, timed out or went silent (carries its log tail)
-    ├── EngineError             3  a candidate engine could not be set up, booted or reached
-    │   └── BootError           3  the server died, hung or served the wrong model while booting
-    └── PipelineCrash          70  a bug in spark-nightly itself, never blamed on the wheels
+Exit codes (the README lists the same table; a unit test keeps the two equal):
 
-The CLI prints one line per error (`error: what happened. what to do`) and the traceback only
-with `--debug`.
+    0    PASS         the night (or command) passed; XFAIL and SKIPPED entries count as passed
+    1    ERROR        a failure with no finer class (a tampered download, a store or webhook that failed for good)
+    2    USAGE        the command line, the configuration, the settings or the history are not usable as given
+    3    PROCESS      a subprocess or the candidate engine failed, hung, or served the wrong model
+    4    INCONCLUSIVE the host was unhealthy or the measurement too noisy: nothing is blamed on the wheels
+    5    ABORTED      a prerequisite failed, so an entry was not run
+    6    FAIL         a regression: a required entry failed its checks
+    70   CRASH        a bug in spark-nightly itself, never blamed on the wheels
+    130  INTERRUPTED  Ctrl-C or the runner's SIGTERM; `nightly --resume RUN` continues the run
+
+The tree (exit code beside each class):
+
+    SparkNightlyError             1
+    ├── UsageError                2  the command line itself is wrong
+    ├── ConfigError               2  configuration files or settings are invalid (lists every issue)
+    ├── HistoryError              2  the history database cannot be used as it is
+    ├── ProcessError              3  a subprocess failed, timed out or went silent (carries its log tail)
+    │   └── CapturedFailure       3  a captured command exited non-zero (its code and stderr)
+    ├── EngineError               3  a candidate engine could not be set up, booted or reached
+    │   ├── BootError             3  the server died, hung or served the wrong model while booting
+    │   └── NonFiniteLogprobsError 3 the server computed logprobs JSON cannot hold (NaN logits)
+    ├── PublishRefused            1  publishing refused before anything was uploaded
+    ├── TamperedAsset             1  a downloaded file does not match its manifest
+    ├── ReleaseStoreError         1  a release store failed an operation after its retries
+    │   └── TagTaken              1  the tag has (or had) a release: a new night takes the next suffix
+    ├── GitHubIssueError          1  an alert issue could not be found, opened, commented on or closed
+    ├── WebhookError              1  a post to the alert webhook failed for good
+    └── PipelineCrash            70  a bug in spark-nightly itself
+
+The statuses' codes (4, 5, 6) are the worst required entry's (pipeline/status.py maps them from here).
+The CLI prints one line per error (`error: what happened. what to do`) and the traceback only with
+`--debug`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """Every exit code the program uses, as the docstring above explains them."""
+
+    PASS = 0
+    ERROR = 1
+    USAGE = 2
+    PROCESS = 3
+    INCONCLUSIVE = 4
+    ABORTED = 5
+    FAIL = 6
+    CRASH = 70
+    INTERRUPTED = 130
 
 
 class SparkNightlyError(Exception):
     """Base class: a failure the user can act on."""
 
-    exit_code = 1
+    exit_code: int = ExitCode.ERROR
     hint = "rerun with --debug for the traceback"
 
     def lines(self) -> list[str]:
@@ -31,7 +70,7 @@ class SparkNightlyError(Exception):
 class UsageError(SparkNightlyError):
     """The command line is wrong."""
 
-    exit_code = 2
+    exit_code = ExitCode.USAGE
     hint = "see spark-nightly --help"
 
 
@@ -54,7 +93,7 @@ class ConfigIssue:
 class ConfigError(SparkNightlyError):
     """Configuration is invalid; carries every issue found, not just the first."""
 
-    exit_code = 2
+    exit_code = ExitCode.USAGE
     hint = "fix the files above, then run spark-nightly validate"
 
     def __init__(self, issues: list[ConfigIssue]) -> None:
@@ -66,10 +105,17 @@ class ConfigError(SparkNightlyError):
         return [str(issue) for issue in self.issues] + [f"error: {self}. {self.hint}"]
 
 
+class HistoryError(SparkNightlyError):
+    """The history database cannot be used as it is."""
+
+    exit_code = ExitCode.USAGE
+    hint = "check paths.history; never edit the database by hand"
+
+
 class ProcessError(SparkNightlyError):
     """A subprocess failed; the message carries the tail of its log."""
 
-    exit_code = 3
+    exit_code = ExitCode.PROCESS
     hint = "see the full log named above"
 
     def __init__(self, message: str, log_tail: str = "", log_path: str = "") -> None:
@@ -86,10 +132,19 @@ class ProcessError(SparkNightlyError):
         return out
 
 
+class CapturedFailure(ProcessError):
+    """A captured command that exited non-zero: its code and stderr, for callers to whom some codes are answers."""
+
+    def __init__(self, message: str, returncode: int, stderr: str) -> None:
+        super().__init__(message, log_tail=stderr)
+        self.returncode = returncode
+        self.stderr = stderr
+
+
 class EngineError(SparkNightlyError):
     """A candidate engine could not be set up, booted or reached."""
 
-    exit_code = 3
+    exit_code = ExitCode.PROCESS
     hint = "see the engine log named above"
 
 
@@ -111,8 +166,39 @@ class BootError(EngineError):
         return out
 
 
+class NonFiniteLogprobsError(EngineError):
+    """The server computed logprobs it cannot put in JSON (NaN or infinity): evidence of NaN logits."""
+
+
+class PublishRefused(SparkNightlyError):
+    """Publishing was refused before anything was uploaded (a failed night, a file over the size limit)."""
+
+
+class TamperedAsset(SparkNightlyError):
+    """A downloaded file does not match the manifest: it was removed, and nothing of the night is used."""
+
+    exit_code = ExitCode.ERROR
+    hint = "do not use this night; report it, and fetch another night or retry the download"
+
+
+class ReleaseStoreError(SparkNightlyError):
+    """A release store refused or failed an operation after its retries."""
+
+
+class TagTaken(ReleaseStoreError):
+    """The tag has (or had, with immutable releases) a release: a new night takes the next suffix."""
+
+
+class GitHubIssueError(SparkNightlyError):
+    """An alert issue could not be found, opened, commented on or closed."""
+
+
+class WebhookError(SparkNightlyError):
+    """A post to the webhook failed for good (the message never holds the URL)."""
+
+
 class PipelineCrash(SparkNightlyError):
     """An unexpected exception inside spark-nightly: a bug of ours, not a regression."""
 
-    exit_code = 70
+    exit_code = ExitCode.CRASH
     hint = "this is a bug in spark-nightly; rerun with --debug and report the traceback"

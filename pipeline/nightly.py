@@ -7,31 +7,32 @@ import os
 import socket
 import time
 import traceback
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from pipeline.commands.releases import open_store
 from pipeline.config.bundle import Config
 from pipeline.config.matrix import ModelEntry, Profile
 from pipeline.errors import PipelineCrash, SparkNightlyError, UsageError
 from pipeline.infra.history import History
 from pipeline.infra.runtime import write_atomically
+from pipeline.outcome import Failure, Outcome
 from pipeline.progress import Progress, Say, clock_text
 from pipeline.settings import Settings
-from pipeline.stages.alert import AlertEvent, raise_alerts
-from pipeline.stages.alert_backends import deliver_alerts
-from pipeline.stages.boot import Candidate
-from pipeline.stages.candidate import NightCandidate, prepare_night_candidate
-from pipeline.stages.culprit_run import WHEELS_ENTRY, CulpritFindings, NightRef, find_culprit
-from pipeline.stages.durations import Durations
-from pipeline.stages.entry_run import EntryContext, Outcome, run_entry
-from pipeline.stages.plan import BuildPlan
-from pipeline.stages.publish import Night, build_manifest, publish_night
-from pipeline.stages.report import write_reports
-from pipeline.stages.report_html import collect_series, render_html
-from pipeline.stages.suspects import record_last_good
+from pipeline.stages.aftermath.alert import AlertEvent, raise_alerts
+from pipeline.stages.aftermath.alert_backends import deliver_alerts
+from pipeline.stages.aftermath.culprit_run import WHEELS_ENTRY, CulpritFindings, NightRef, find_culprit
+from pipeline.stages.aftermath.durations import Durations
+from pipeline.stages.aftermath.report import write_reports
+from pipeline.stages.aftermath.report_html import collect_series, render_html
+from pipeline.stages.aftermath.suspects import record_last_good
+from pipeline.stages.build.build_plan import BuildPlan
+from pipeline.stages.prove.boot import Candidate
+from pipeline.stages.prove.candidate import NightCandidate, prepare_night_candidate
+from pipeline.stages.prove.entry_run import EntryContext, run_entry
+from pipeline.stages.release.publish import Night, build_manifest, publish_night
+from pipeline.stages.release.stores import open_store
 from pipeline.status import Status, worst
 
 
@@ -50,12 +51,7 @@ def plan_night(
     settings: Settings, config: Config, *, only: Sequence[str], resume: str | None, run_id: str | None = None
 ) -> NightPlan:
     profile = config.matrix.profiles[settings.profile]
-    entries = tuple(e for e in config.matrix.entries if e.profile == profile.name)
-    unknown = sorted(set(only) - {e.id for e in entries})
-    if unknown:
-        raise UsageError(f"--only {', '.join(unknown)}: not an entry of profile {profile.name}")
-    if only:
-        entries = tuple(e for e in entries if e.id in only)
+    entries = config.matrix.select(profile.name, only)
     runs = settings.path("runs_dir")
     if run_id and (runs / run_id / "night.json").exists():
         resume = run_id  # a shard of a night another shard started, or a named run started again
@@ -73,76 +69,102 @@ def plan_night(
     return NightPlan(run_id, night, run_dir, profile, entries)
 
 
+@dataclass
+class NightRun:
+    """Tonight as the stages fill it in, one after the other."""
+
+    settings: Settings
+    config: Config
+    plan: NightPlan
+    progress: Progress
+    publish: bool  # False for a shard: publishing and alerts are left to the merge
+    durations: Durations
+    night: NightCandidate | None = None
+    outcomes: list[Outcome] = field(default_factory=list)
+    verdict: str = Status.SKIPPED.value
+    findings: CulpritFindings | None = None
+    publish_note: str = ""
+    crash: str | None = None
+    events: list[AlertEvent] = field(default_factory=list)
+    alert_problems: list[str] = field(default_factory=list)
+    report: Path | None = None
+
+    @property
+    def built(self) -> bool:
+        """A night built from source (its commits are what alerts and culprits name), not a pinned runtime."""
+        return self.night is not None and self.night.plan is not None
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage of the night: its name, what it does (for --dry-run), and whether it runs after a crash."""
+
+    name: str
+    does: str
+    run: Callable[[NightRun], None]
+    after_crash: bool = False  # alerts and reports still run when an earlier stage crashed
+
+
 def run_nightly(
     settings: Settings, config: Config, plan: NightPlan, *, progress: Progress, publish: bool = True
 ) -> int:
     """Every stage in order; one entry's failure never stops the others; our own crash is reported as such."""
-    say = progress.say
     durations = Durations(settings.path("history_dir") / "durations.json")
-    say(f"nightly {plan.night}, run {plan.run_id}, profile {plan.profile.name}: {len(plan.entries)} entries")
-    outcomes: list[Outcome] = []
-    crash: str | None = None
-    publish_note = ""
-    findings: CulpritFindings | None = None
-    try:
-        with progress.step("candidate", durations.expected("candidate")):
-            started = time.monotonic()
-            night = prepare_night_candidate(
-                plan.profile,
-                run_dir=plan.run_dir,
-                wheels_dir=settings.path("wheels_dir"),
-                cache_dir=settings.path("cache_dir"),
-                say=say,
-            )
-            durations.record("candidate", time.monotonic() - started)
-        if night.refused is not None:
-            outcomes = refused_outcomes(plan.entries, night.refused)
-        else:
-            outcomes = _stage_entries(settings, config, plan, night.candidate, progress=progress, durations=durations)
-        verdict = decide(outcomes)
-        built = night.plan is not None  # a built night's commits are what the alerts name
-        if built and publish and verdict == Status.FAIL.value:  # INCONCLUSIVE or ABORTED blames nobody
-            with progress.step("culprits"):
-                ref = NightRef(plan.run_id, plan.night, plan.run_dir)
-                findings = find_culprit(settings, config, plan.profile, ref, outcomes, say=say)
-        if publish:
-            with progress.step("publish"):
-                publish_note = _stage_publish(
-                    settings, plan, outcomes, verdict=verdict, night=night, findings=findings, say=say
-                )
-            if built and verdict in {Status.PASS.value, Status.XFAIL.value}:  # the range the next failure blames
-                last_good = settings.path("history_dir") / "last_good.json"
-                record_last_good(last_good, BuildPlan.load(plan.run_dir / "plan.json"), plan.night)
-        else:
-            publish_note = "a shard: publishing is left to the merge"
-    except (KeyboardInterrupt, SparkNightlyError):
-        raise
-    except Exception as exc:  # our bug: reported as the pipeline's failure, never as a regression
-        crash = "".join(traceback.format_exception(exc))[-4000:]
-        verdict = "CRASH"
-    events: list[AlertEvent] = []
-    alert_problems: list[str] = []
-    if publish or crash is not None:  # a shard leaves the alerts of its entries to the merge
-        suspects = findings.suspects if findings is not None else _suspects(plan)
-        events, alert_problems = _stage_alerts(settings, plan, outcomes, suspects=suspects, crash=crash, say=say)
-    run = {
-        "run_id": plan.run_id,
-        "night": plan.night,
-        "profile": plan.profile.name,
-        "verdict": verdict,
-        "publish": publish_note,
-        "host": socket.gethostname(),
-        "alerts": [{"key": e.key, "action": e.action, "title": e.title} for e in events],
-        "alert_problems": alert_problems,
-        "suspects": findings.suspects if findings is not None else None,
-        "culprits": findings.search.to_json() if findings is not None and findings.search is not None else None,
-    }
-    report = _stage_reports(settings, config, plan, run, outcomes)
-    print(f"nightly {plan.night}: {verdict}; report {report} (summary.md, junit.xml, run.json beside it)")
-    print(f"release: {publish_note or 'nothing published'}")
-    if crash is not None:
+    state = NightRun(settings, config, plan, progress, publish, durations)
+    progress.say(f"nightly {plan.night}, run {plan.run_id}, profile {plan.profile.name}: {len(plan.entries)} entries")
+    for stage in STAGES:
+        if state.crash is not None and not stage.after_crash:
+            continue
+        try:
+            stage.run(state)
+        except (KeyboardInterrupt, SparkNightlyError):
+            raise
+        except Exception as exc:  # our bug: reported as the pipeline's failure, never as a regression
+            if stage.after_crash:
+                raise
+            state.crash = "".join(traceback.format_exception(exc))[-4000:]
+            state.verdict = "CRASH"
+    print(f"nightly {plan.night}: {state.verdict}; report {state.report} (summary.md, junit.xml, run.json beside it)")
+    print(f"release: {state.publish_note or 'nothing published'}")
+    if state.crash is not None:
         raise PipelineCrash(f"the pipeline crashed (see {plan.run_dir / 'alerts'}); no wheel is blamed")
-    return worst(o.status for o in outcomes if o.required).exit_code
+    return worst(o.status for o in state.outcomes if o.required).exit_code
+
+
+def _stage_candidate(state: NightRun) -> None:
+    with state.progress.step("candidate", state.durations.expected("candidate")):
+        started = time.monotonic()
+        state.night = prepare_night_candidate(
+            state.plan.profile,
+            run_dir=state.plan.run_dir,
+            wheels_dir=state.settings.path("wheels_dir"),
+            cache_dir=state.settings.path("cache_dir"),
+            say=state.progress.say,
+        )
+        state.durations.record("candidate", time.monotonic() - started)
+
+
+def _stage_entries(state: NightRun) -> None:
+    assert state.night is not None  # the candidate stage ran
+    if state.night.refused is not None:
+        state.outcomes = refused_outcomes(state.plan.entries, state.night.refused)
+    else:
+        state.outcomes = run_entries(state, state.night.candidate)
+
+
+def _stage_decide(state: NightRun) -> None:
+    state.verdict = decide(state.outcomes)
+
+
+def _stage_culprits(state: NightRun) -> None:
+    # INCONCLUSIVE or ABORTED blames nobody; a shard leaves it to the merge; a pinned runtime has no commits to try
+    if state.built and state.publish and state.verdict == Status.FAIL.value:
+        with state.progress.step("culprits"):
+            plan = state.plan
+            ref = NightRef(plan.run_id, plan.night, plan.run_dir)
+            state.findings = find_culprit(
+                state.settings, state.config, plan.profile, ref, state.outcomes, say=state.progress.say
+            )
 
 
 def decide(outcomes: Sequence[Outcome]) -> str:
@@ -151,15 +173,9 @@ def decide(outcomes: Sequence[Outcome]) -> str:
     return worst(required).value if required else Status.SKIPPED.value
 
 
-def _stage_entries(
-    settings: Settings,
-    config: Config,
-    plan: NightPlan,
-    candidate: Candidate,
-    *,
-    progress: Progress,
-    durations: Durations,
-) -> list[Outcome]:
+def run_entries(state: NightRun, candidate: Candidate) -> list[Outcome]:
+    """Each entry in turn, saved as it ends; an entry a resumed run finished before is taken over, not rerun."""
+    settings, plan, progress, durations = state.settings, state.plan, state.progress, state.durations
     outcomes = []
     say = progress.say
     for number, entry in enumerate(plan.entries, 1):
@@ -174,7 +190,7 @@ def _stage_entries(
         say(f"entry {number}/{len(plan.entries)}: {entry.id}{night_left}")
         with progress.step(f"[{number}/{len(plan.entries)}] {entry.id}", durations.expected(entry.id)):
             ctx = EntryContext(
-                config,
+                state.config,
                 candidate,
                 settings.path("cache_dir"),
                 settings.path("history_dir"),
@@ -199,7 +215,7 @@ def refused_outcomes(entries: Sequence[ModelEntry], problems: str) -> list[Outco
     """Inspection refused tonight's wheels: that is the night's failure, and no entry is booted on them."""
     wheels = Outcome(
         WHEELS_ENTRY, Status.FAIL, "inspect", f"inspection refused the wheels: {problems}", True, 0.0,
-        failures=({"key": "wheels:inspect", "what": "wheel inspection", "reason": problems, "evidence": {}},),
+        failures=(Failure("wheels:inspect", "wheel inspection", problems),),
     )  # fmt: skip
     return [wheels] + [
         Outcome(e.id, Status.ABORTED, "inspect", "not run: inspection refused tonight's wheels", e.required, 0.0)
@@ -207,7 +223,27 @@ def refused_outcomes(entries: Sequence[ModelEntry], problems: str) -> list[Outco
     ]
 
 
-def _stage_publish(
+def _stage_publish(state: NightRun) -> None:
+    if not state.publish:
+        state.publish_note = "a shard: publishing is left to the merge"
+        return
+    assert state.night is not None  # the candidate stage ran
+    with state.progress.step("publish"):
+        state.publish_note = _publish(
+            state.settings,
+            state.plan,
+            state.outcomes,
+            verdict=state.verdict,
+            night=state.night,
+            findings=state.findings,
+            say=state.progress.say,
+        )
+    if state.built and state.verdict in {Status.PASS.value, Status.XFAIL.value}:  # the range the next failure blames
+        last_good = state.settings.path("history_dir") / "last_good.json"
+        record_last_good(last_good, BuildPlan.load(state.plan.run_dir / "plan.json"), state.plan.night)
+
+
+def _publish(
     settings: Settings,
     plan: NightPlan,
     outcomes: Sequence[Outcome],
@@ -265,34 +301,45 @@ def _verified(night_outcomes: Sequence[Outcome], trial_outcomes: Sequence[Outcom
     ]
 
 
-def _stage_reports(
-    settings: Settings, config: Config, plan: NightPlan, run: dict[str, Any], outcomes: Sequence[Outcome]
-) -> Path:
-    """run.json, summary.md, junit.xml, then report.html with every entry's history; returns the HTML report."""
-    write_reports(plan.run_dir, run, outcomes)
-    history = History(settings.path("history_dir") / "history.sqlite")
-    series = collect_series(history, config, plan.profile.hardware, [e.id for e in plan.entries])
-    report = plan.run_dir / "report.html"
-    write_atomically(report, render_html(run, outcomes, series))
-    return report
-
-
-def _stage_alerts(
-    settings: Settings, plan: NightPlan, outcomes: Sequence[Outcome], *, suspects: str, crash: str | None, say: Say
-) -> tuple[list[AlertEvent], list[str]]:
-    """Tonight's alert events, delivered to the configured target; returns them and the delivery problems."""
-    state = settings.path("history_dir") / "alerts.json"
-    events = raise_alerts(
-        outcomes,
+def _stage_alerts(state: NightRun) -> None:
+    if not state.publish and state.crash is None:  # a shard leaves the alerts of its entries to the merge
+        return
+    plan, findings = state.plan, state.findings
+    alerts_json = state.settings.path("history_dir") / "alerts.json"
+    state.events = raise_alerts(
+        state.outcomes,
         night=plan.night,
         run_id=plan.run_id,
-        state_path=state,
-        suspects=suspects,
-        crash=crash,
+        state_path=alerts_json,
+        suspects=findings.suspects if findings is not None else _suspects(plan),
+        crash=state.crash,
         report=_report_link(plan),
     )
-    problems = deliver_alerts(events, settings=settings, state_path=state, run_dir=plan.run_dir, say=say)
-    return events, problems
+    state.alert_problems = deliver_alerts(
+        state.events, settings=state.settings, state_path=alerts_json, run_dir=plan.run_dir, say=state.progress.say
+    )
+
+
+def _stage_reports(state: NightRun) -> None:
+    """run.json, summary.md, junit.xml, then report.html with every entry's history."""
+    plan, findings = state.plan, state.findings
+    run = {
+        "run_id": plan.run_id,
+        "night": plan.night,
+        "profile": plan.profile.name,
+        "verdict": state.verdict,
+        "publish": state.publish_note,
+        "host": socket.gethostname(),
+        "alerts": [{"key": e.key, "action": e.action, "title": e.title} for e in state.events],
+        "alert_problems": state.alert_problems,
+        "suspects": findings.suspects if findings is not None else None,
+        "culprits": findings.search.to_json() if findings is not None and findings.search is not None else None,
+    }
+    write_reports(plan.run_dir, run, state.outcomes)
+    history = History(state.settings.path("history_dir") / "history.sqlite")
+    series = collect_series(history, state.config, plan.profile.hardware, [e.id for e in plan.entries])
+    state.report = plan.run_dir / "report.html"
+    write_atomically(state.report, render_html(run, state.outcomes, series))
 
 
 def _manifest_entry(outcome: Outcome) -> dict[str, Any]:
@@ -323,3 +370,14 @@ def _suspects(plan: NightPlan) -> str:
     return (
         f"none upstream: profile {plan.profile.name} runs the pinned {pinned} (look at the host, the model, the data)"
     )
+
+
+STAGES = (
+    Stage("candidate", "build and inspect tonight's wheels, or install the profile's pinned runtime", _stage_candidate),
+    Stage("entries", "for each entry: health, smoke, boot, golden, perf, one outcome each", _stage_entries),
+    Stage("decide", "the night's verdict: the worst status of the required entries", _stage_decide),
+    Stage("culprits", "a failing built night: main alone, then halves of its grafted PRs", _stage_culprits),
+    Stage("publish", "only a passing night, as a new dated release", _stage_publish),
+    Stage("alert", "open, update or close one alert per regression key", _stage_alerts, after_crash=True),
+    Stage("report", "run.json, summary.md, junit.xml and report.html", _stage_reports, after_crash=True),
+)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from enum import StrEnum
 
+from pipeline.errors import ExitCode
+
 
 class Status(StrEnum):
     """PASS < XFAIL < SKIPPED < INCONCLUSIVE < ABORTED < FAIL: a run's exit code is its worst status's."""
@@ -23,12 +25,12 @@ class Status(StrEnum):
 
 _ORDER = list(Status)
 _EXIT_CODES = {
-    Status.PASS: 0,
-    Status.XFAIL: 0,
-    Status.SKIPPED: 0,
-    Status.INCONCLUSIVE: 4,
-    Status.ABORTED: 5,
-    Status.FAIL: 6,
+    Status.PASS: ExitCode.PASS,
+    Status.XFAIL: ExitCode.PASS,
+    Status.SKIPPED: ExitCode.PASS,
+    Status.INCONCLUSIVE: ExitCode.INCONCLUSIVE,
+    Status.ABORTED: ExitCode.ABORTED,
+    Status.FAIL: ExitCode.FAIL,
 }
 
 

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 
 from pipeline.checks import Verdict, failed, passed
-from pipeline.checks.outputs import Generation
+from pipeline.infra.openai_client import Generation
 
 TOP_K = 5
 # nats: mean |difference| of chosen-token logprobs over the shared prefix. The same build on the same host gives

@@ -6,8 +6,8 @@ import math
 import re
 
 from pipeline.checks import Verdict, failed, passed, skipped
-from pipeline.checks.outputs import Generation
-from pipeline.config.golden import Expectation
+from pipeline.config.golden_sets import Expectation
+from pipeline.infra.openai_client import Generation
 
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
 

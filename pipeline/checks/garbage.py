@@ -10,10 +10,11 @@ import gzip
 import math
 import unicodedata
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from pipeline.checks import Verdict, failed, passed
-from pipeline.checks.outputs import Generation, mean
+from pipeline.infra.openai_client import Generation
 
 MIN_CHARS = 1
 MIN_PRINTABLE_SHARE = 0.95
@@ -149,3 +150,7 @@ def check_long_decode(generation: Generation, window: int) -> Verdict:
     if problems:
         return failed("long decode", generation.prompt_id, "; ".join(problems), **evidence)
     return passed("long decode", generation.prompt_id, f"tail of {count} tokens reads like its head", **evidence)
+
+
+def mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None

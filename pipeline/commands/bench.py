@@ -18,9 +18,9 @@ from pipeline.config.matrix import ModelEntry
 from pipeline.infra.history import History
 from pipeline.progress import to_stderr
 from pipeline.settings import Settings
-from pipeline.stages.health import judge_health, read_host_facts
-from pipeline.stages.perf import CaseResult, case_spec, run_bench
-from pipeline.stages.perf_judge import CellOutcome, PerfContext, judge_results
+from pipeline.stages.prove.health import judge_health, read_host_facts
+from pipeline.stages.prove.perf import CaseResult, case_spec, run_bench
+from pipeline.stages.prove.perf_judge import CellOutcome, PerfContext, judge_results
 from pipeline.status import worst
 
 

@@ -13,18 +13,18 @@ from pipeline.infra.git import mirror_dir
 from pipeline.infra.pypi import download_sdist
 from pipeline.progress import Say, to_stderr
 from pipeline.settings import Settings
-from pipeline.stages.build import (
+from pipeline.stages.build.build_plan import BuildPlan
+from pipeline.stages.build.build_wheels import (
     build_image_tag,
     docker_commands,
     image_paths,
     render_build_dockerfile,
 )
-from pipeline.stages.builders import BUILD_ORDER, BUILDERS
-from pipeline.stages.builders.base import BuildSource, Paths, Toolchain
-from pipeline.stages.inspect import ArtifactReport
-from pipeline.stages.night_build import build_inspect_lock, sources_from, toolchain_for
-from pipeline.stages.plan import BuildPlan
-from pipeline.stages.resolve import parse_pull_request, resolve_sources
+from pipeline.stages.build.builders import BUILD_ORDER, BUILDERS
+from pipeline.stages.build.builders.base import BuildSource, Paths, Toolchain
+from pipeline.stages.build.inspect import ArtifactReport
+from pipeline.stages.build.night_build import build_inspect_lock, sources_from, toolchain_for
+from pipeline.stages.build.resolve import parse_pull_request, resolve_sources
 from pipeline.status import Status
 
 

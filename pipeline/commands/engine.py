@@ -16,7 +16,7 @@ from pipeline.infra.runtime import Runtime, runtime_root
 from pipeline.infra.weights import package_folder
 from pipeline.progress import to_stderr
 from pipeline.settings import Settings
-from pipeline.stages.boot import (
+from pipeline.stages.prove.boot import (
     Candidate,
     boot,
     placeholder_candidate,
@@ -24,7 +24,7 @@ from pipeline.stages.boot import (
     prepare_candidate,
     served_model_ref,
 )
-from pipeline.stages.smoke import smoke
+from pipeline.stages.prove.smoke import smoke
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:

@@ -14,7 +14,7 @@ from pipeline.config.matrix import ModelEntry
 from pipeline.infra.references import ReferenceStore
 from pipeline.progress import to_stderr
 from pipeline.settings import Settings
-from pipeline.stages.golden import GoldenResult, run_golden
+from pipeline.stages.prove.golden_run import GoldenResult, run_golden
 from pipeline.status import Status
 
 

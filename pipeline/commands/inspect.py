@@ -12,8 +12,8 @@ from pipeline.errors import UsageError
 from pipeline.infra.fatbin import ensure_cuobjdump
 from pipeline.progress import to_stderr
 from pipeline.settings import Settings
-from pipeline.stages.inspect import Target, inspect_wheels
-from pipeline.stages.night_build import write_report
+from pipeline.stages.build.inspect import Target, inspect_wheels
+from pipeline.stages.build.night_build import write_report
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:

@@ -8,13 +8,9 @@ import sys
 
 from pipeline.config.bundle import Config
 from pipeline.errors import UsageError
-from pipeline.nightly import plan_night, run_nightly
+from pipeline.nightly import STAGES, plan_night, run_nightly
 from pipeline.progress import Progress
 from pipeline.settings import Settings
-
-STAGES = ("candidate (build and inspect, or the pinned runtime)", "for each entry: health, smoke, boot, golden, perf",
-          "decide", "culprits (a failing built night: main alone, then halves of its grafted PRs)",
-          "publish (only a passing night)", "alert", "report")  # fmt: skip
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
@@ -45,14 +41,10 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
         print(json.dumps(shards(config, settings.profile, args.shards, only=args.only)))
         return 0
     if args.dry_run:
-        profile = config.matrix.profiles[settings.profile]
-        known = [e.id for e in config.matrix.entries if e.profile == profile.name]
-        if unknown := sorted(set(args.only) - set(known)):
-            raise UsageError(f"--only {', '.join(unknown)}: not an entry of profile {profile.name}")
-        entries = [entry for entry in known if not args.only or entry in args.only]
-        print(f"nightly on profile {profile.name}: {len(entries)} entries ({', '.join(entries)})")
+        entries = [e.id for e in config.matrix.select(settings.profile, args.only)]
+        print(f"nightly on profile {settings.profile}: {len(entries)} entries ({', '.join(entries)})")
         for number, stage in enumerate(STAGES, 1):
-            print(f"  {number}. {stage}")
+            print(f"  {number}. {stage.name}: {stage.does}")
         return 0
     plan = plan_night(settings, config, only=args.only, resume=args.resume, run_id=args.run_id)
     try:
@@ -67,7 +59,7 @@ def shards(config: Config, profile: str, count: int, *, only: list[str] | None =
     alone in theirs because they hold two Sparks at once."""
     if count < 1:
         raise UsageError("--shards needs at least 1")
-    entries = [e for e in config.matrix.entries if e.profile == profile and (not only or e.id in only)]
+    entries = config.matrix.select(profile, only or ())
     solo = [e.id for e in entries if e.topology == "solo"]
     groups = [" ".join(solo[index::count]) for index in range(count)]
     groups += [e.id for e in entries if e.topology != "solo"]

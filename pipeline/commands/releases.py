@@ -4,35 +4,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 from pipeline.config.bundle import Config
-from pipeline.errors import SparkNightlyError, UsageError
-from pipeline.infra.github import GitHubReleaseStore
+from pipeline.errors import UsageError
 from pipeline.infra.image import render_dockerfile
-from pipeline.infra.releases import LocalReleaseStore, ReleaseStore
 from pipeline.infra.runtime import lock_directory
 from pipeline.progress import to_stderr
 from pipeline.settings import Settings
-from pipeline.stages.fetch import LOCK, download_locked, fetch_night, install
-from pipeline.stages.publish import apply_retention, read_index
+from pipeline.stages.release.fetch import LOCK, download_locked, fetch_night, install
+from pipeline.stages.release.publish import apply_retention, read_index
+from pipeline.stages.release.stores import open_store
 
 Runner = Callable[[argparse.Namespace, Settings, Config], int]
-
-
-def open_store(settings: Settings) -> ReleaseStore:
-    """The configured release store; the local one is the embedded default."""
-    if settings.publish_target == "local":
-        return LocalReleaseStore(settings.path("publish_local_dir"))
-    if not settings.publish_repo:
-        raise SparkNightlyError("publish.target is github but publish.repo is empty: set it to owner/name")
-    token = os.environ.get(settings.github_token_env, "")
-    if not token:
-        raise SparkNightlyError(f"publish.target is github but ${settings.github_token_env} is not set")
-    return GitHubReleaseStore(settings.publish_repo, token, api_url=settings.github_api_url, say=to_stderr)
 
 
 def add_parsers(

@@ -9,7 +9,7 @@ from types import MappingProxyType
 from typing import TypeVar
 
 from pipeline.config import rules
-from pipeline.config.golden import GoldenSet, build_golden
+from pipeline.config.golden_sets import GoldenSet, build_golden
 from pipeline.config.load import Document, display_name, load
 from pipeline.config.matrix import Matrix, build_matrix
 from pipeline.config.thresholds import Thresholds, build_thresholds

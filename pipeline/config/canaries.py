@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import random
 
-from pipeline.config.golden import Expectation, GoldenPrompt
+from pipeline.config.golden_sets import Expectation, GoldenPrompt
 
 WORDS = (
     "amber",

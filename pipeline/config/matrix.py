@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
+
+from pipeline.errors import UsageError
 
 Accelerator = Literal["cuda", "cpu"]
 LaunchTarget = Literal["local", "docker", "ray"]
@@ -160,6 +162,13 @@ class Matrix:
 
     def for_profile(self, profile: str) -> tuple[ModelEntry, ...]:
         return tuple(e for e in self.entries if e.profile == profile)
+
+    def select(self, profile: str, only: Sequence[str] = ()) -> tuple[ModelEntry, ...]:
+        """The profile's entries, or just those named by `--only`; a name the profile lacks is a usage error."""
+        entries = self.for_profile(profile)
+        if unknown := sorted(set(only) - {e.id for e in entries}):
+            raise UsageError(f"--only {', '.join(unknown)}: not an entry of profile {profile}")
+        return tuple(e for e in entries if not only or e.id in only)
 
 
 def _profile(name: str, raw: Mapping[str, Any]) -> Profile:

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.errors import EngineError
+from pipeline.errors import CapturedFailure, EngineError
 from pipeline.infra import procs
 from pipeline.infra.runtime import ensure_pip_runtime
 from pipeline.progress import Say, quiet
@@ -65,7 +65,7 @@ class Cuobjdump:
         argv = [str(self.binary), *([option] if option else []), str(path)]
         try:
             out = procs.capture(argv, timeout_s=_TIMEOUT_S)
-        except procs.CapturedFailure as failure:
+        except CapturedFailure as failure:
             if failure.returncode == _NO_DEVICE_CODE:
                 return []
             raise EngineError(f"cuobjdump cannot read {path.name}: {failure.stderr.strip()}") from None

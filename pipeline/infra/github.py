@@ -19,8 +19,8 @@ import github3
 import requests
 from github3.exceptions import GitHubException
 
-from pipeline.errors import SparkNightlyError
-from pipeline.infra.releases import MAX_ASSET_BYTES, Asset, Release, ReleaseStoreError, TagTaken
+from pipeline.errors import GitHubIssueError, ReleaseStoreError, SparkNightlyError, TagTaken
+from pipeline.infra.releases import MAX_ASSET_BYTES, Asset, Release
 from pipeline.infra.runtime import sha256_of
 from pipeline.progress import Say, quiet
 
@@ -190,10 +190,6 @@ class GitHubReleaseStore:
             if exc.response.status_code == 422 and '"tag_name"' in text and "already_exists" in text:
                 raise _TagExists() from None
             raise
-
-
-class GitHubIssueError(SparkNightlyError):
-    """An alert issue could not be found, opened, commented on or closed."""
 
 
 class GitHubIssues:

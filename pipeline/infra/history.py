@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipeline.errors import SparkNightlyError
+from pipeline.errors import HistoryError
 
 SCHEMA_VERSION = 1
 _SCHEMA = """
@@ -36,13 +36,6 @@ CREATE TABLE IF NOT EXISTS samples (
 );
 CREATE INDEX IF NOT EXISTS samples_series ON samples (hardware, entry, cell, metric, night);
 """
-
-
-class HistoryError(SparkNightlyError):
-    """The history database cannot be used as it is."""
-
-    exit_code = 2
-    hint = "check paths.history; never edit the database by hand"
 
 
 @dataclass(frozen=True)

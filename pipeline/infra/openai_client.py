@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 
-from pipeline.errors import EngineError
+from pipeline.errors import EngineError, NonFiniteLogprobsError
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,58 @@ class Completion:
     completion_tokens: int
     logprobs: tuple[TokenLogprob, ...] = ()
     raw: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One greedy answer as the checks see it (and as the drift store keeps it)."""
+
+    prompt_id: str
+    text: str
+    tokens: tuple[str, ...] = ()
+    logprobs: tuple[float | None, ...] = ()
+    top: tuple[Mapping[str, float | None], ...] = ()
+    finish_reason: str | None = None
+    logprob_error: str | None = None  # the server refused to return logprobs (NaN or inf in JSON)
+
+    @classmethod
+    def from_completion(cls, prompt_id: str, completion: Completion) -> Generation:
+        return cls(
+            prompt_id=prompt_id,
+            text=completion.text,
+            tokens=tuple(t.token for t in completion.logprobs),
+            logprobs=tuple(t.logprob for t in completion.logprobs),
+            top=tuple(dict(t.top) for t in completion.logprobs),
+            finish_reason=completion.finish_reason,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "prompt_id": self.prompt_id,
+            "text": self.text,
+            "tokens": list(self.tokens),
+            "logprobs": list(self.logprobs),
+            "top": [dict(t) for t in self.top],
+            "finish_reason": self.finish_reason,
+        }
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> Generation:
+        return cls(
+            raw["prompt_id"],
+            raw["text"],
+            tuple(raw["tokens"]),
+            tuple(raw["logprobs"]),
+            tuple(dict(t) for t in raw["top"]),
+            raw.get("finish_reason"),
+        )
+
+    def window(self, start: int, stop: int | None = None) -> Generation:
+        """The same generation cut to tokens [start:stop] (text rebuilt from those tokens)."""
+        tokens = self.tokens[start:stop]
+        return Generation(
+            self.prompt_id, "".join(tokens), tokens, self.logprobs[start:stop], self.top[start:stop], self.finish_reason
+        )
 
 
 @dataclass(frozen=True)
@@ -96,10 +148,6 @@ def metric_total(samples: Sequence[MetricSample], name: str) -> float | None:
     """The sum of a metric over its label sets, or None when the server does not export it."""
     values = [s.value for s in samples if s.name == name]
     return sum(values) if values else None
-
-
-class NonFiniteLogprobsError(EngineError):
-    """The server computed logprobs it cannot put in JSON (NaN or infinity): evidence of NaN logits."""
 
 
 _NON_FINITE = "Out of range float values are not JSON compliant"

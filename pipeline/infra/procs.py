@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.errors import ProcessError
+from pipeline.errors import CapturedFailure, ProcessError
 
 OWNER_ENV = "SPARK_NIGHTLY_OWNER"
 TAIL_LINES = 40
@@ -191,15 +191,6 @@ def capture(
         detail = err.decode("utf-8", errors="replace").strip()
         raise CapturedFailure(f"{_name(argv)} exited with code {process.returncode}", process.returncode, detail)
     return out.decode("utf-8", errors="replace")
-
-
-class CapturedFailure(ProcessError):
-    """A captured command that exited non-zero: its code and stderr, for callers to whom some codes are answers."""
-
-    def __init__(self, message: str, returncode: int, stderr: str) -> None:
-        super().__init__(message, log_tail=stderr)
-        self.returncode = returncode
-        self.stderr = stderr
 
 
 def _name(argv: Sequence[str]) -> str:

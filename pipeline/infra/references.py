@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.checks.outputs import Generation
+from pipeline.infra.openai_client import Generation
 from pipeline.infra.runtime import write_atomically
 
 FORMAT = 1

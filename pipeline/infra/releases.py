@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
-from pipeline.errors import SparkNightlyError
+from pipeline.errors import ReleaseStoreError, TagTaken
 from pipeline.infra.runtime import sha256_of, write_atomically
 
 MAX_ASSET_BYTES = 2 * 1024**3  # GitHub refuses release assets of 2 GiB or more
@@ -42,14 +42,6 @@ class Release:
     draft: bool
     prerelease: bool
     assets: tuple[Asset, ...] = ()
-
-
-class ReleaseStoreError(SparkNightlyError):
-    """A release store refused or failed an operation after its retries."""
-
-
-class TagTaken(ReleaseStoreError):
-    """The tag has (or had, with immutable releases) a release: a new night takes the next suffix."""
 
 
 class ReleaseStore(Protocol):

@@ -17,10 +17,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.errors import BootError, EngineError
+from pipeline.errors import BootError, EngineError, NonFiniteLogprobsError
 from pipeline.infra import procs
 from pipeline.infra.launch import LaunchPlan
-from pipeline.infra.openai_client import Completion, NonFiniteLogprobsError, OpenAIClient
+from pipeline.infra.openai_client import Completion, OpenAIClient
 from pipeline.progress import Say, quiet
 
 # (cause, patterns) in the order they are tried: the most specific evidence first.

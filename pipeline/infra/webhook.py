@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 
-from pipeline.errors import SparkNightlyError
+from pipeline.errors import WebhookError
 from pipeline.progress import Say, quiet
 
 _ATTEMPTS = 5
@@ -24,10 +24,6 @@ _BACKOFF_S = 1.0
 _MAX_WAIT_S = 120.0
 _TIMEOUT_S = 30.0
 _MASK = "<webhook>"
-
-
-class WebhookError(SparkNightlyError):
-    """A post to the webhook failed for good (the message never holds the URL)."""
 
 
 def _sleep(seconds: float) -> None:

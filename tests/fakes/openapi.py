@@ -13,7 +13,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-SPEC = Path(__file__).parents[3] / "shared" / "github-api" / "releases-issues.openapi.json"
+SPEC = Path(__file__).parents[1] / "data" / "github-api" / "releases-issues.openapi.json"
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from pipeline.infra.releases import LocalReleaseStore
 from pipeline.infra.server import Server
 from pipeline.infra.weights import model_reference
 from pipeline.settings import from_environment
-from pipeline.stages.boot import Candidate, boot, prepare_candidate
+from pipeline.stages.prove.boot import Candidate, boot, prepare_candidate
 from tests.fakes.github import TOKEN, StandIn, github_stand_in
 
 ROOT = Path(__file__).parents[2]

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.outcome import Failure, Outcome
 from pipeline.settings import Settings
-from pipeline.stages.alert import raise_alerts
-from pipeline.stages.alert_backends import deliver_alerts
-from pipeline.stages.entry_run import Outcome
+from pipeline.stages.aftermath.alert import raise_alerts
+from pipeline.stages.aftermath.alert_backends import deliver_alerts
 from pipeline.status import Status
 from tests.fakes.github import TOKEN, StandIn
 
@@ -25,12 +25,9 @@ TOKEN_ENV = "SPARK_NIGHTLY_TEST_ALERT_TOKEN"
 
 
 def _failing() -> Outcome:
-    failure = {
-        "key": KEY,
-        "what": "tg32 (c1) tg_tps",
-        "reason": "B/A 0.7262 over 8 pairs is below 0.98 and significant",
-        "evidence": {"value": 13.1, "ref": 18.7},
-    }
+    failure = Failure(
+        KEY, "tg32 (c1) tg_tps", "B/A 0.7262 over 8 pairs is below 0.98 and significant", {"value": 13.1, "ref": 18.7}
+    )
     return Outcome(ENTRY, Status.FAIL, "perf", "tg32 (c1): tripped twice", True, 301.5, {}, (failure,))
 
 

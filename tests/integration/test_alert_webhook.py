@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
+from pipeline.outcome import Failure, Outcome
 from pipeline.settings import Settings
-from pipeline.stages.alert import raise_alerts
-from pipeline.stages.alert_backends import deliver_alerts
-from pipeline.stages.entry_run import Outcome
+from pipeline.stages.aftermath.alert import raise_alerts
+from pipeline.stages.aftermath.alert_backends import deliver_alerts
 from pipeline.status import Status
 from tests.fakes.serving import serving
 
@@ -72,7 +72,7 @@ def receiver() -> Iterator[Receiver]:
 def _outcome(status: Status) -> Outcome:
     if status == Status.PASS:
         return Outcome(ENTRY, status, "golden", "12 prompts agree", True, 40.0)
-    failure = {"key": KEY, "what": "golden", "reason": "3 of 12 prompts diverge", "evidence": {"diverged": 3}}
+    failure = Failure(KEY, "golden", "3 of 12 prompts diverge", {"diverged": 3})
     return Outcome(ENTRY, status, "golden", "3 of 12 prompts diverge", True, 40.0, {}, (failure,))
 
 

@@ -17,8 +17,8 @@ from pipeline.infra import procs
 from pipeline.infra.runtime import ensure_pip_runtime
 from pipeline.infra.server import Server
 from pipeline.infra.weights import package_folder
-from pipeline.stages.corpus import corpus_text
-from pipeline.stages.perf import CaseResult, run_bench
+from pipeline.stages.prove.corpus import corpus_text
+from pipeline.stages.prove.perf import CaseResult, run_bench
 from pipeline.status import Status, worst
 from tests.integration.conftest import CPU_ENTRY, CpuEngine
 

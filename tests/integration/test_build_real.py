@@ -14,11 +14,11 @@ from pipeline.infra.runtime import sha256_of
 from pipeline.infra.wheel_cache import WheelCache
 from pipeline.infra.wheels import read_metadata
 from pipeline.settings import from_environment
-from pipeline.stages.build import build_source
-from pipeline.stages.builders import BUILDERS
-from pipeline.stages.builders.base import BuildSource, Toolchain
-from pipeline.stages.inspect import Target, inspect_wheel
-from pipeline.stages.lock import lock_wheel_set
+from pipeline.stages.build.build_wheels import build_source
+from pipeline.stages.build.builders import BUILDERS
+from pipeline.stages.build.builders.base import BuildSource, Toolchain
+from pipeline.stages.build.inspect import Target, inspect_wheel
+from pipeline.stages.build.lock import lock_wheel_set
 from tests.wheelfactory import make_wheel
 
 pytestmark = pytest.mark.integration

@@ -2,7 +2,7 @@
 
 The trial here builds nothing heavy: it exports the resolved tree with `git archive` and runs the
 package's own check in a fresh Python process; on a Spark the same subsets go through build,
-inspect and the failing entries (pipeline/stages/culprit_run.py).
+inspect and the failing entries (pipeline/stages/aftermath/culprit_run.py).
 """
 
 from __future__ import annotations
@@ -16,11 +16,13 @@ from pathlib import Path
 import pytest
 
 from pipeline.infra.git import mirror_dir
-from pipeline.stages.culprit import PullRef, TrialResult, find_culprits
-from pipeline.stages.plan import BuildPlan
-from pipeline.stages.resolve import Source, resolve_sources
-from pipeline.stages.suspects import describe_main_suspects, grafted_prs, record_last_good, subset_sources
+from pipeline.stages.aftermath.culprit import PullRef, TrialResult, find_culprits
+from pipeline.stages.aftermath.suspects import describe_main_suspects, grafted_prs, record_last_good, subset_sources
+from pipeline.stages.build.build_plan import BuildPlan
+from pipeline.stages.build.resolve import Source, resolve_sources
 from tests.gitrepos import Upstream
+
+pytestmark = pytest.mark.integration
 
 CREATED = "2026-11-22T02:00:00Z"
 GOOD = "def answer():\n    return 42\n"

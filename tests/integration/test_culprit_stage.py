@@ -16,19 +16,21 @@ from typing import Any
 import pytest
 
 from pipeline.config.bundle import ConfigPaths, load_config
+from pipeline.outcome import Outcome
 from pipeline.settings import Settings
-from pipeline.stages import culprit_run
-from pipeline.stages.boot import Candidate
-from pipeline.stages.candidate import NightCandidate
-from pipeline.stages.culprit_run import NightRef, find_culprit
-from pipeline.stages.entry_run import Outcome
-from pipeline.stages.inspect import ArtifactReport
-from pipeline.stages.night_build import BuiltNight
-from pipeline.stages.resolve import Source, resolve_sources
+from pipeline.stages.aftermath import culprit_run
+from pipeline.stages.aftermath.culprit_run import NightRef, find_culprit
+from pipeline.stages.build.inspect import ArtifactReport
+from pipeline.stages.build.night_build import BuiltNight
+from pipeline.stages.build.resolve import Source, resolve_sources
+from pipeline.stages.prove.boot import Candidate
+from pipeline.stages.prove.candidate import NightCandidate
 from pipeline.status import Status
 from tests.gitrepos import Upstream
 from tests.integration.conftest import ROOT
 from tests.wheelfactory import make_wheel
+
+pytestmark = pytest.mark.integration
 
 GOOD = "ANSWER = 42\n"
 

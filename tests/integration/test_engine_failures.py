@@ -16,7 +16,7 @@ import pytest
 from pipeline.errors import BootError
 from pipeline.infra import procs
 from pipeline.infra.server import free_port, port_is_free
-from pipeline.stages.boot import boot
+from pipeline.stages.prove.boot import boot
 from tests.integration.conftest import CPU_ENTRY, ROOT, CpuEngine
 
 pytestmark = pytest.mark.integration

@@ -12,7 +12,7 @@ from pipeline.cli import main
 from pipeline.infra import procs
 from pipeline.infra.releases import LocalReleaseStore
 from pipeline.infra.runtime import lock_directory, render_lock
-from pipeline.stages.publish import Night, build_manifest, publish_night
+from pipeline.stages.release.publish import Night, build_manifest, publish_night
 from tests.integration.conftest import CPU_ENTRY, CpuEngine
 from tests.wheelfactory import make_wheel
 

@@ -12,8 +12,8 @@ from pipeline.errors import SparkNightlyError
 from pipeline.infra.github import GitHubReleaseStore
 from pipeline.infra.releases import Release
 from pipeline.infra.runtime import sha256_of
-from pipeline.stages.fetch import fetch_night
-from pipeline.stages.publish import Night, apply_retention, publish_night
+from pipeline.stages.release.fetch import fetch_night
+from pipeline.stages.release.publish import Night, apply_retention, publish_night
 from tests.fakes.github import TOKEN, StandIn
 
 pytestmark = pytest.mark.integration

@@ -16,8 +16,8 @@ from pipeline.infra import procs
 from pipeline.infra.references import References, ReferenceStore
 from pipeline.infra.runtime import ensure_pip_runtime
 from pipeline.infra.weights import CONVERTER_REQUIREMENTS, package_folder
-from pipeline.stages.boot import boot
-from pipeline.stages.golden import GoldenResult, run_golden
+from pipeline.stages.prove.boot import boot
+from pipeline.stages.prove.golden_run import GoldenResult, run_golden
 from tests.integration.conftest import CPU_ENTRY, CpuEngine
 
 pytestmark = pytest.mark.integration

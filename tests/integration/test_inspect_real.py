@@ -13,7 +13,7 @@ from pipeline.config.bundle import ConfigPaths, load_config
 from pipeline.infra import procs
 from pipeline.infra.fatbin import Cuobjdump, ensure_cuobjdump
 from pipeline.settings import from_environment
-from pipeline.stages.inspect import Target, inspect_wheel, inspect_wheels
+from pipeline.stages.build.inspect import Target, inspect_wheel, inspect_wheels
 from tests.wheelfactory import make_wheel, replace_member
 
 pytestmark = pytest.mark.integration

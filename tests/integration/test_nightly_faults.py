@@ -17,8 +17,8 @@ import pytest
 from pipeline.cli import main
 from pipeline.infra import procs
 from pipeline.infra.releases import Asset, LocalReleaseStore, Release
-from pipeline.stages import entry_run
-from pipeline.stages.publish import nightly_releases
+from pipeline.stages.prove import entry_run
+from pipeline.stages.release.publish import nightly_releases
 from tests.integration.conftest import CPU_ENTRY, CpuEngine, Place
 
 pytestmark = pytest.mark.integration
@@ -64,10 +64,10 @@ def test_the_engine_killed_during_the_benchmark_fails_the_entry_alerts_once_and_
 def test_a_loaded_host_makes_the_night_inconclusive_without_blame_alerts_or_release(
     place: Place, cpu_engine: CpuEngine
 ) -> None:
-    # two busy loops (this host has two cores), started without our marker like any competing process
+    # one busy loop per core, started without our marker like any competing process
     env = {k: v for k, v in os.environ.items() if k != procs.OWNER_ENV}
     busy = "import time\nend = time.time() + 300\nwhile time.time() < end: pass"
-    hogs = [subprocess.Popen([sys.executable, "-c", busy], env=env) for _ in range(2)]
+    hogs = [subprocess.Popen([sys.executable, "-c", busy], env=env) for _ in range(os.cpu_count() or 1)]
     try:
         code = main(["nightly", "--profile", "cpu", "--only", CPU_ENTRY])
     finally:

@@ -14,7 +14,7 @@ from pipeline.cli import main
 from pipeline.infra import procs
 from pipeline.infra.runtime import ensure_pip_runtime
 from pipeline.infra.weights import CONVERTER_REQUIREMENTS, package_folder
-from pipeline.stages.publish import nightly_releases
+from pipeline.stages.release.publish import nightly_releases
 from tests.integration.conftest import CPU_ENTRY, CpuEngine, Place
 
 pytestmark = pytest.mark.integration

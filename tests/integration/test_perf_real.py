@@ -19,10 +19,10 @@ from pipeline.infra import procs
 from pipeline.infra.history import History
 from pipeline.infra.runtime import Runtime
 from pipeline.infra.server import Server
-from pipeline.stages.boot import Candidate, boot
-from pipeline.stages.health import judge_health, read_host_facts
-from pipeline.stages.perf import CaseResult, run_bench
-from pipeline.stages.perf_judge import CellOutcome, PairedMeasure, PerfContext, interleaved_pairs, judge_results
+from pipeline.stages.prove.boot import Candidate, boot
+from pipeline.stages.prove.health import judge_health, read_host_facts
+from pipeline.stages.prove.perf import CaseResult, run_bench
+from pipeline.stages.prove.perf_judge import CellOutcome, PairedMeasure, PerfContext, interleaved_pairs, judge_results
 from pipeline.status import Status
 from tests.integration.conftest import CpuEngine
 

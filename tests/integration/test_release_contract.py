@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.errors import TamperedAsset
 from pipeline.infra.github import GitHubReleaseStore
 from pipeline.infra.releases import LocalReleaseStore, ReleaseStore
 from pipeline.infra.runtime import sha256_of
-from pipeline.stages.fetch import TamperedAsset, fetch_night
-from pipeline.stages.publish import (
+from pipeline.stages.release.fetch import fetch_night
+from pipeline.stages.release.publish import (
     INDEX,
     MANIFEST,
     Night,

@@ -11,8 +11,8 @@ from PIL import Image
 from pipeline.config.bundle import ConfigPaths, load_config
 from pipeline.infra import procs
 from pipeline.infra.history import History, Sample
-from pipeline.stages.entry_run import Outcome
-from pipeline.stages.report_html import CURRENT, LINE, REFERENCE, collect_series, render_html
+from pipeline.outcome import Outcome
+from pipeline.stages.aftermath.report_html import CURRENT, LINE, REFERENCE, collect_series, render_html
 from pipeline.status import Status
 from tests.integration.conftest import CPU_ENTRY, ROOT
 

@@ -7,10 +7,12 @@ from pathlib import Path
 import pytest
 
 from pipeline.infra.git import Git, mirror_dir
-from pipeline.stages.builders.base import BuildSource
-from pipeline.stages.plan import BuildPlan, SourcePlan
-from pipeline.stages.resolve import Source, resolve_sources
+from pipeline.stages.build.build_plan import BuildPlan, SourcePlan
+from pipeline.stages.build.builders.base import BuildSource
+from pipeline.stages.build.resolve import Source, resolve_sources
 from tests.gitrepos import Upstream
+
+pytestmark = pytest.mark.integration
 
 CREATED = "2026-11-21T02:00:00Z"
 CODE = "def answer():\n    return 41\n\n\ndef other():\n    return 1\n"

@@ -16,7 +16,7 @@ from pipeline.infra import procs
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).parents[2]
-SCHEMA = ROOT.parent / "shared" / "github-api" / "github-workflow.schema.json"
+SCHEMA = ROOT / "tests" / "data" / "github-api" / "github-workflow.schema.json"
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
 
 

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from pipeline.errors import SparkNightlyError
+from pipeline.outcome import Failure, Outcome
 from pipeline.settings import Settings
-from pipeline.stages.alert import AlertEvent, raise_alerts
-from pipeline.stages.alert_backends import (
+from pipeline.stages.aftermath.alert import AlertEvent, raise_alerts
+from pipeline.stages.aftermath.alert_backends import (
     GIVE_UP_AFTER_RUNS,
     STOP_AFTER_FAILURES,
     comment_body,
@@ -20,7 +21,6 @@ from pipeline.stages.alert_backends import (
     issue_body,
     webhook_payload,
 )
-from pipeline.stages.entry_run import Outcome
 from pipeline.status import Status
 
 GOLDEN = Path(__file__).parents[1] / "data" / "alerts"
@@ -33,12 +33,12 @@ TOKEN = "ghp_unitTestTokenThatMustNeverBeShown0123456789"
 
 
 def _failing(entry: str = ENTRY) -> Outcome:
-    failure = {
-        "key": f"{entry}:perf:tg32 (c1)",
-        "what": "tg32 (c1) tg_tps",
-        "reason": "B/A 0.7262 over 8 pairs is below 0.98 and significant",
-        "evidence": {"value": 13.1, "ref": 18.7},
-    }
+    failure = Failure(
+        f"{entry}:perf:tg32 (c1)",
+        "tg32 (c1) tg_tps",
+        "B/A 0.7262 over 8 pairs is below 0.98 and significant",
+        {"value": 13.1, "ref": 18.7},
+    )
     return Outcome(entry, Status.FAIL, "perf", "tg32 (c1): tripped twice", True, 301.5, {}, (failure,))
 
 

@@ -8,7 +8,8 @@ import logging
 import httpx
 import pytest
 
-from pipeline.infra.webhook import Webhook, WebhookError
+from pipeline.errors import WebhookError
+from pipeline.infra.webhook import Webhook
 
 URL = "https://hooks.slack.invalid/services/T0000/B0000/unitSecretPartOfTheWebhookUrl"
 

@@ -7,9 +7,9 @@ from xml.etree import ElementTree
 
 import pytest
 
-from pipeline.stages.alert import raise_alerts, write_local
-from pipeline.stages.entry_run import Outcome
-from pipeline.stages.report import render_junit, render_summary
+from pipeline.outcome import Failure, Outcome
+from pipeline.stages.aftermath.alert import raise_alerts, write_local
+from pipeline.stages.aftermath.report import render_junit, render_summary
 from pipeline.status import Status
 
 GOLDEN = Path(__file__).parents[1] / "data" / "alerts"
@@ -28,12 +28,12 @@ def _failing(night: str) -> Outcome:
         301.5,
         {"cells": {"tg32 (c1)": {"value": 13.1, "ref": 18.7}}},
         (
-            {
-                "key": "smollm2-135m-instruct:perf:tg32 (c1)",
-                "what": "tg32 (c1) tg_tps",
-                "reason": "B/A 0.7262 over 8 pairs is below 0.98 and significant",
-                "evidence": {"value": 13.1, "ref": 18.7},
-            },
+            Failure(
+                "smollm2-135m-instruct:perf:tg32 (c1)",
+                "tg32 (c1) tg_tps",
+                "B/A 0.7262 over 8 pairs is below 0.98 and significant",
+                {"value": 13.1, "ref": 18.7},
+            ),
         ),
     )
 

@@ -8,11 +8,10 @@ from pipeline.checks.agreement import check_batch_invariance, check_determinism,
 from pipeline.checks.answers import check_answer, check_corrupted_counter, check_finite_logprobs
 from pipeline.checks.garbage import check_garbage, check_long_decode, text_stats
 from pipeline.checks.identity import check_identity
-from pipeline.checks.outputs import Generation
 from pipeline.checks.tools import check_reasoning, check_tool_call
 from pipeline.config.canaries import generate
-from pipeline.config.golden import Expectation
-from pipeline.infra.openai_client import ServedModel
+from pipeline.config.golden_sets import Expectation
+from pipeline.infra.openai_client import Generation, ServedModel
 
 GOOD = Generation(
     "france",

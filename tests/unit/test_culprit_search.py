@@ -7,11 +7,11 @@ import math
 
 import pytest
 
-from pipeline.stages.culprit import PullRef, TrialResult, find_culprits
-from pipeline.stages.culprit_run import describe_search
-from pipeline.stages.plan import BuildPlan, SourcePlan
-from pipeline.stages.report import render_summary
-from pipeline.stages.suspects import CommitRange, compare_url, pull_url
+from pipeline.stages.aftermath.culprit import PullRef, TrialResult, find_culprits
+from pipeline.stages.aftermath.culprit_run import describe_search
+from pipeline.stages.aftermath.report import render_summary
+from pipeline.stages.aftermath.suspects import CommitRange, compare_url, pull_url
+from pipeline.stages.build.build_plan import BuildPlan, SourcePlan
 
 
 def _prs(count: int) -> list[PullRef]:

@@ -12,7 +12,7 @@ from pipeline.infra.launch import docker_plan, local_plan, ray_plan, serve_argum
 from pipeline.infra.openai_client import metric_total, parse_metrics
 from pipeline.infra.runtime import LockedFile, parse_filename, render_lock
 from pipeline.infra.server import classify_boot_failure
-from pipeline.stages.smoke import check_entry_point, check_torch
+from pipeline.stages.prove.smoke import check_entry_point, check_torch
 
 CPU = Profile("cpu", "cpu-x86", "cpu", TorchExpectation("2.13.0", None), "pip")
 SPARK = Profile(

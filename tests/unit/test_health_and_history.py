@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from pipeline.config.matrix import Profile, TorchExpectation
-from pipeline.infra.history import History, HistoryError, Sample
-from pipeline.stages.health import GpuFacts, HostFacts, judge_health, parse_nvidia_smi
+from pipeline.errors import HistoryError
+from pipeline.infra.history import History, Sample
+from pipeline.stages.prove.health import GpuFacts, HostFacts, judge_health, parse_nvidia_smi
 
 SPARK = Profile(
     "spark",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pipeline.infra.fatbin import Image, Inventory, _parse_headers
-from pipeline.stages.inspect import Target, judge_library, ptx_runs_on
+from pipeline.stages.build.inspect import Target, judge_library, ptx_runs_on
 
 SPARK = Target(True, "sm_121a", ("sm_121", "sm_121a", "sm_120", "sm_120a"), (13, 0), "2.13.0", "linux_aarch64")
 

@@ -7,9 +7,9 @@ from pathlib import Path
 from pipeline.config.matrix import Cell
 from pipeline.config.thresholds import Level, Reference, Thresholds
 from pipeline.infra.history import History
-from pipeline.stages.health import HealthReport, HostFacts
-from pipeline.stages.perf import CaseResult, RequestSample, RunSample
-from pipeline.stages.perf_judge import CellOutcome, PairedMeasure, PerfContext, Remeasure, judge_results
+from pipeline.stages.prove.health import HealthReport, HostFacts
+from pipeline.stages.prove.perf import CaseResult, RequestSample, RunSample
+from pipeline.stages.prove.perf_judge import CellOutcome, PairedMeasure, PerfContext, Remeasure, judge_results
 from pipeline.status import Status
 
 PP, TG = Cell("pp128", "pp", 128, 32, 0, 1), Cell("tg32", "tg", 128, 32, 0, 1)

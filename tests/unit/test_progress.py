@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.progress import Progress, clock_text, detect_mode
-from pipeline.stages.durations import Durations
+from pipeline.stages.aftermath.durations import Durations
 
 
 class FakeClock:

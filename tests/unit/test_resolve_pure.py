@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pipeline.errors import ConfigError
-from pipeline.stages.resolve import PullRequest, Source, is_non_code, parse_pull_request
+from pipeline.stages.build.resolve import PullRequest, Source, is_non_code, parse_pull_request
 
 VLLM = Source("vllm", "https://github.com/vllm-project/vllm.git", "main", (), "sources.vllm.prs")
 HEAD = "0123456789abcdef0123456789abcdef01234567"

@@ -19,7 +19,7 @@ from pipeline.config.matrix import BenchSpec, Cell
 from pipeline.errors import EngineError
 from pipeline.infra.openai_client import OpenAIClient, metric_total
 from pipeline.progress import Say, quiet
-from pipeline.stages.corpus import corpus_text
+from pipeline.stages.prove.corpus import corpus_text
 
 LATENCY_PROBES = 3
 SPEC_ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"

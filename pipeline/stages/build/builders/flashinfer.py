@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline.stages.builders.base import (
+from pipeline.stages.build.builders.base import (
     BuildSource,
     Paths,
     Step,

@@ -16,17 +16,18 @@ from pipeline.config.bundle import Config
 from pipeline.config.matrix import ModelEntry, Profile
 from pipeline.errors import SparkNightlyError
 from pipeline.infra.git import mirror_dir
+from pipeline.outcome import Outcome
 from pipeline.progress import Say
 from pipeline.settings import Settings
-from pipeline.stages.builders import BUILD_ORDER
-from pipeline.stages.builders.base import BuildSource
-from pipeline.stages.candidate import NightCandidate, prepare_night_candidate
-from pipeline.stages.culprit import CulpritSearch, PullRef, TrialResult, find_culprits
-from pipeline.stages.entry_run import EntryContext, Outcome, run_entry
-from pipeline.stages.night_build import build_inspect_lock, sources_from, toolchain_for
-from pipeline.stages.plan import BuildPlan
-from pipeline.stages.resolve import resolve_sources
-from pipeline.stages.suspects import describe_main_suspects, grafted_prs, pull_url, subset_sources
+from pipeline.stages.aftermath.culprit import CulpritSearch, PullRef, TrialResult, find_culprits
+from pipeline.stages.aftermath.suspects import describe_main_suspects, grafted_prs, pull_url, subset_sources
+from pipeline.stages.build.build_plan import BuildPlan
+from pipeline.stages.build.builders import BUILD_ORDER
+from pipeline.stages.build.builders.base import BuildSource
+from pipeline.stages.build.night_build import build_inspect_lock, sources_from, toolchain_for
+from pipeline.stages.build.resolve import resolve_sources
+from pipeline.stages.prove.candidate import NightCandidate, prepare_night_candidate
+from pipeline.stages.prove.entry_run import EntryContext, run_entry
 from pipeline.status import Status
 
 WHEELS_ENTRY = "wheels"  # the pseudo-entry of a night whose wheels inspection refused

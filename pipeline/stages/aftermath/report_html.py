@@ -10,7 +10,7 @@ from typing import Any
 
 from pipeline.config.bundle import Config
 from pipeline.infra.history import History
-from pipeline.stages.entry_run import Outcome
+from pipeline.outcome import Outcome
 
 _COLOURS = {
     "PASS": "#1a7f37",

@@ -17,7 +17,7 @@ from pipeline.infra.runtime import ensure_pip_runtime
 from pipeline.infra.wheel_cache import WheelCache, cache_key, copy_out
 from pipeline.infra.wheels import read_metadata
 from pipeline.progress import Say, quiet
-from pipeline.stages.builders.base import Builder, BuildSource, Paths, Step, Toolchain
+from pipeline.stages.build.builders.base import Builder, BuildSource, Paths, Step, Toolchain
 
 _SILENCE_S = 1800.0  # nvcc on one large kernel file can be quiet for many minutes
 _IMAGE_PYTHON = "/opt/build/bin/python"

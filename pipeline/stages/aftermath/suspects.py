@@ -14,9 +14,9 @@ from pathlib import Path
 
 from pipeline.infra.git import Git, mirror_dir
 from pipeline.infra.runtime import write_atomically
-from pipeline.stages.culprit import PullRef
-from pipeline.stages.plan import BuildPlan
-from pipeline.stages.resolve import Source
+from pipeline.stages.aftermath.culprit import PullRef
+from pipeline.stages.build.build_plan import BuildPlan
+from pipeline.stages.build.resolve import Source
 
 _GITHUB = re.compile(r"^(?:https://github\.com/|git@github\.com:)(?P<slug>[^/]+/[^/]+?)(?:\.git)?/?$")
 _SUBJECTS_SHOWN = 5

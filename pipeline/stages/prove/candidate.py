@@ -14,8 +14,8 @@ from pipeline.infra import procs
 from pipeline.infra.image import image_tag, render_dockerfile
 from pipeline.infra.runtime import lock_directory, sha256_of, write_atomically
 from pipeline.progress import Say, quiet
-from pipeline.stages.boot import Candidate, prepare_candidate
-from pipeline.stages.fetch import download_locked
+from pipeline.stages.prove.boot import Candidate, prepare_candidate
+from pipeline.stages.release.fetch import download_locked
 
 _IMAGE_TIMEOUT_S = 3600.0
 

@@ -10,7 +10,7 @@ from typing import Any
 from xml.etree import ElementTree
 
 from pipeline.infra.runtime import write_atomically
-from pipeline.stages.entry_run import Outcome
+from pipeline.outcome import Outcome
 from pipeline.status import Status
 
 RUN_VERSION = 1

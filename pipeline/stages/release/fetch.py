@@ -8,22 +8,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline.errors import SparkNightlyError
+from pipeline.errors import SparkNightlyError, TamperedAsset
 from pipeline.infra import procs
 from pipeline.infra.releases import Release, ReleaseStore
 from pipeline.infra.runtime import sha256_of
 from pipeline.progress import Say, quiet
-from pipeline.stages.publish import MANIFEST, nightly_releases, read_index
+from pipeline.stages.release.publish import MANIFEST, nightly_releases, read_index
 
 LOCK = "lock.txt"
 _INSTALL_TIMEOUT_S = 3600.0
-
-
-class TamperedAsset(SparkNightlyError):
-    """A downloaded file does not match the manifest: it was removed, and nothing of the night is used."""
-
-    exit_code = 1
-    hint = "do not use this night; report it, and fetch another night or retry the download"
 
 
 @dataclass(frozen=True)

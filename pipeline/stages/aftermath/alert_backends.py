@@ -24,7 +24,7 @@ from pipeline.infra.runtime import write_atomically
 from pipeline.infra.webhook import Webhook
 from pipeline.progress import Say
 from pipeline.settings import Settings
-from pipeline.stages.alert import ALERTS_VERSION, AlertEvent, write_local
+from pipeline.stages.aftermath.alert import ALERTS_VERSION, AlertEvent, write_local
 
 LABEL = "spark-nightly"
 LABELS = {  # name -> (colour, description), created where the repository lacks them

@@ -25,9 +25,9 @@ from pipeline.detect.steps import (
 )
 from pipeline.infra.history import History, Night, Sample
 from pipeline.infra.openai_client import OpenAIClient
-from pipeline.stages.gate import CellVerdict, judge_cell
-from pipeline.stages.health import HealthReport, health_facts_for_history
-from pipeline.stages.perf import CaseResult, PromptMaker, RunSample, latency_estimate, measure_run
+from pipeline.stages.prove.gate import CellVerdict, judge_cell
+from pipeline.stages.prove.health import HealthReport, health_facts_for_history
+from pipeline.stages.prove.perf import CaseResult, PromptMaker, RunSample, latency_estimate, measure_run
 from pipeline.status import Status
 
 METRIC_OF_KIND = {"pp": "pp_tps", "tg": "tg_tps"}

@@ -15,12 +15,12 @@ from pipeline.infra.runtime import sha256_of, write_atomically
 from pipeline.infra.wheel_cache import WheelCache
 from pipeline.progress import Say, quiet
 from pipeline.settings import Settings
-from pipeline.stages.build import BuildResult, build_source
-from pipeline.stages.builders import BUILDERS
-from pipeline.stages.builders.base import BuildSource, Toolchain
-from pipeline.stages.inspect import ArtifactReport, Target, inspect_wheels
-from pipeline.stages.lock import lock_wheel_set
-from pipeline.stages.resolve import Source
+from pipeline.stages.build.build_wheels import BuildResult, build_source
+from pipeline.stages.build.builders import BUILDERS
+from pipeline.stages.build.builders.base import BuildSource, Toolchain
+from pipeline.stages.build.inspect import ArtifactReport, Target, inspect_wheels
+from pipeline.stages.build.lock import lock_wheel_set
+from pipeline.stages.build.resolve import Source
 from pipeline.status import Status
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import socket
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -13,39 +13,15 @@ from pipeline.config.matrix import ModelEntry
 from pipeline.errors import BootError, EngineError, ProcessError, SparkNightlyError
 from pipeline.infra.history import History
 from pipeline.infra.references import ReferenceStore
+from pipeline.outcome import Failure, Outcome
 from pipeline.progress import Say, quiet
-from pipeline.stages.boot import Candidate, boot, served_model_ref
-from pipeline.stages.golden import GoldenResult, run_golden
-from pipeline.stages.health import judge_health, read_host_facts
-from pipeline.stages.perf import CaseResult, case_spec, run_bench
-from pipeline.stages.perf_judge import PerfContext, judge_results
-from pipeline.stages.smoke import smoke
+from pipeline.stages.prove.boot import Candidate, boot, served_model_ref
+from pipeline.stages.prove.golden_run import GoldenResult, run_golden
+from pipeline.stages.prove.health import judge_health, read_host_facts
+from pipeline.stages.prove.perf import CaseResult, case_spec, run_bench
+from pipeline.stages.prove.perf_judge import PerfContext, judge_results
+from pipeline.stages.prove.smoke import smoke
 from pipeline.status import Status, worst
-
-OUTCOME_VERSION = 1
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """How one entry ended: its status, the stage that decided it, why, its numbers, and how long it took."""
-
-    entry: str
-    status: Status
-    stage: str
-    reason: str
-    required: bool
-    duration_s: float
-    numbers: dict[str, Any] = field(default_factory=dict)
-    failures: tuple[dict[str, Any], ...] = ()  # one per failing check or cell: the alert keys and evidence
-
-    def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        return {"version": OUTCOME_VERSION, **data, "status": self.status.value, "failures": list(self.failures)}
-
-    @staticmethod
-    def from_json(data: dict[str, Any]) -> Outcome:
-        fields = {k: v for k, v in data.items() if k != "version"}
-        return Outcome(**(fields | {"status": Status(data["status"]), "failures": tuple(data["failures"])}))
 
 
 @dataclass(frozen=True)
@@ -119,15 +95,15 @@ def run_entry(entry: ModelEntry, ctx: EntryContext) -> Outcome:
         return outcome(Status.ABORTED, stage, f"{type(exc).__name__}: {exc}")
 
 
-def _golden_failures(entry: ModelEntry, golden: GoldenResult) -> tuple[str, tuple[dict[str, Any], ...]]:
+def _golden_failures(entry: ModelEntry, golden: GoldenResult) -> tuple[str, tuple[Failure, ...]]:
     """The reason line and one alert-ready failure per failing check."""
     failures = tuple(
-        {
-            "key": f"{entry.id}:golden:{v.check}:{v.subject}",
-            "what": f"golden {v.check} {v.subject}",
-            "reason": v.reason,
-            "evidence": {k: str(x)[:300] for k, x in v.evidence.items()},
-        }
+        Failure(
+            f"{entry.id}:golden:{v.check}:{v.subject}",
+            f"golden {v.check} {v.subject}",
+            v.reason,
+            {k: str(x)[:300] for k, x in v.evidence.items()},
+        )
         for v in golden.failures
     )
     first = golden.failures[0]
@@ -166,9 +142,11 @@ def _perf(entry: ModelEntry, client: Any, ctx: EntryContext, *, profile_hardware
     status = worst(o.status for o in outcomes)
     bad = [o for o in outcomes if o.status in {Status.FAIL, Status.INCONCLUSIVE}]
     failures = tuple(
-        {"key": f"{entry.id}:perf:{o.cell}", "what": f"{o.cell} {o.metric}", "reason": o.reason,
-         "evidence": {"value": o.gate.value, "ref": o.gate.ref}}
-        for o in bad if o.status == Status.FAIL
-    )  # fmt: skip
+        Failure(
+            f"{entry.id}:perf:{o.cell}", f"{o.cell} {o.metric}", o.reason, {"value": o.gate.value, "ref": o.gate.ref}
+        )
+        for o in bad
+        if o.status == Status.FAIL
+    )
     reason = "; ".join(f"{o.cell}: {o.reason}" for o in bad) or f"{len(outcomes)} cells within their references"
     return {"status": status, "reason": reason, "cells": cells, "failures": failures}

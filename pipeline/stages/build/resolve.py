@@ -14,7 +14,7 @@ from pipeline.errors import ConfigError, ConfigIssue, ProcessError
 from pipeline.infra import git as gitlib
 from pipeline.infra.git import SHA_RE, Git
 from pipeline.progress import Say, quiet
-from pipeline.stages.plan import BuildPlan, PullRequestPlan, SourcePlan
+from pipeline.stages.build.build_plan import BuildPlan, PullRequestPlan, SourcePlan
 
 GraftStatus = Literal["grafted", "skipped", "dropped"]
 

@@ -13,8 +13,8 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from pipeline.errors import SparkNightlyError
-from pipeline.infra.releases import MAX_ASSET_BYTES, Asset, Release, ReleaseStore, TagTaken
+from pipeline.errors import PublishRefused, SparkNightlyError, TagTaken
+from pipeline.infra.releases import MAX_ASSET_BYTES, Asset, Release, ReleaseStore
 from pipeline.infra.runtime import sha256_of, write_atomically
 from pipeline.progress import Say, quiet
 
@@ -27,10 +27,6 @@ _TAG = re.compile(r"^nightly-(\d{8})(?:\.(\d+))?$")
 MANIFEST_SCHEMA = Draft202012Validator(
     json.loads(resources.files("pipeline.config").joinpath("schemas", "manifest.schema.json").read_text())
 )
-
-
-class PublishRefused(SparkNightlyError):
-    """Publishing was refused before anything was uploaded (a failed night, a file over the size limit)."""
 
 
 @dataclass(frozen=True)

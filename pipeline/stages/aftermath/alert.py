@@ -2,7 +2,7 @@
 
 The state of every alert lives in `paths.history/alerts.json`; the embedded backend writes each
 opened, updated or closed alert as Markdown into the run directory and says it on the console.
-GitHub issues and the webhook are delivered by `pipeline.stages.alert_backends.deliver_alerts`.
+GitHub issues and the webhook are delivered by `pipeline.stages.aftermath.alert_backends.deliver_alerts`.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pipeline.infra.runtime import write_atomically
+from pipeline.outcome import Failure, Outcome
 from pipeline.progress import Say, quiet
-from pipeline.stages.entry_run import Outcome
 from pipeline.status import Status
 
 ALERTS_VERSION = 1
@@ -65,7 +65,7 @@ def raise_alerts(
     alerts: dict[str, Any] = state["alerts"]
     last_good: dict[str, str] = state.setdefault("last_good", {})
     events: list[AlertEvent] = []
-    failing = {f["key"]: (o, f) for o in outcomes if o.status == Status.FAIL for f in _failures(o)}
+    failing = {f.key: (o, f) for o in outcomes if o.status == Status.FAIL for f in o.failing()}
     for key, (outcome, failure) in sorted(failing.items()):
         known = alerts.get(key)
         if known and known["open"]:
@@ -73,7 +73,7 @@ def raise_alerts(
             body = _update_body(failure, night, run_id, known) + (f"\nReport: {report}\n" if report else "")
             events.append(AlertEvent(key, "updated", known["title"], body, night, run_id))
         else:
-            title = f"{outcome.entry}: {failure['what']} regressed"
+            title = f"{outcome.entry}: {failure.what} regressed"
             alerts[key] = {
                 "open": True,
                 "title": title,
@@ -106,14 +106,6 @@ def raise_alerts(
     return events
 
 
-def _failures(outcome: Outcome) -> Sequence[dict[str, Any]]:
-    if outcome.failures:
-        return outcome.failures
-    return [
-        {"key": f"{outcome.entry}:{outcome.stage}", "what": outcome.stage, "reason": outcome.reason, "evidence": {}}
-    ]
-
-
 def _pipeline_alert(alerts: dict[str, Any], crash: str | None, night: str, run_id: str) -> list[AlertEvent]:
     known = alerts.get(PIPELINE_KEY)
     if crash is not None:
@@ -136,16 +128,16 @@ def _pipeline_alert(alerts: dict[str, Any], crash: str | None, night: str, run_i
 
 
 def _open_body(
-    failure: dict[str, Any], outcome: Outcome, *, night: str, run_id: str, alert: dict[str, Any], suspects: str
+    failure: Failure, outcome: Outcome, *, night: str, run_id: str, alert: dict[str, Any], suspects: str
 ) -> str:
     lines = [
-        f"**{failure['what']}** failed on {night} (run `{run_id}`), stage `{outcome.stage}`.",
+        f"**{failure.what}** failed on {night} (run `{run_id}`), stage `{outcome.stage}`.",
         "",
-        f"- reason: {failure['reason']}",
+        f"- reason: {failure.reason}",
         f"- last good night: {alert.get('last_good') or 'none recorded'}",
         f"- suspect change: {suspects}",
     ]
-    evidence = failure.get("evidence", {})
+    evidence = failure.evidence
     value, ref = evidence.get("value"), evidence.get("ref")
     if isinstance(value, int | float) and isinstance(ref, int | float) and ref:
         lines.append(f"- by how much: {value:g} against the reference {ref:g} ({(value / ref - 1):+.1%})")
@@ -153,10 +145,10 @@ def _open_body(
     return "\n".join(lines) + "\n"
 
 
-def _update_body(failure: dict[str, Any], night: str, run_id: str, alert: dict[str, Any]) -> str:
+def _update_body(failure: Failure, night: str, run_id: str, alert: dict[str, Any]) -> str:
     return (
         f"Still failing on {night} (run `{run_id}`), night {len(alert['nights'])} since {alert['opened']}: "
-        f"{failure['reason']}\n"
+        f"{failure.reason}\n"
     )
 
 

@@ -13,12 +13,12 @@ from pipeline.checks.agreement import DRIFT_LOGPROB_TOLERANCE, check_batch_invar
 from pipeline.checks.answers import check_answer, check_corrupted_counter, check_finite_logprobs
 from pipeline.checks.garbage import check_garbage, check_long_decode, text_stats
 from pipeline.checks.identity import check_identity, model_config
-from pipeline.checks.outputs import Generation
 from pipeline.checks.tools import TOOL_PROMPT, WEATHER_TOOL, check_reasoning, check_tool_call
 from pipeline.config import canaries
-from pipeline.config.golden import GoldenPrompt, GoldenSet
+from pipeline.config.golden_sets import GoldenPrompt, GoldenSet
 from pipeline.config.matrix import ModelEntry
-from pipeline.infra.openai_client import Completion, NonFiniteLogprobsError, OpenAIClient, metric_total
+from pipeline.errors import NonFiniteLogprobsError
+from pipeline.infra.openai_client import Completion, Generation, OpenAIClient, metric_total
 from pipeline.infra.references import References
 from pipeline.progress import Say, quiet
 

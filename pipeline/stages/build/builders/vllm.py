@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pipeline.errors import SparkNightlyError
-from pipeline.stages.builders.base import BuildSource, Paths, Step, Toolchain, common_env, uv_build, without_torch
+from pipeline.stages.build.builders.base import BuildSource, Paths, Step, Toolchain, common_env, uv_build, without_torch
 
 
 class VllmBuilder:

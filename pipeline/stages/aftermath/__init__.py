@@ -1,0 +1,1 @@
+"""Aftermath phase: culprits of a failing night, alerts, reports and the durations that guide tomorrow's ETA."""
