@@ -18,6 +18,7 @@ from pathlib import Path
 
 from pipeline.errors import EngineError
 from pipeline.infra import procs
+from pipeline.infra.cache_lock import exclusive
 from pipeline.progress import Say, quiet
 
 RUNTIME_FORMAT = 1
@@ -146,12 +147,25 @@ def ensure_pip_runtime(
 
     `index_urls` are searched beside PyPI (torch's CUDA builds live on their own index).
     """
-    key = runtime_key(requirements, remove, index_urls)
     root = runtime_root(name, requirements, remove, cache_dir, index_urls)
-    existing = load_runtime(root)
-    if existing is not None:
-        say(f"runtime {root.name}: cached ({len(existing.lock)} locked files)")
-        return existing
+    with exclusive(root):
+        existing = load_runtime(root)
+        if existing is not None:
+            say(f"runtime {root.name}: cached ({len(existing.lock)} locked files)")
+            return existing
+        return _make_pip_runtime(root, requirements, remove, log_dir, index_urls=index_urls, say=say)
+
+
+def _make_pip_runtime(
+    root: Path,
+    requirements: Sequence[str],
+    remove: Sequence[str],
+    log_dir: Path,
+    *,
+    index_urls: Sequence[str],
+    say: Say,
+) -> Runtime:
+    key = runtime_key(requirements, remove, index_urls)
     shutil.rmtree(root, ignore_errors=True)  # unfinished: runtime.json is written last
     say(f"runtime {root.name}: creating a venv")
     procs.run([sys.executable, "-m", "venv", str(root)], log_dir / "runtime-venv.log", timeout_s=300)

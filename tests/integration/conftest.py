@@ -73,11 +73,9 @@ def cpu_engine(tmp_path_factory: pytest.TempPathFactory) -> CpuEngine:
     return CpuEngine(config, entry, candidate, cache_dir)
 
 
-@pytest.fixture(scope="module")
-def cpu_server(cpu_engine: CpuEngine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """One real vLLM server for a module's tests."""
-    log_dir = tmp_path_factory.mktemp("server")
-    with boot(cpu_engine.entry, cpu_engine.candidate, cache_dir=cpu_engine.cache_dir, log_dir=log_dir) as server:
+def serve_good_build(engine: CpuEngine, log_dir: Path) -> Iterator[Server]:
+    """The good build serving the CPU entry: the body of the package-scoped `cpu_server` fixtures."""
+    with boot(engine.entry, engine.candidate, cache_dir=engine.cache_dir, log_dir=log_dir) as server:
         yield server
 
 

@@ -17,8 +17,10 @@ import pytest
 from pipeline.cli import main
 from pipeline.infra import procs
 from pipeline.infra.releases import Asset, LocalReleaseStore, Release
+from pipeline.outcome import Outcome
 from pipeline.stages.prove import entry_run
 from pipeline.stages.release.publish import nightly_releases
+from pipeline.status import Status
 from tests.integration.conftest import CPU_ENTRY, CpuEngine, Place
 
 pytestmark = pytest.mark.integration
@@ -28,6 +30,7 @@ def _children() -> list[int]:
     return procs.descendants(os.getpid())
 
 
+@pytest.mark.quiet_host
 def test_the_engine_killed_during_the_benchmark_fails_the_entry_alerts_once_and_publishes_nothing(
     place: Place, cpu_engine: CpuEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -61,6 +64,7 @@ def test_the_engine_killed_during_the_benchmark_fails_the_entry_alerts_once_and_
     assert _children() == []  # the dead server's engine and workers were stopped too
 
 
+@pytest.mark.quiet_host
 def test_a_loaded_host_makes_the_night_inconclusive_without_blame_alerts_or_release(
     place: Place, cpu_engine: CpuEngine
 ) -> None:
@@ -87,6 +91,12 @@ def test_a_loaded_host_makes_the_night_inconclusive_without_blame_alerts_or_rele
 def test_ctrl_c_during_publish_leaves_only_a_draft_and_resume_publishes_the_night_once(
     place: Place, cpu_engine: CpuEngine, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    # The night's entry has finished (as the nightly saves it); what is tested is publishing being interrupted.
+    run_dir = place.runs / "20261122-020000"
+    (run_dir / "entries").mkdir(parents=True)
+    (run_dir / "night.json").write_text(json.dumps({"run_id": run_dir.name, "night": "2026-11-22", "profile": "cpu"}))
+    finished = Outcome(CPU_ENTRY, Status.PASS, "perf", "4 cells within their references", True, 97.5)
+    (run_dir / "entries" / f"{CPU_ENTRY}.json").write_text(json.dumps(finished.to_json()))
     real_upload = LocalReleaseStore.upload
     uploads: list[str] = []
 
@@ -98,25 +108,22 @@ def test_ctrl_c_during_publish_leaves_only_a_draft_and_resume_publishes_the_nigh
         return asset
 
     monkeypatch.setattr(LocalReleaseStore, "upload", upload_then_ctrl_c)
-    assert main(["nightly", "--profile", "cpu", "--only", CPU_ENTRY, "--run-id", "20261122-020000"]) == 130
-    assert "continue with `spark-nightly nightly --resume 20261122-020000`" in capsys.readouterr().err
+    assert main(["nightly", "--profile", "cpu", "--only", CPU_ENTRY, "--run-id", run_dir.name]) == 130
+    assert f"continue with `spark-nightly nightly --resume {run_dir.name}`" in capsys.readouterr().err
     assert uploads == ["lock.txt"]
     (draft,) = place.store.releases()
     assert draft.draft and nightly_releases(place.store.releases()) == []  # nothing half-published
     assert _children() == []
-    run_dir = place.runs / "20261122-020000"
-    finished = json.loads((run_dir / "entries" / f"{CPU_ENTRY}.json").read_text())
-    assert finished["status"] == "PASS"
 
-    assert main(["nightly", "--profile", "cpu", "--resume", "20261122-020000", "--only", CPU_ENTRY]) == 0
+    assert main(["nightly", "--profile", "cpu", "--resume", run_dir.name, "--only", CPU_ENTRY]) == 0
     (release,) = place.store.releases()
     assert release.id == draft.id and not release.draft  # the same draft, finished and published
     assert sorted(a.name for a in release.assets) == ["index.json", "lock.txt", "manifest.json"]
     assert uploads.count("lock.txt") == 1  # kept: its digest matched
     run = json.loads((run_dir / "run.json").read_text())
-    assert run["verdict"] == "PASS" and run["entries"][0]["duration_s"] == finished["duration_s"]  # not rerun
+    assert run["verdict"] == "PASS" and run["entries"][0]["duration_s"] == finished.duration_s  # not rerun
     (manifest_asset,) = [a for a in release.assets if a.name == "manifest.json"]
     place.store.download(release, manifest_asset, place.root / "manifest.json")
     manifest = json.loads((place.root / "manifest.json").read_text())
-    assert manifest["run_id"] == "20261122-020000" and manifest["entries"][0]["status"] == "PASS"
+    assert manifest["run_id"] == run_dir.name and manifest["entries"][0]["status"] == "PASS"
     assert _children() == []

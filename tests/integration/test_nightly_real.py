@@ -17,7 +17,7 @@ from pipeline.infra.weights import CONVERTER_REQUIREMENTS, package_folder
 from pipeline.stages.release.publish import nightly_releases
 from tests.integration.conftest import CPU_ENTRY, CpuEngine, Place
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.quiet_host]
 
 MAKER = Path(__file__).with_name("make_broken_model.py")
 

@@ -78,7 +78,7 @@ def test_the_readme_lists_every_exit_code_the_program_uses() -> None:
 def test_every_integration_test_module_carries_the_integration_marker() -> None:
     unmarked = [
         path.name
-        for path in sorted((ROOT / "tests" / "integration").glob("test_*.py"))
-        if "pytestmark = pytest.mark.integration" not in path.read_text()
+        for path in sorted((ROOT / "tests" / "integration").rglob("test_*.py"))
+        if not re.search(r"^pytestmark = .*pytest\.mark\.integration\b", path.read_text(), re.MULTILINE)
     ]
     assert unmarked == []

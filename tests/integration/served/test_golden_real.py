@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from pipeline.config.matrix import Weights
 from pipeline.infra import procs
 from pipeline.infra.references import References, ReferenceStore
 from pipeline.infra.runtime import ensure_pip_runtime
+from pipeline.infra.server import Server
 from pipeline.infra.weights import CONVERTER_REQUIREMENTS, package_folder
 from pipeline.stages.prove.boot import boot
 from pipeline.stages.prove.golden_run import GoldenResult, run_golden
@@ -22,7 +22,7 @@ from tests.integration.conftest import CPU_ENTRY, CpuEngine
 
 pytestmark = pytest.mark.integration
 
-MAKER = Path(__file__).with_name("make_broken_model.py")
+MAKER = Path(__file__).parents[1] / "make_broken_model.py"
 PERTURBATION = 0.02  # relative weight noise: small enough to keep the France answer, large enough to move logprobs
 
 
@@ -40,36 +40,23 @@ def _verdict(result: GoldenResult, check: str, subject: str) -> Verdict:
 
 
 @pytest.fixture(scope="module")
-def good_runs(cpu_engine: CpuEngine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[GoodRuns]:
+def good_runs(cpu_engine: CpuEngine, cpu_server: Server, tmp_path_factory: pytest.TempPathFactory) -> GoodRuns:
     history = tmp_path_factory.mktemp("history")
     report = history / "golden.json"
-    logs = tmp_path_factory.mktemp("good")
-    with boot(cpu_engine.entry, cpu_engine.candidate, cache_dir=cpu_engine.cache_dir, log_dir=logs) as server:
-        code = main(
-            [
-                "golden",
-                CPU_ENTRY,
-                "--url",
-                server.base_url,
-                "--record",
-                "--json",
-                str(report),
-                "--set",
-                f"paths.history={history}",
-            ]
-        )
-        assert code == 0, report.read_text() if report.exists() else "no report"
-        hardware = cpu_engine.config.matrix.profiles[cpu_engine.entry.profile].hardware
-        references = ReferenceStore(history).load(hardware, CPU_ENTRY)
-        assert references is not None
-        judged = run_golden(
-            server.client,
-            cpu_engine.entry,
-            cpu_engine.config.golden[cpu_engine.entry.golden],
-            model_ref=str(package_folder(cpu_engine.entry, cpu_engine.cache_dir)),
-            references=references,
-        )
-    yield GoodRuns(json.loads(report.read_text()), judged, references)
+    argv = ["golden", CPU_ENTRY, "--url", cpu_server.base_url, "--record", "--json", str(report)]
+    code = main([*argv, "--set", f"paths.history={history}"])
+    assert code == 0, report.read_text() if report.exists() else "no report"
+    hardware = cpu_engine.config.matrix.profiles[cpu_engine.entry.profile].hardware
+    references = ReferenceStore(history).load(hardware, CPU_ENTRY)
+    assert references is not None
+    judged = run_golden(
+        cpu_server.client,
+        cpu_engine.entry,
+        cpu_engine.config.golden[cpu_engine.entry.golden],
+        model_ref=str(package_folder(cpu_engine.entry, cpu_engine.cache_dir)),
+        references=references,
+    )
+    return GoodRuns(json.loads(report.read_text()), judged, references)
 
 
 def _broken(cpu_engine: CpuEngine, tmp_path: Path, mode: str, scale: float = 0.0) -> Path:

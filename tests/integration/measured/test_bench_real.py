@@ -22,7 +22,7 @@ from pipeline.stages.prove.perf import CaseResult, run_bench
 from pipeline.status import Status, worst
 from tests.integration.conftest import CPU_ENTRY, CpuEngine
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.quiet_host]
 
 LLAMA_BENCHY = ("llama-benchy==0.4.0",)
 CORPUS_URL = "local://spark-nightly-corpus"
