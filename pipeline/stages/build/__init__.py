@@ -1,0 +1,1 @@
+"""Build phase: pin upstream to commits, compile wheels for the target, inspect them and lock the night."""
