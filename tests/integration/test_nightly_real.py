@@ -5,30 +5,21 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 
 import pytest
 import yaml
 
 from pipeline.cli import main
-from pipeline.infra import procs
-from pipeline.infra.runtime import ensure_pip_runtime
-from pipeline.infra.weights import CONVERTER_REQUIREMENTS, package_folder
 from pipeline.stages.release.publish import nightly_releases
+from tests.integration.broken_models import make_broken
 from tests.integration.conftest import CPU_ENTRY, CpuEngine, Place
 
 pytestmark = [pytest.mark.integration, pytest.mark.quiet_host]
 
-MAKER = Path(__file__).with_name("make_broken_model.py")
-
 
 def _serve_broken_weights(place: Place, cpu_engine: CpuEngine) -> None:
     """Point the CPU entry at a copy of its model with random weights: fluent-looking garbage."""
-    converter = ensure_pip_runtime("gguf-convert", CONVERTER_REQUIREMENTS, (), cpu_engine.cache_dir, place.root)
-    broken = place.root / "broken-random"
-    source = package_folder(cpu_engine.entry, cpu_engine.cache_dir)
-    argv = [str(converter.python), str(MAKER), str(source), str(broken), "random", "0"]
-    procs.run(argv, place.root / "make-broken.log", timeout_s=600)
+    broken = make_broken(cpu_engine, place.root, "random")
     models = place.root / "config" / "models.yaml"
     data = yaml.safe_load(models.read_text())
     for entry in data["models"]:
