@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from pipeline import nightly
 from pipeline.cli import main
 from pipeline.infra.runtime import sha256_of
+from pipeline.stages.aftermath.alert import PIPELINE_KEY
 from tests.wheelfactory import make_wheel
 
 PROBLEM = "vllm/_C.so: no image for sm_121a: cubins sm_90"
@@ -58,3 +60,24 @@ def test_wheels_refused_by_inspection_fail_the_night_abort_every_entry_and_publi
     assert [(a["key"], a["action"]) for a in run["alerts"]] == [("wheels:inspect", "opened")]
     assert PROBLEM in (run_dir / "alerts" / "wheels_inspect.opened.md").read_text()
     assert "release: nothing published" in capsys.readouterr().out
+
+
+def test_a_crash_in_a_stage_still_alerts_and_reports_as_the_pipelines_failure_and_publishes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _settings(tmp_path, monkeypatch)
+    run_id = "20261121-010000"
+    run_dir = refused_build(tmp_path, run_id)
+
+    def broken_decide(outcomes: object) -> str:
+        raise RuntimeError("a bug of ours in decide")
+
+    monkeypatch.setattr(nightly, "decide", broken_decide)
+    assert main(["nightly", "--profile", "spark", "--run-id", run_id]) == 70
+    run = json.loads((run_dir / "run.json").read_text())
+    assert run["verdict"] == "CRASH" and not (tmp_path / "releases").exists()  # publish never ran
+    alerts = [(a["key"], a["action"]) for a in run["alerts"]]
+    assert alerts == [("wheels:inspect", "opened"), (PIPELINE_KEY, "opened")]  # what finished, and our own failure
+    assert "a bug of ours in decide" in (run_dir / "alerts" / f"{PIPELINE_KEY}.opened.md").read_text()
+    assert (run_dir / "report.html").exists() and (run_dir / "summary.md").exists()
+    assert "the pipeline crashed" in capsys.readouterr().err
