@@ -9,6 +9,7 @@ import pytest
 SERVED = "served"  # tests/integration/served/: one package-scoped server, so its files share one worker
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Under `--dist loadgroup` a file's tests stay on one worker, and the served folder's files all on one, so
     module- and package-scoped fixtures (a booted server) are made once rather than once per worker."""
