@@ -1,8 +1,8 @@
 """One real vLLM server of the good build, shared by this folder's tests: they only read from it and time
 nothing, so they run beside other tests in the suite's parallel phase.
 
-Session scope: a pytest-xdist worker boots it at most once, whichever of this folder's files it is handed (the
-quiet phase deselects these tests, so it is never booted there).
+Package scope: it is stopped once this folder's tests are done, so the tests after them that check that no
+process of ours is left see none (a pytest-xdist worker handed this folder's files apart may boot it again).
 """
 
 from __future__ import annotations
@@ -15,6 +15,6 @@ from pipeline.infra.server import Server
 from tests.integration.conftest import CpuEngine, serve_good_build
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def cpu_server(cpu_engine: CpuEngine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     yield from serve_good_build(cpu_engine, tmp_path_factory.mktemp("served"))
