@@ -36,6 +36,12 @@ def _settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SPARK_NIGHTLY_PUBLISH_LOCAL_DIR", str(tmp_path / "releases"))
 
 
+def _refused_night(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Settings pointed into tmp_path and a build whose wheels inspection refused; returns its run folder."""
+    _settings(tmp_path, monkeypatch)
+    return refused_build(tmp_path, "20261121-010000")
+
+
 def test_a_spark_night_without_its_build_says_which_command_to_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -47,11 +53,9 @@ def test_a_spark_night_without_its_build_says_which_command_to_run(
 def test_wheels_refused_by_inspection_fail_the_night_abort_every_entry_and_publish_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _settings(tmp_path, monkeypatch)
-    run_id = "20261121-010000"
-    run_dir = refused_build(tmp_path, run_id)
+    run_dir = _refused_night(tmp_path, monkeypatch)
 
-    assert main(["nightly", "--profile", "spark", "--run-id", run_id]) == 6
+    assert main(["nightly", "--profile", "spark", "--run-id", run_dir.name]) == 6
     run = json.loads((run_dir / "run.json").read_text())
     statuses = {e["entry"]: (e["status"], e["stage"]) for e in run["entries"]}
     assert statuses.pop("wheels") == ("FAIL", "inspect")
@@ -65,15 +69,13 @@ def test_wheels_refused_by_inspection_fail_the_night_abort_every_entry_and_publi
 def test_a_crash_in_a_stage_still_alerts_and_reports_as_the_pipelines_failure_and_publishes_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _settings(tmp_path, monkeypatch)
-    run_id = "20261121-010000"
-    run_dir = refused_build(tmp_path, run_id)
+    run_dir = _refused_night(tmp_path, monkeypatch)
 
     def broken_decide(outcomes: object) -> str:
         raise RuntimeError("a bug of ours in decide")
 
     monkeypatch.setattr(nightly, "decide", broken_decide)
-    assert main(["nightly", "--profile", "spark", "--run-id", run_id]) == 70
+    assert main(["nightly", "--profile", "spark", "--run-id", run_dir.name]) == 70
     run = json.loads((run_dir / "run.json").read_text())
     assert run["verdict"] == "CRASH" and not (tmp_path / "releases").exists()  # publish never ran
     alerts = [(a["key"], a["action"]) for a in run["alerts"]]
