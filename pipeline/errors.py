@@ -17,7 +17,8 @@ The tree (exit code beside each class):
     SparkNightlyError             1
     ├── UsageError                2  the command line itself is wrong
     ├── ConfigError               2  configuration files or settings are invalid (lists every issue)
-    ├── HistoryError              2  the history database cannot be used as it is
+    ├── HistoryError              2  the history database (or the book of confirmed builds) cannot be used
+    ├── HostUnhealthy             4  foreign load or a throttled GPU spoiled a measurement window
     ├── ProcessError              3  a subprocess failed, timed out or went silent (carries its log tail)
     │   └── CapturedFailure       3  a captured command exited non-zero (its code and stderr)
     ├── EngineError               3  a candidate engine could not be set up, booted or reached
@@ -110,6 +111,13 @@ class HistoryError(SparkNightlyError):
 
     exit_code = ExitCode.USAGE
     hint = "check paths.history; never edit the database by hand"
+
+
+class HostUnhealthy(SparkNightlyError):
+    """Foreign load or a throttled GPU spoiled a measurement window: its numbers cannot judge the build."""
+
+    exit_code = ExitCode.INCONCLUSIVE
+    hint = "measure again on a quiet host"
 
 
 class ProcessError(SparkNightlyError):

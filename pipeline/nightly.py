@@ -26,7 +26,7 @@ from pipeline.stages.aftermath.culprit_run import WHEELS_ENTRY, CulpritFindings,
 from pipeline.stages.aftermath.durations import Durations
 from pipeline.stages.aftermath.report import write_reports
 from pipeline.stages.aftermath.report_html import collect_series, render_html
-from pipeline.stages.aftermath.suspects import record_last_good
+from pipeline.stages.aftermath.suspects import describe_main_suspects, record_last_good
 from pipeline.stages.build.build_plan import BuildPlan
 from pipeline.stages.prove.boot import Candidate
 from pipeline.stages.prove.candidate import NightCandidate, prepare_night_candidate
@@ -178,6 +178,8 @@ def run_entries(state: NightRun, candidate: Candidate) -> list[Outcome]:
     settings, plan, progress, durations = state.settings, state.plan, state.progress, state.durations
     outcomes = []
     say = progress.say
+    commits = _commits(plan, state.night.plan if state.night is not None else None)
+    build = state.night.build_ref(night=plan.night, commits=commits) if state.night is not None else None
     for number, entry in enumerate(plan.entries, 1):
         saved = plan.run_dir / "entries" / f"{entry.id}.json"
         if saved.exists():  # --resume: a finished entry is not run again
@@ -197,9 +199,10 @@ def run_entries(state: NightRun, candidate: Candidate) -> list[Outcome]:
                 plan.run_dir / "logs" / entry.id,
                 plan.run_id,
                 plan.night,
-                _commits(plan),
+                commits,
                 say,
                 on_stage=progress.stage,
+                build=build,
             )
             outcome = run_entry(entry, ctx)
         saved.parent.mkdir(parents=True, exist_ok=True)
@@ -275,7 +278,7 @@ def _publish(
         lock=night.lock,
         plan=night.plan,
         host={"hostname": socket.gethostname()},
-        health=None,
+        health={o.entry: o.numbers["health"] for o in outcomes if "health" in o.numbers} or None,
         entries=[_manifest_entry(o) for o in outcomes],
         report=str(plan.run_dir / "summary.md"),
         culprits=culprits,
@@ -311,7 +314,7 @@ def _stage_alerts(state: NightRun) -> None:
         night=plan.night,
         run_id=plan.run_id,
         state_path=alerts_json,
-        suspects=findings.suspects if findings is not None else _suspects(plan),
+        suspects=findings.suspects if findings is not None else _suspects(state),
         crash=state.crash,
         report=_report_link(plan),
     )
@@ -361,11 +364,27 @@ def _report_link(plan: NightPlan) -> str:
     return str(plan.run_dir / "report.html")
 
 
-def _commits(plan: NightPlan) -> dict[str, str]:
-    return {"candidate": " ".join(plan.profile.candidate_requirements)}
+def _commits(plan: NightPlan, build_plan: dict[str, Any] | None) -> dict[str, str]:
+    """What tonight's build is made of, for the history: each source's commit and main, or the pinned runtime."""
+    if build_plan is None:
+        return {"candidate": " ".join(plan.profile.candidate_requirements)}
+    commits = {}
+    for source in build_plan["sources"]:
+        commits[source["name"]] = source["commit"]
+        commits[f"{source['name']} main"] = source["main_commit"]
+        grafted = [str(pr["number"]) for pr in source["pull_requests"] if pr["status"] == "grafted"]
+        if grafted:
+            commits[f"{source['name']} PRs"] = " ".join(grafted)
+    return commits
 
 
-def _suspects(plan: NightPlan) -> str:
+def _suspects(state: NightRun) -> str:
+    """Who to look at when no culprit search ran: main's ranges since the last good night, or the host."""
+    plan = state.plan
+    if state.built:
+        last_good = state.settings.path("history_dir") / "last_good.json"
+        build_plan = BuildPlan.load(plan.run_dir / "plan.json")
+        return describe_main_suspects(last_good, build_plan, state.settings.path("cache_dir"))
     pinned = " ".join(plan.profile.candidate_requirements)
     return (
         f"none upstream: profile {plan.profile.name} runs the pinned {pinned} (look at the host, the model, the data)"

@@ -5,23 +5,32 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import socket
 import time
 from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from pipeline.commands.engine import entry_named, served
 from pipeline.config.bundle import Config
-from pipeline.config.matrix import ModelEntry
+from pipeline.config.matrix import ModelEntry, Profile
+from pipeline.errors import UsageError
+from pipeline.infra.confirmed import BuildRef, ConfirmedBook
 from pipeline.infra.history import History
+from pipeline.infra.runtime import load_runtime
 from pipeline.progress import to_stderr
 from pipeline.settings import Settings
-from pipeline.stages.prove.health import judge_health, read_host_facts
+from pipeline.stages.prove.health import CpuWindow, judge_health, read_host_facts
+from pipeline.stages.prove.last_good import health_watch, last_good_server, runtime_build
 from pipeline.stages.prove.perf import CaseResult, case_spec, run_bench
-from pipeline.stages.prove.perf_judge import CellOutcome, PerfContext, judge_results
+from pipeline.stages.prove.perf_judge import CellOutcome, PerfContext, interleaved_pairs, judge_results
 from pipeline.status import worst
+
+# docker's reference grammar, simplified: registry/name components, then an optional :tag
+_IMAGE_TAG = re.compile(r"^[a-z0-9]+(?:[._-][a-z0-9]+)*(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*(?::[\w][\w.-]{0,127})?$")
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
@@ -38,12 +47,19 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser], co
     bench.add_argument("--runs", type=int, help="measured runs per case (default: the entry's bench.runs)")
     bench.add_argument("--json", metavar="FILE", help="also write every raw sample and verdict as JSON")
     bench.add_argument("--record", action="store_true", help="keep healthy samples in the history (paths.history)")
+    bench.add_argument(
+        "--pair-with",
+        metavar="last-good|TAG|RUNTIME",
+        help="judge every cell by interleaved A B / B A pairs against this build, served beside the one measured: "
+        "`last-good` (each cell's last confirmed build), a runtime image TAG, or a RUNTIME folder",
+    )
 
 
 def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
     entry = entry_named(config, args.model_id)
     profile = config.matrix.profiles[entry.profile]
     spec = replace(entry.bench, runs=args.runs) if args.runs else entry.bench
+    pair_with = pair_target(args.pair_with, profile) if args.pair_with else None
     before = judge_health(profile, read_host_facts())
     ctx = PerfContext(
         History(settings.path("history_dir") / "history.sqlite"),
@@ -54,15 +70,27 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
         time.strftime("%Y-%m-%d"),
         {},
         record=args.record,
+        book=ConfirmedBook(settings.path("history_dir") / "confirmed.json"),
+        pair_with=pair_with,
+        pair_always=args.pair_with is not None,
     )
-    with served(args.url, settings, config, entry, "bench") as (client, _):
+    log_dir = settings.path("runs_dir") / time.strftime("bench-%Y%m%d-%H%M%S") / entry.id
+    watch = health_watch(profile)
+    with served(args.url, settings, config, entry, "bench") as (client, _), ExitStack() as last_good:
+        window = CpuWindow()
         results = run_bench(client, entry.served_model_name, spec, say=to_stderr)
-        after = judge_health(profile, read_host_facts(canary=False), under_load=True)
+        after = judge_health(profile, read_host_facts(canary=False, window=window.close()), under_load=True)
 
         def remeasure(result: CaseResult) -> CaseResult:
             to_stderr(f"bench: {result.tg_cell.name} tripped; measuring it again")
-            return run_bench(client, entry.served_model_name, case_spec(spec, result))[0]
+            finish = watch()
+            rerun = run_bench(client, entry.served_model_name, case_spec(spec, result))[0]
+            finish()
+            return rerun
 
+        serve = last_good_server(
+            entry, profile, last_good, cache_dir=settings.path("cache_dir"), log_dir=log_dir, say=to_stderr
+        )
         outcomes = judge_results(
             results,
             config.thresholds_for(entry.id),
@@ -70,13 +98,33 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
             health_before=before,
             health_after=after,
             remeasure=remeasure,
-            paired=lambda result, metric, wanted: None,
+            paired=interleaved_pairs(serve, client, entry.served_model_name, watch=watch),
         )
     by_cell = {o.cell: o for o in outcomes}
     print(render_table(entry.served_model_name, results, by_cell))
     if args.json:
         Path(args.json).write_text(json.dumps(as_json(entry, results, by_cell), indent=1, default=str) + "\n")
     return worst(o.status for o in outcomes).exit_code
+
+
+def pair_target(text: str, profile: Profile) -> BuildRef | None:
+    """--pair-with: None for `last-good` (each cell's A from the book), else the runtime folder or image tag named."""
+    if text == "last-good":
+        return None
+    folder = Path(text)
+    if folder.is_dir():
+        runtime = load_runtime(folder)
+        if runtime is None:
+            raise UsageError(f"--pair-with {text}: the folder has no complete runtime (no runtime.json or bin/python)")
+        return runtime_build(runtime, folder / "lock.txt", night="", commits={})
+    if text.startswith(("/", ".", "~")) or not _IMAGE_TAG.match(text):
+        raise UsageError(
+            f"--pair-with {text}: neither `last-good`, a runtime folder that exists, nor an image tag "
+            "(name[:tag], as `docker images` lists them)"
+        )
+    if profile.candidate_from == "pip":
+        raise UsageError(f"--pair-with {text}: profile {profile.name} serves local runtimes; name a runtime folder")
+    return BuildRef(text, "image", text, "")
 
 
 def _pm(values: Sequence[float]) -> str:

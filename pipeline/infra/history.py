@@ -1,8 +1,9 @@
 """The performance history: an embedded SQLite database, one row per healthy sample, with a versioned schema.
 
 Only healthy measurements enter it: numbers from a throttled or loaded host would teach the
-change detector that a sick night is normal. Each row keeps its run, night, host, commits and
-the health facts it was measured under.
+change detector that a sick night is normal. Each row keeps its run, night, host, commits, the
+health facts it was measured under and the verdict its cell got that night: the baseline is made
+of accepted nights only, so a regressed night never becomes the new normal.
 """
 
 from __future__ import annotations
@@ -17,7 +18,10 @@ from typing import Any
 
 from pipeline.errors import HistoryError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# Verdicts whose nights make the baseline. "legacy" marks rows kept before verdicts were (schema 1), which were
+# the baseline then.
+ACCEPTED_VERDICTS = ("PASS", "XFAIL", "legacy")
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS samples (
@@ -32,7 +36,8 @@ CREATE TABLE IF NOT EXISTS samples (
     value REAL NOT NULL,
     build TEXT NOT NULL,
     commits TEXT NOT NULL,
-    health TEXT NOT NULL
+    health TEXT NOT NULL,
+    verdict TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS samples_series ON samples (hardware, entry, cell, metric, night);
 """
@@ -53,6 +58,7 @@ class Sample:
     build: str = "candidate"  # or "last-good" for the paired runs of a confirmation
     commits: Mapping[str, str] = field(default_factory=dict)
     health: Mapping[str, Any] = field(default_factory=dict)
+    verdict: str = "PASS"  # the cell's status that night; only accepted nights make the baseline
 
 
 @dataclass(frozen=True)
@@ -62,6 +68,7 @@ class Night:
     night: str
     run_id: str
     values: tuple[float, ...]
+    verdict: str = "PASS"
 
 
 class History:
@@ -78,6 +85,8 @@ class History:
             row = connection.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
             if row is None:
                 connection.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            elif int(row[0]) == 1:
+                _migrate_from_1(connection)
             elif int(row[0]) != SCHEMA_VERSION:
                 raise HistoryError(
                     f"{self.path} has schema version {row[0]}, this spark-nightly reads {SCHEMA_VERSION}"
@@ -99,13 +108,14 @@ class History:
                 s.build,
                 json.dumps(dict(s.commits), sort_keys=True),
                 json.dumps(dict(s.health), sort_keys=True, default=str),
+                s.verdict,
             )
             for s in samples
         ]
         with self._connect() as connection:
             connection.executemany(
                 "INSERT INTO samples (run_id, night, hardware, host, entry, cell, metric, value, build, commits,"
-                " health) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " health, verdict) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 rows,
             )
         return len(rows)
@@ -121,13 +131,18 @@ class History:
         build: str = "candidate",
         before: str | None = None,
         limit: int = 60,
+        accepted_only: bool = False,
     ) -> list[Night]:
-        """The latest `limit` nights of one series (oldest first), optionally for one host and before a night."""
+        """The latest `limit` nights of one series (oldest first), optionally for one host, before a night, and
+        only the nights whose verdict accepted the build (the baseline)."""
         query = (
-            "SELECT night, run_id, value FROM samples WHERE hardware = ? AND entry = ? AND cell = ? AND metric = ?"
-            " AND build = ?"
+            "SELECT night, run_id, value, verdict FROM samples"
+            " WHERE hardware = ? AND entry = ? AND cell = ? AND metric = ? AND build = ?"
         )
         args: list[Any] = [hardware, entry, cell, metric, build]
+        if accepted_only:
+            query += f" AND verdict IN ({', '.join('?' * len(ACCEPTED_VERDICTS))})"
+            args += ACCEPTED_VERDICTS
         if host is not None:
             query += " AND host = ?"
             args.append(host)
@@ -137,7 +152,15 @@ class History:
         with self._connect() as connection:
             rows = connection.execute(query + " ORDER BY night, run_id, id", args).fetchall()
         grouped: dict[tuple[str, str], list[float]] = {}
-        for night, run_id, value in rows:
+        verdicts: dict[tuple[str, str], str] = {}
+        for night, run_id, value, verdict in rows:
             grouped.setdefault((night, run_id), []).append(float(value))
-        nights = [Night(night, run_id, tuple(values)) for (night, run_id), values in grouped.items()]
+            verdicts[(night, run_id)] = verdict
+        nights = [Night(n, run, tuple(values), verdicts[(n, run)]) for (n, run), values in grouped.items()]
         return nights[-limit:]
+
+
+def _migrate_from_1(connection: sqlite3.Connection) -> None:
+    """Schema 1 had no verdicts: its rows were the baseline, so they stay in it as "legacy"."""
+    connection.execute("ALTER TABLE samples ADD COLUMN verdict TEXT NOT NULL DEFAULT 'legacy'")
+    connection.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 from pipeline.config.matrix import Cell
 from pipeline.config.thresholds import Level, Reference, Thresholds
+from pipeline.infra.confirmed import BuildRef, ConfirmedBook
 from pipeline.infra.history import History
+from pipeline.stages.prove import perf_judge
 from pipeline.stages.prove.health import HealthReport, HostFacts
 from pipeline.stages.prove.perf import CaseResult, RequestSample, RunSample
 from pipeline.stages.prove.perf_judge import CellOutcome, PairedMeasure, PerfContext, Remeasure, judge_results
@@ -33,8 +38,23 @@ def _thresholds() -> Thresholds:
     return Thresholds("cpu-x86", "m", {"pp128": ref("pp128", "pp_tps", 512.0), "tg32": ref("tg32", "tg_tps", 20.0)})
 
 
-def _ctx(tmp_path: Path, night: str = "2026-11-20") -> PerfContext:
-    return PerfContext(History(tmp_path / "h.sqlite"), "cpu-x86", "host", "m", f"run-{night}", night, {})
+def _build(name: str) -> BuildRef:
+    return BuildRef(f"runtime-{name}", "runtime", f"/runtimes/{name}", "0" * 64, night=name)
+
+
+def _ctx(tmp_path: Path, night: str = "2026-11-20", build: str | None = None) -> PerfContext:
+    """A night on build `build` (the night's own by default: upstream moves every night)."""
+    return PerfContext(
+        History(tmp_path / "h.sqlite"),
+        "cpu-x86",
+        "host",
+        "m",
+        f"run-{night}",
+        night,
+        {},
+        build=_build(build or night),
+        book=ConfirmedBook(tmp_path / "confirmed.json"),
+    )
 
 
 def _judge(
@@ -43,7 +63,7 @@ def _judge(
     *,
     health_after: HealthReport = HEALTHY,
     remeasure: Remeasure = lambda r: r,
-    paired: PairedMeasure = lambda r, m, n: None,
+    paired: PairedMeasure = lambda r, m, n, a: None,
 ) -> list[CellOutcome]:
     return judge_results(
         [case], _thresholds(), ctx, health_before=HEALTHY, health_after=health_after, remeasure=remeasure, paired=paired
@@ -81,7 +101,7 @@ def test_a_trip_that_does_not_survive_the_rerun_passes(tmp_path: Path) -> None:
 def test_a_confirmed_slowdown_fails_and_an_unconfirmed_one_is_inconclusive(tmp_path: Path) -> None:
     _seed(_ctx(tmp_path), tmp_path, 20.0)
     slow = [(20.0 * (1 + d), 18.0 * (1 + d)) for d in (0.0, 0.004, -0.003, 0.002, -0.001, 0.003, 0.0, -0.002)]
-    failed = _judge(_case(18.0), _ctx(tmp_path), remeasure=lambda r: _case(18.0), paired=lambda r, m, n: slow)
+    failed = _judge(_case(18.0), _ctx(tmp_path), remeasure=lambda r: _case(18.0), paired=lambda r, m, n, a: slow)
     decode = next(o for o in failed if o.cell == "tg32")
     assert decode.status == Status.FAIL and decode.confirmation is not None
     assert decode.confirmation.mean_ratio < 0.91
@@ -102,3 +122,124 @@ def test_without_a_pair_a_step_that_persists_in_the_history_fails(tmp_path: Path
         outcomes = _judge(_case(17.6), _ctx(tmp_path, night), remeasure=lambda r: _case(17.6))
     decode = next(o for o in outcomes if o.cell == "tg32")
     assert decode.status == Status.FAIL and "the history shows a step" in decode.reason
+
+
+SLOW_PAIRS = [(20.0 * (1 + d), 18.0 * (1 + d)) for d in (0.0, 0.004, -0.003, 0.002, -0.001, 0.003, 0.0, -0.002)]
+EVEN_PAIRS = [(20.0 * (1 + d), 20.0 * (1 - d)) for d in (0.0, 0.002, -0.001, 0.001, -0.002, 0.0, 0.001, -0.001)]
+
+
+def _a_of(ctx: PerfContext) -> str | None:
+    assert ctx.book is not None
+    found = ctx.book.last_good(ctx.series("tg32", "tg_tps"))
+    return found[0].id if found else None
+
+
+def _accepted_nights(ctx: PerfContext) -> list[str]:
+    nights = ctx.history.nights(hardware="cpu-x86", entry="m", cell="tg32", metric="tg_tps", accepted_only=True)
+    return [n.night for n in nights]
+
+
+def test_the_very_first_night_says_it_has_no_confirmed_build_and_becomes_the_first(tmp_path: Path) -> None:
+    ctx = _ctx(tmp_path, "2026-11-01")
+    decode = next(o for o in _judge(_case(20.0), ctx) if o.cell == "tg32")
+    assert decode.status == Status.PASS and "no confirmed build yet, tonight's becomes the first" in decode.reason
+    assert _a_of(ctx) == "runtime-2026-11-01"
+
+
+def test_a_moves_only_when_tonight_is_accepted_and_a_failed_night_never_joins_the_baseline(tmp_path: Path) -> None:
+    _seed(_ctx(tmp_path), tmp_path, 20.0)
+    assert _a_of(_ctx(tmp_path)) == "runtime-2026-11-08"  # clean screens moved A night after night
+    failed = _ctx(tmp_path, "2026-11-20")
+    seen: list[str] = []
+
+    def pairs_against(result: CaseResult, metric: str, wanted: int, a: BuildRef) -> list[tuple[float, float]]:
+        seen.append(a.id)
+        return SLOW_PAIRS
+
+    outcomes = _judge(_case(18.0), failed, remeasure=lambda r: _case(18.0), paired=pairs_against)
+    decode = next(o for o in outcomes if o.cell == "tg32")
+    assert decode.status == Status.FAIL and seen and set(seen) == {"runtime-2026-11-08"}
+    assert "B/A 0.9000" in decode.reason and "runtime runtime-2026-11-08 of 2026-11-08" in decode.reason
+    assert _a_of(failed) == "runtime-2026-11-08"  # a failed build never becomes A
+    assert "2026-11-20" not in _accepted_nights(failed)  # nor part of the baseline
+    all_nights = failed.history.nights(hardware="cpu-x86", entry="m", cell="tg32", metric="tg_tps")
+    assert all_nights[-1].night == "2026-11-20" and all_nights[-1].verdict == "FAIL"  # but it is kept, with its verdict
+    recovered = _ctx(tmp_path, "2026-11-21")
+    _judge(_case(20.0), recovered)
+    assert _a_of(recovered) == "runtime-2026-11-21" and "2026-11-21" in _accepted_nights(recovered)
+
+
+def test_a_dip_that_the_pairs_clear_passes_and_moves_a(tmp_path: Path) -> None:
+    _seed(_ctx(tmp_path), tmp_path, 20.0)
+    ctx = _ctx(tmp_path, "2026-11-20")
+    outcomes = _judge(_case(17.0), ctx, remeasure=lambda r: _case(17.0), paired=lambda r, m, n, a: EVEN_PAIRS)
+    decode = next(o for o in outcomes if o.cell == "tg32")
+    assert decode.status == Status.PASS and decode.confirmation is not None and decode.pairs_measured == 8
+    assert _a_of(ctx) == "runtime-2026-11-20"
+
+
+def test_past_the_fail_level_with_an_a_on_hand_the_pairs_decide(tmp_path: Path) -> None:
+    _seed(_ctx(tmp_path), tmp_path, 20.0)
+    ctx = _ctx(tmp_path, "2026-11-20")
+    outcomes = _judge(_case(7.0), ctx, remeasure=lambda r: _case(7.0), paired=lambda r, m, n, a: EVEN_PAIRS)
+    decode = next(o for o in outcomes if o.cell == "tg32")
+    assert decode.gate.status == "FAIL" and decode.status == Status.PASS  # a night that hit the whole host, A too
+
+
+def test_an_unchanged_build_that_trips_is_inconclusive_not_blamed(tmp_path: Path) -> None:
+    _seed(_ctx(tmp_path), tmp_path, 20.0)
+    ctx = _ctx(tmp_path, "2026-11-20", build="2026-11-08")  # tonight's build is A itself
+
+    def never(result: CaseResult, metric: str, wanted: int, a: BuildRef) -> None:
+        raise AssertionError("pairs of a build with itself were measured")
+
+    decode = next(
+        o for o in _judge(_case(17.0), ctx, remeasure=lambda r: _case(17.0), paired=never) if o.cell == "tg32"
+    )
+    assert decode.status == Status.INCONCLUSIVE and "the last confirmed build itself" in decode.reason
+
+
+def test_pairs_that_cannot_decide_are_extended_once_then_inconclusive(tmp_path: Path) -> None:
+    _seed(_ctx(tmp_path), tmp_path, 20.0)
+    asked: list[int] = []
+    wide = [(20.0, 20.0 * f) for f in (0.9, 1.08, 0.95, 1.04, 0.92, 1.06, 0.97, 1.0)]
+
+    def noisy(result: CaseResult, metric: str, wanted: int, a: BuildRef) -> list[tuple[float, float]]:
+        asked.append(wanted)
+        return (wide * 2)[:wanted]
+
+    ctx = _ctx(tmp_path, "2026-11-20")
+    decode = next(
+        o for o in _judge(_case(17.0), ctx, remeasure=lambda r: _case(17.0), paired=noisy) if o.cell == "tg32"
+    )
+    assert asked[:2] == [8, 16] and decode.status == Status.INCONCLUSIVE and decode.pairs_measured == 16
+    assert _a_of(ctx) == "runtime-2026-11-08"
+
+
+def test_pairs_alternate_a_b_then_b_a(monkeypatch: pytest.MonkeyPatch) -> None:
+    order: list[str] = []
+
+    def fake_run(client: object, model: str, case: object, *, prompts: object, latency_s: float) -> RunSample:
+        order.append(str(client))
+        tokens = 33 if client == "A" else 17  # B decodes at half A's rate over the same span
+        times = tuple(1.0 + i / (tokens - 1) for i in range(tokens))  # one second of decoding
+        return RunSample((RequestSample(128, tokens, 0.3, 0.31, 0.25, times[0], times[-1], times),))
+
+    monkeypatch.setattr(perf_judge, "measure_run", fake_run)
+    monkeypatch.setattr(perf_judge, "PromptMaker", lambda client, model: None)
+    monkeypatch.setattr(perf_judge, "latency_estimate", lambda client: 0.0)
+    watched: list[str] = []
+
+    def watch() -> Callable[[], None]:
+        watched.append("start")
+        return lambda: watched.append("end")
+
+    measure = perf_judge.interleaved_pairs(lambda build: "A", "B", "m", watch=watch)  # type: ignore[arg-type,return-value]
+    pairs = measure(_case(20.0), "tg_tps", 3, _build("a"))
+    warm_ups = ["A", "B", "A", "B"]
+    assert order == [*warm_ups, "A", "B", "B", "A", "A", "B"]  # then A B / B A / A B
+    assert pairs is not None and all(b / a == pytest.approx(0.5) for a, b in pairs)  # always (A, B), whatever the order
+    order.clear()
+    more = measure(_case(20.0), "tg_tps", 5, _build("a"))
+    assert order == ["B", "A", "A", "B"] and more is not None and more[:3] == pairs  # reused, then the order goes on
+    assert watched == ["start", "end", "start", "end"]

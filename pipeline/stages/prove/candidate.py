@@ -11,10 +11,12 @@ from typing import Any
 from pipeline.config.matrix import Profile
 from pipeline.errors import EngineError, UsageError
 from pipeline.infra import procs
+from pipeline.infra.confirmed import BuildRef
 from pipeline.infra.image import image_tag, render_dockerfile
 from pipeline.infra.runtime import lock_directory, sha256_of, write_atomically
 from pipeline.progress import Say, quiet
 from pipeline.stages.prove.boot import Candidate, prepare_candidate
+from pipeline.stages.prove.last_good import image_build, runtime_build
 from pipeline.stages.release.fetch import download_locked
 
 _IMAGE_TIMEOUT_S = 3600.0
@@ -29,6 +31,16 @@ class NightCandidate:
     wheels: tuple[Path, ...]
     plan: dict[str, Any] | None
     refused: str | None = None  # why inspection refused the wheels (then nothing is booted)
+
+    def build_ref(self, *, night: str, commits: dict[str, str]) -> BuildRef | None:
+        """Tonight's build by what it is made of; None when inspection refused it (nothing is served)."""
+        if self.refused is not None:
+            return None
+        if self.candidate.runtime is not None:
+            return runtime_build(self.candidate.runtime, self.lock, night=night, commits=commits)
+        assert self.candidate.image is not None  # a built night that was not refused has its image
+        wheels = {w.name: sha256_of(w) for w in self.wheels}
+        return image_build(self.candidate.image, self.lock, wheels, night=night, commits=commits)
 
 
 def prepare_night_candidate(

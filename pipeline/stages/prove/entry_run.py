@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -11,15 +12,17 @@ from typing import Any
 from pipeline.config.bundle import Config
 from pipeline.config.matrix import ModelEntry
 from pipeline.errors import BootError, EngineError, ProcessError, SparkNightlyError
+from pipeline.infra.confirmed import BuildRef, ConfirmedBook
 from pipeline.infra.history import History
 from pipeline.infra.references import ReferenceStore
 from pipeline.outcome import Failure, Outcome
 from pipeline.progress import Say, quiet
 from pipeline.stages.prove.boot import Candidate, boot, served_model_ref
 from pipeline.stages.prove.golden_run import GoldenResult, run_golden
-from pipeline.stages.prove.health import judge_health, read_host_facts
+from pipeline.stages.prove.health import CpuWindow, health_facts_for_history, judge_health, read_host_facts
+from pipeline.stages.prove.last_good import health_watch, last_good_server
 from pipeline.stages.prove.perf import CaseResult, case_spec, run_bench
-from pipeline.stages.prove.perf_judge import PerfContext, judge_results
+from pipeline.stages.prove.perf_judge import CellOutcome, PerfContext, interleaved_pairs, judge_results
 from pipeline.stages.prove.smoke import smoke
 from pipeline.status import Status, worst
 
@@ -39,6 +42,7 @@ class EntryContext:
     say: Say = quiet
     record: bool = True  # a culprit trial reads the history and references but never writes them
     on_stage: Say = quiet  # told each stage as it begins (the live status line)
+    build: BuildRef | None = None  # tonight's build, which the perf stage may accept as the cells' new A
 
 
 def run_entry(entry: ModelEntry, ctx: EntryContext) -> Outcome:
@@ -82,7 +86,11 @@ def run_entry(entry: ModelEntry, ctx: EntryContext) -> Outcome:
             ctx.on_stage(stage)
             perf_started = time.monotonic()
             perf = _perf(entry, server.client, ctx, profile_hardware=profile.hardware, before=before)
-            numbers |= {"perf_s": round(time.monotonic() - perf_started, 1), "cells": perf["cells"]}
+            numbers |= {
+                "perf_s": round(time.monotonic() - perf_started, 1),
+                "cells": perf["cells"],
+                "health": perf["health"],
+            }
             status = perf["status"]
             if status == Status.PASS and ctx.record:
                 store.save(profile.hardware, entry.id, ctx.night, golden.generations)  # tonight is the new reference
@@ -112,8 +120,9 @@ def _golden_failures(entry: ModelEntry, golden: GoldenResult) -> tuple[str, tupl
 
 def _perf(entry: ModelEntry, client: Any, ctx: EntryContext, *, profile_hardware: str, before: Any) -> dict[str, Any]:
     profile = ctx.config.matrix.profiles[entry.profile]
+    window = CpuWindow()
     results = run_bench(client, entry.served_model_name, entry.bench, say=ctx.say)
-    after = judge_health(profile, read_host_facts(canary=False), under_load=True)
+    after = judge_health(profile, read_host_facts(canary=False, window=window.close()), under_load=True)
     perf_ctx = PerfContext(
         History(ctx.history_dir / "history.sqlite"),
         profile_hardware,
@@ -123,30 +132,63 @@ def _perf(entry: ModelEntry, client: Any, ctx: EntryContext, *, profile_hardware
         ctx.night,
         ctx.commits,
         record=ctx.record,
+        build=ctx.build,
+        book=ConfirmedBook(ctx.history_dir / "confirmed.json"),
     )
+    watch = health_watch(profile)
 
     def remeasure(result: CaseResult) -> CaseResult:
         ctx.say(f"{entry.id}: {result.tg_cell.name} tripped; measuring it again")
-        return run_bench(client, entry.served_model_name, case_spec(entry.bench, result))[0]
+        finish = watch()
+        rerun = run_bench(client, entry.served_model_name, case_spec(entry.bench, result))[0]
+        finish()
+        return rerun
 
-    outcomes = judge_results(
-        results,
-        ctx.config.thresholds_for(entry.id),
-        perf_ctx,
-        health_before=before,
-        health_after=after,
-        remeasure=remeasure,
-        paired=lambda result, metric, wanted: None,  # the last good build is kept from issue 8's first good night
-    )
-    cells = {o.cell: {"status": o.status.value, "value": round(o.gate.value, 3), "ref": o.gate.ref} for o in outcomes}
+    with ExitStack() as last_good:  # the last confirmed build, booted only if a cell needs pairs, stopped after
+        serve = last_good_server(entry, profile, last_good, cache_dir=ctx.cache_dir, log_dir=ctx.log_dir, say=ctx.say)
+        outcomes = judge_results(
+            results,
+            ctx.config.thresholds_for(entry.id),
+            perf_ctx,
+            health_before=before,
+            health_after=after,
+            remeasure=remeasure,
+            paired=interleaved_pairs(serve, client, entry.served_model_name, watch=watch),
+        )
+    cells = {o.cell: _cell_numbers(o) for o in outcomes}
     status = worst(o.status for o in outcomes)
     bad = [o for o in outcomes if o.status in {Status.FAIL, Status.INCONCLUSIVE}]
     failures = tuple(
-        Failure(
-            f"{entry.id}:perf:{o.cell}", f"{o.cell} {o.metric}", o.reason, {"value": o.gate.value, "ref": o.gate.ref}
-        )
+        Failure(f"{entry.id}:perf:{o.cell}", f"{o.cell} {o.metric}", o.reason, _evidence(o))
         for o in bad
         if o.status == Status.FAIL
     )
     reason = "; ".join(f"{o.cell}: {o.reason}" for o in bad) or f"{len(outcomes)} cells within their references"
-    return {"status": status, "reason": reason, "cells": cells, "failures": failures}
+    health = {"before": health_facts_for_history(before), "measurement": health_facts_for_history(after)}
+    return {"status": status, "reason": reason, "cells": cells, "failures": failures, "health": health}
+
+
+def _cell_numbers(outcome: CellOutcome) -> dict[str, Any]:
+    numbers: dict[str, Any] = {
+        "status": outcome.status.value,
+        "value": round(outcome.gate.value, 3),
+        "ref": outcome.gate.ref,
+    }
+    if outcome.confirmation is not None:
+        numbers |= {
+            "b_over_a": round(outcome.confirmation.mean_ratio, 4),
+            "pairs": outcome.pairs_measured,
+            "last_good": outcome.last_good.id if outcome.last_good else None,
+        }
+    return numbers
+
+
+def _evidence(outcome: CellOutcome) -> dict[str, Any]:
+    evidence: dict[str, Any] = {"value": outcome.gate.value, "ref": outcome.gate.ref}
+    if outcome.confirmation is not None and outcome.last_good is not None:
+        evidence |= {
+            "B/A": round(outcome.confirmation.mean_ratio, 4),
+            "pairs": outcome.pairs_measured,
+            "last confirmed build": outcome.last_good.describe(),
+        }
+    return evidence

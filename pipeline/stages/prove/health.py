@@ -58,6 +58,26 @@ class HostFacts:
     gpus: tuple[GpuFacts, ...] = ()
     source: str = "proc"
     canary_mb_s: float | None = None
+    window: WindowFacts | None = None  # CPU use over the whole measurement, when one was watched
+
+
+@dataclass(frozen=True)
+class WindowFacts:
+    """CPU time over a measurement window: the system's busy time, ours, and the rest (foreign), in seconds."""
+
+    seconds: float
+    cpu_count: int
+    busy_s: float
+    ours_s: float
+
+    @property
+    def foreign_s(self) -> float:
+        return max(0.0, self.busy_s - self.ours_s)
+
+    @property
+    def foreign_per_core(self) -> float:
+        """Foreign CPU time as a share of every core over the window."""
+        return self.foreign_s / self.seconds / self.cpu_count if self.seconds > 0 else 0.0
 
 
 @dataclass(frozen=True)
@@ -84,6 +104,13 @@ def judge_health(profile: Profile, facts: HostFacts, *, under_load: bool = False
     if max_load is not None and foreign > max_load:
         top = ", ".join(f"{pid} ({name}) {share:.0%}" for pid, name, share in facts.competitors[:3])
         reasons.append(f"processes that are not ours use {foreign:.2f} of each core (max {max_load:g}): {top}")
+    window = facts.window
+    if max_load is not None and window is not None and window.foreign_per_core > max_load:
+        reasons.append(
+            f"processes that are not ours used {window.foreign_per_core:.2f} of each core over the "
+            f"{window.seconds:.0f} s measurement (max {max_load:g}): {window.foreign_s:.1f} CPU-seconds of "
+            f"{window.busy_s:.1f} busy, short-lived processes included"
+        )
     if profile.accelerator == "cuda":
         reasons += _gpu_reasons(profile, facts, limits, under_load=under_load)
     return HealthReport(not reasons, tuple(reasons), facts, limits)
@@ -125,13 +152,70 @@ def _gpu_reasons(profile: Profile, facts: HostFacts, limits: Mapping[str, float]
     return reasons
 
 
-def read_host_facts(*, ours: Sequence[int] = (), sample_s: float = 1.0, canary: bool = True) -> HostFacts:
+def read_host_facts(
+    *, ours: Sequence[int] = (), sample_s: float = 1.0, canary: bool = True, window: WindowFacts | None = None
+) -> HostFacts:
     """Read load, competing processes, GPUs (NVML, else nvidia-smi) and the canary on this host."""
     cpu_count = os.cpu_count() or 1
     load = os.getloadavg()[0] / cpu_count
     competitors = busy_processes(sample_s, exclude=set(ours) | {os.getpid()})
     driver, gpus, source = read_gpus()
-    return HostFacts(cpu_count, load, competitors, driver, gpus, source, canary_throughput() if canary else None)
+    canary_mb_s = canary_throughput() if canary else None
+    return HostFacts(cpu_count, load, competitors, driver, gpus, source, canary_mb_s, window)
+
+
+class CpuWindow:
+    """Watches CPU time from its start: the system's totals minus ours, so short-lived foreign processes count.
+
+    Two snapshots of processes only see the ones alive at those moments; a stream of compilers or
+    package installs each living under a second is invisible to them, but not to /proc/stat.
+    """
+
+    def __init__(self) -> None:
+        self._started = time.monotonic()
+        self._busy = _system_busy_ticks()
+        self._ours = _our_ticks()
+
+    def close(self) -> WindowFacts:
+        ours_now = _our_ticks()
+        ours = sum(ticks - self._ours.get(pid, 0) for pid, ticks in ours_now.items())  # new processes: all of it
+        ticks = os.sysconf("SC_CLK_TCK")
+        return WindowFacts(
+            round(time.monotonic() - self._started, 3),
+            os.cpu_count() or 1,
+            (_system_busy_ticks() - self._busy) / ticks,
+            ours / ticks,
+        )
+
+
+def _system_busy_ticks() -> int:
+    """user + nice + system + irq + softirq + steal of all CPUs (idle and iowait are not busy)."""
+    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(v) for v in fields[:8])
+    return user + nice + system + irq + softirq + steal
+
+
+def _our_ticks() -> dict[int, int]:
+    """CPU ticks of our servers and their workers (with the children they reaped), and of this process itself.
+
+    This process counts without its reaped children: whatever it waited for is not the measurement.
+    """
+    ticks = {}
+    for pid in procs.owned_processes(None):
+        fields = _stat_after_name(pid)
+        if fields is not None:
+            ticks[pid] = sum(int(v) for v in fields[11:15])  # utime stime cutime cstime
+    own = _stat_after_name(os.getpid())
+    if own is not None:
+        ticks[os.getpid()] = int(own[11]) + int(own[12])
+    return ticks
+
+
+def _stat_after_name(pid: int) -> list[str] | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
 
 
 def busy_processes(sample_s: float, *, exclude: set[int]) -> tuple[tuple[int, str, float], ...]:
@@ -249,6 +333,14 @@ def health_facts_for_history(report: HealthReport) -> dict[str, Any]:
         "driver": facts.driver_version,
         "canary_mb_s": facts.canary_mb_s,
         "source": facts.source,
+        "window": None
+        if facts.window is None
+        else {
+            "seconds": facts.window.seconds,
+            "busy_s": round(facts.window.busy_s, 2),
+            "ours_s": round(facts.window.ours_s, 2),
+            "foreign_per_core": round(facts.window.foreign_per_core, 3),
+        },
         "gpus": [
             {
                 "sm_mhz": g.sm_clock_mhz,

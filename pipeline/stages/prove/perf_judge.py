@@ -1,9 +1,11 @@
 """Judge an entry's performance: health, measurement, reference and history, rerun, paired confirmation, record.
 
-A tripped cell is rerun; if it still trips and the last good build can be served beside the
-candidate, the two are measured interleaved (A B A B ...) on the same host the same night and the
-paired ratio decides. An unhealthy host makes every cell INCONCLUSIVE and keeps its numbers out
-of the history: a sick night is never blamed on the wheels and never becomes the new normal.
+A tripped cell is rerun; if it still trips, the cell's last confirmed good build (A) is served beside
+the candidate (B) and the two are measured interleaved (A B, B A, ...) on the same host the same
+night: the paired ratio decides. A moves to tonight's build only when a clean screen or the pairs
+accept it, and only accepted nights make the history's baseline, so a regression never becomes its
+own reference. An unhealthy host makes every cell INCONCLUSIVE and keeps its numbers out of the
+history: a sick night is never blamed on the wheels and never becomes the new normal.
 """
 
 from __future__ import annotations
@@ -11,18 +13,22 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 from pipeline.config.thresholds import Thresholds
 from pipeline.detect.steps import (
     CONFIRM_PAIRS,
     MIN_BASELINE_NIGHTS,
+    STEP_RUN_NIGHTS,
     Confirmation,
     Screen,
     confirm,
     detect_step,
     screen,
 )
+from pipeline.errors import HostUnhealthy
+from pipeline.infra.confirmed import Acceptance, BuildRef, ConfirmedBook, series_key
 from pipeline.infra.history import History, Night, Sample
 from pipeline.infra.openai_client import OpenAIClient
 from pipeline.stages.prove.gate import CellVerdict, judge_cell
@@ -31,9 +37,11 @@ from pipeline.stages.prove.perf import CaseResult, PromptMaker, RunSample, laten
 from pipeline.status import Status
 
 METRIC_OF_KIND = {"pp": "pp_tps", "tg": "tg_tps"}
+ACCEPTED = (Status.PASS, Status.XFAIL)
 Remeasure = Callable[[CaseResult], CaseResult]
-# (last good, candidate) values of a metric, as many pairs as asked for; None without a last good build
-PairedMeasure = Callable[[CaseResult, str, int], list[tuple[float, float]] | None]
+# (A, B) values of a metric for the case, as many pairs as asked for, A being the build given; None when that
+# build cannot be served. May raise HostUnhealthy when foreign load spoiled the pairs' window.
+PairedMeasure = Callable[[CaseResult, str, int, BuildRef], list[tuple[float, float]] | None]
 
 
 @dataclass(frozen=True)
@@ -48,6 +56,13 @@ class CellOutcome:
     screen: Screen | None = None
     rerun_gate: CellVerdict | None = None
     confirmation: Confirmation | None = None
+    last_good: BuildRef | None = None  # the A it was (or would have been) paired with
+    pairs_measured: int = 0
+
+    @property
+    def accepted(self) -> bool:
+        """Tonight's build is good for this cell: it becomes the cell's A and its night joins the baseline."""
+        return self.status in ACCEPTED
 
 
 @dataclass(frozen=True)
@@ -62,12 +77,33 @@ class PerfContext:
     night: str
     commits: dict[str, str]
     record: bool = True  # keep healthy samples in the history (a one-off `bench` does not, unless asked)
+    build: BuildRef | None = None  # tonight's build (None: a server of unknown build, which is never accepted)
+    book: ConfirmedBook | None = None  # where each cell's A is kept and moved
+    pair_with: BuildRef | None = None  # pair with this build instead of each cell's A
+    pair_always: bool = False  # pairs judge every cell, tripped or not (`bench --pair-with`)
+
+    def series(self, cell: str, metric: str) -> str:
+        return series_key(self.hardware, self.entry, cell, metric)
 
 
 def _history_nights(ctx: PerfContext, cell: str, metric: str) -> list[Night]:
     return ctx.history.nights(
-        hardware=ctx.hardware, entry=ctx.entry, cell=cell, metric=metric, host=ctx.host, before=ctx.night
+        hardware=ctx.hardware,
+        entry=ctx.entry,
+        cell=cell,
+        metric=metric,
+        host=ctx.host,
+        before=ctx.night,
+        accepted_only=True,
     )
+
+
+def _last_good(ctx: PerfContext, cell: str, metric: str) -> tuple[BuildRef, Acceptance | None] | None:
+    if ctx.pair_with is not None:
+        return ctx.pair_with, None
+    if ctx.book is None:
+        return None
+    return ctx.book.last_good(ctx.series(cell, metric))
 
 
 def _cells(result: CaseResult) -> list[tuple[str, str]]:
@@ -84,7 +120,10 @@ def judge_results(
     remeasure: Remeasure,
     paired: PairedMeasure,
 ) -> list[CellOutcome]:
-    """Every judged cell's outcome; records healthy samples into the history."""
+    """Every judged cell's outcome; records healthy samples with their verdicts and moves A where accepted.
+
+    health_after judges the whole measurement window (foreign CPU time over it, the GPU under load).
+    """
     if not (health_before.healthy and health_after.healthy):
         reasons = "; ".join(health_before.reasons + health_after.reasons)
         return [
@@ -108,13 +147,19 @@ def judge_results(
             if cell in seen or cell not in thresholds.cells:
                 continue
             seen.add(cell)
-            outcome, final = _judge_cell(
-                final, cell, metric, thresholds=thresholds, ctx=ctx, remeasure=remeasure, paired=paired
-            )
+            try:
+                outcome, final = _judge_cell(
+                    final, cell, metric, thresholds=thresholds, ctx=ctx, remeasure=remeasure, paired=paired
+                )
+            except HostUnhealthy as exc:
+                gate = judge_cell(thresholds.cells[cell], final.values(metric))
+                reason = f"tripped, then the host became unhealthy while measuring it again: {exc}"
+                outcome = CellOutcome(cell, metric, Status.INCONCLUSIVE, reason, gate)
             outcomes.append(outcome)
         kept.append(final)
     if ctx.record:
-        _record(kept, ctx, health_after)
+        _record(kept, ctx, health_after, {o.cell: o.status for o in outcomes})
+        _move_last_good(outcomes, ctx)
     return outcomes
 
 
@@ -130,10 +175,16 @@ def _judge_cell(
 ) -> tuple[CellOutcome, CaseResult]:
     reference = thresholds.cells[cell]
     nights = [n.values for n in _history_nights(ctx, cell, metric)]
+    a = _last_good(ctx, cell, metric)
     gate, screened = judge_cell(reference, result.values(metric)), screen(nights, result.values(metric))
+    if ctx.pair_always:
+        return _paired_verdict(
+            CellOutcome(cell, metric, Status.INCONCLUSIVE, "asked for pairs", gate, screened), a, ctx, result, paired
+        ), result
     if not (gate.tripped or _history_trips(screened)):
         status = Status.XFAIL if gate.status == "XFAIL" else Status.PASS
-        return CellOutcome(cell, metric, status, f"{gate.reason}; {screened.reason}", gate, screened), result
+        reason = f"{gate.reason}; {screened.reason}{_first_note(a, ctx)}"
+        return CellOutcome(cell, metric, status, reason, gate, screened), result
     rerun = remeasure(result)
     rerun_gate, rescreened = judge_cell(reference, rerun.values(metric)), screen(nights, rerun.values(metric))
     if not (rerun_gate.tripped or _history_trips(rescreened)):
@@ -141,31 +192,97 @@ def _judge_cell(
             f"tripped ({gate.reason}; {screened.reason}), passed on rerun: {rerun_gate.reason}; {rescreened.reason}"
         )
         return CellOutcome(cell, metric, Status.PASS, reason, gate, rescreened, rerun_gate), rerun
-    pairs = paired(rerun, metric, CONFIRM_PAIRS)
-    if pairs is None:
-        if rerun_gate.status == "FAIL":  # far past a fixed reference (missing kernels): no comparison needed
-            return CellOutcome(
-                cell,
-                metric,
-                Status.FAIL,
-                f"{rerun_gate.reason} (rerun too; no last good build to pair with)",
-                gate,
-                rescreened,
-                rerun_gate,
-            ), rerun
-        # without a pair, only a step that persists over several nights of history is blamed on the builds
-        step = detect_step([statistics.median(n) for n in nights] + [statistics.median(rerun.values(metric))])
-        if step.fired:
-            reason = f"tripped twice and the history shows a step: {step.reason}"
-            return CellOutcome(cell, metric, Status.FAIL, reason, gate, rescreened, rerun_gate), rerun
-        reason = f"tripped twice ({rerun_gate.reason}; {rescreened.reason}) with no last good build to confirm against"
-        return CellOutcome(cell, metric, Status.INCONCLUSIVE, reason, gate, rescreened, rerun_gate), rerun
+    tripped = f"tripped twice ({rerun_gate.reason}; {rescreened.reason})"
+    base = CellOutcome(cell, metric, Status.INCONCLUSIVE, tripped, gate, rescreened, rerun_gate)
+    if a is not None and ctx.build is not None and a[0].id == ctx.build.id:
+        reason = (
+            f"{tripped}, but tonight's build is the last confirmed build itself ({a[0].describe()}): "
+            "an unchanged build that measures slower points at the host or the night, not the build"
+        )
+        return replace(base, reason=reason, last_good=a[0]), rerun
+    outcome = _paired_verdict(base, a, ctx, rerun, paired)
+    if outcome.confirmation is None:  # no pairs could be measured
+        return _without_pairs(base, outcome.reason, _step_series(ctx, cell, metric, rerun.values(metric))), rerun
+    return outcome, rerun
+
+
+def _paired_verdict(
+    base: CellOutcome,
+    a: tuple[BuildRef, Acceptance | None] | None,
+    ctx: PerfContext,
+    result: CaseResult,
+    paired: PairedMeasure,
+) -> CellOutcome:
+    """The pairs' decision against A, with one extension when the first set cannot decide; without pairs, why not."""
+    pairs = paired(result, base.metric, CONFIRM_PAIRS, a[0]) if a is not None else None
+    if a is None or pairs is None:
+        missing = (
+            "no confirmed build to pair with yet"
+            if a is None
+            else f"the last confirmed build ({a[0].describe()}) could not be served"
+        )
+        return replace(base, status=Status.INCONCLUSIVE, reason=missing, last_good=a[0] if a else None)
     decision = confirm(pairs)
     if decision.decision == "INCONCLUSIVE":  # once more as many pairs: a noisy night gets a second look
-        decision = confirm(paired(rerun, metric, 2 * CONFIRM_PAIRS) or pairs)
+        pairs = paired(result, base.metric, 2 * CONFIRM_PAIRS, a[0]) or pairs
+        decision = confirm(pairs)
     status = {"FAIL": Status.FAIL, "PASS": Status.PASS, "INCONCLUSIVE": Status.INCONCLUSIVE}[decision.decision]
-    reason = f"tripped twice, paired with the last good build: {decision.reason}"
-    return CellOutcome(cell, metric, status, reason, gate, rescreened, rerun_gate, decision), rerun
+    reason = f"{base.reason}; paired with the last confirmed build {_a_text(a)}: {decision.reason}"
+    return replace(base, status=status, reason=reason, confirmation=decision, last_good=a[0], pairs_measured=len(pairs))
+
+
+def _a_text(a: tuple[BuildRef, Acceptance | None]) -> str:
+    build, acceptance = a
+    why = f", accepted {acceptance.night} by {acceptance.how}" if acceptance is not None else ""
+    return f"({build.describe()}{why})"
+
+
+def _first_note(a: tuple[BuildRef, Acceptance | None] | None, ctx: PerfContext) -> str:
+    """The very first nights have no A: the verdict says so, and tonight's accepted build becomes the first."""
+    if a is not None or not ctx.record or ctx.build is None:
+        return ""
+    return "; no confirmed build yet, tonight's becomes the first"
+
+
+def _step_series(ctx: PerfContext, cell: str, metric: str, tonight: Sequence[float]) -> list[float]:
+    """Nightly medians for the step test: a baseline of accepted nights, then the recent healthy nights whatever
+    their verdict (a persistent step is made of nights that were not accepted), then tonight."""
+    recent = ctx.history.nights(
+        hardware=ctx.hardware, entry=ctx.entry, cell=cell, metric=metric, host=ctx.host, before=ctx.night
+    )[-(STEP_RUN_NIGHTS - 1) :]
+    first = min((n.night, n.run_id) for n in recent) if recent else None
+    baseline = [n for n in _history_nights(ctx, cell, metric) if first is None or (n.night, n.run_id) < first]
+    return [statistics.median(n.values) for n in baseline + recent] + [statistics.median(tonight)]
+
+
+def _without_pairs(base: CellOutcome, missing: str, medians: Sequence[float]) -> CellOutcome:
+    """No A to measure against: a fixed fail level or a persistent step in the history may still blame the build."""
+    rerun_gate = base.rerun_gate
+    assert rerun_gate is not None  # only a cell that tripped twice gets here
+    if rerun_gate.status == "FAIL":  # far past a fixed reference (missing kernels): no comparison needed
+        return replace(base, status=Status.FAIL, reason=f"{rerun_gate.reason} (rerun too; {missing})")
+    step = detect_step(medians)
+    if step.fired:
+        reason = f"tripped twice and the history shows a step ({missing}): {step.reason}"
+        return replace(base, status=Status.FAIL, reason=reason)
+    return replace(base, reason=f"{base.reason}; {missing}, so nothing confirms it")
+
+
+def _move_last_good(outcomes: Sequence[CellOutcome], ctx: PerfContext) -> None:
+    """A moves to tonight's build for each cell that accepted it; a cell that did not keeps its A."""
+    if ctx.book is None or ctx.build is None:
+        return
+    for outcome in outcomes:
+        if outcome.accepted:
+            how = (
+                f"pairs (B/A {outcome.confirmation.mean_ratio:.4f})"
+                if outcome.confirmation is not None
+                else "rerun"
+                if outcome.rerun_gate is not None
+                else "clean screen"
+            )
+            key = ctx.series(outcome.cell, outcome.metric)
+            ctx.book.accept(key, ctx.build, night=ctx.night, run_id=ctx.run_id, how=how)
 
 
 def _history_trips(screened: Screen) -> bool:
@@ -173,7 +290,7 @@ def _history_trips(screened: Screen) -> bool:
     return screened.tripped and screened.nights_used >= MIN_BASELINE_NIGHTS
 
 
-def _record(results: Sequence[CaseResult], ctx: PerfContext, health: HealthReport) -> None:
+def _record(results: Sequence[CaseResult], ctx: PerfContext, health: HealthReport, verdicts: dict[str, Status]) -> None:
     facts = health_facts_for_history(health)
     samples = [
         Sample(
@@ -185,8 +302,10 @@ def _record(results: Sequence[CaseResult], ctx: PerfContext, health: HealthRepor
             cell,
             metric,
             value,
+            build="candidate",
             commits=ctx.commits,
             health=facts,
+            verdict=verdicts.get(cell, Status.SKIPPED).value,
         )
         for result in results
         for cell, metric in _charted(result)
@@ -201,13 +320,16 @@ def _charted(result: CaseResult) -> list[tuple[str, str]]:
     return [*_cells(result), (result.pp_cell.name, "e2e_ttft")]
 
 
-def interleaved_pairs(last_good: OpenAIClient, candidate: OpenAIClient, model: str) -> PairedMeasure:
-    """Measure the last good build (A) and the candidate (B) run for run, A B B A ..., per case, on demand.
+def interleaved_pairs(
+    serve: Callable[[BuildRef], OpenAIClient | None], candidate: OpenAIClient, model: str, *, watch: Watch
+) -> PairedMeasure:
+    """Measure A (served on demand by `serve`) and the candidate B run for run, per case: A B, B A, A B, ...
 
-    Alternating the order in each pair cancels a slow drift within the night; the shared host state
-    of the night cancels in each ratio. Pairs already measured for a case are reused when more are asked.
+    Alternating the order in each pair cancels a slow drift within the night (a warming host, a
+    filling cache); the shared host state of the night cancels in each ratio. Pairs already measured
+    for a case are reused when more are asked. Each batch of pairs is one health window (`watch`).
     """
-    runs: dict[str, list[tuple[RunSample, RunSample]]] = {}
+    runs: dict[tuple[str, str], list[tuple[RunSample, RunSample]]] = {}
     sides: dict[str, tuple[OpenAIClient, PromptMaker, float]] = {}
 
     def side(name: str, client: OpenAIClient) -> tuple[OpenAIClient, PromptMaker, float]:
@@ -215,19 +337,37 @@ def interleaved_pairs(last_good: OpenAIClient, candidate: OpenAIClient, model: s
             sides[name] = (client, PromptMaker(client, model), latency_estimate(client))
         return sides[name]
 
-    def measure(result: CaseResult, metric: str, wanted: int) -> list[tuple[float, float]]:
+    def measure(result: CaseResult, metric: str, wanted: int, last_good: BuildRef) -> list[tuple[float, float]] | None:
+        served = serve(last_good)
+        if served is None:
+            return None
         case = (result.pp_cell, result.tg_cell)
-        a, b = side("a", last_good), side("b", candidate)
-        done = runs.setdefault(result.pp_cell.name, [])
+        a, b = side(f"a:{last_good.id}", served), side("b", candidate)
+        done = runs.setdefault((last_good.id, result.pp_cell.name), [])
+        finish = watch()
         if not done:
             for client, prompts, latency in (a, b, a, b):  # two warm-up runs each, not kept: A was just booted
                 measure_run(client, model, case, prompts=prompts, latency_s=latency)
         while len(done) < wanted:
-            forward = len(done) % 2 == 0
-            first, second = (
-                measure_run(c, model, case, prompts=p, latency_s=lat) for c, p, lat in ((a, b) if forward else (b, a))
-            )
-            done.append((first, second) if forward else (second, first))
+            done.append(measure_pair(a, b, model, case, a_first=pair_order(len(done))))
+        finish()
         return [(ra.metric(metric), rb.metric(metric)) for ra, rb in done[:wanted]]
 
     return measure
+
+
+# Starts a health window; the function it returns ends it and raises HostUnhealthy if foreign load spoiled it.
+Watch = Callable[[], Callable[[], None]]
+Side = tuple[OpenAIClient, PromptMaker, float]
+
+
+def pair_order(index: int) -> bool:
+    """Whether pair `index` (from 0) measures A first: A B, then B A, then A B... so drift cancels pair by pair."""
+    return index % 2 == 0
+
+
+def measure_pair(a: Side, b: Side, model: str, case: tuple[Any, Any], *, a_first: bool) -> tuple[RunSample, RunSample]:
+    """One run of A and one of B, in the order given; returned as (A, B) whatever the order."""
+    order = (a, b) if a_first else (b, a)
+    first, second = (measure_run(c, model, case, prompts=p, latency_s=lat) for c, p, lat in order)
+    return (first, second) if a_first else (second, first)
