@@ -1,14 +1,29 @@
-"""Benchmark: the regression gate (screen -> paired confirmation) against Apache Otava's default, on synthetic nights.
+"""Benchmark: the nightly's own verdict path (judge_results) on synthetic months, side by side with Apache Otava.
 
-Each series is 30 healthy nights of history then a month of 30 nights, one benchmark cell measured 5 times a
-night. Noise: a shared per-night factor (2 % log-normal, plus a -10 % dip on 5 % of nights in the "+dips"
-cases) and 1 % per sample. "step" cases drop the candidate 5 % from the first night of the month on; "clean"
-cases never change. All methods see the same nights; only the gate also measures A B A B pairs on a night its
-screen trips. Prints, per case and method: share of steps caught on the night of the change and within 1, 2
-and 7 nights after it, and share of clean months with any false alarm. --sweep prints the trade-offs the
-defaults in pipeline/detect/steps.py were chosen from.
+Every night of every series goes through pipeline.stages.prove.perf_judge.judge_results, exactly as the
+nightly calls it: a real History (SQLite) and ConfirmedBook in a scratch folder, the reference levels of
+thresholds/spark-gb10/gpt-oss-120b.yaml (tg32: ref 32 t/s, warn -5 %, fail -15 %), a rerun when a cell
+trips, pairs against the cell's last confirmed build (A) measured in the production order (pair_order),
+the extension when the first pairs cannot decide, A moved only where tonight is accepted, and the month
+going on after a FAIL. Each night brings a new build (upstream moves daily). Only the measurements are
+synthetic: a run's throughput = build level x host x night factor x within-night drift x outlier x noise.
+
+Series: 30 nights of history, then a month of 30. Scenarios (in the month):
+  clean, clean+dips      no change; dips: -10 % on 5 % of nights (the whole host, A too)
+  ar1                    night factors AR(1), rho 0.7: slow nights come in runs
+  drift                  every run of a night 0.3 % slower than the one before (warming, throttling)
+  outliers               2 % of runs hit by a -30 % hiccup
+  slower host            from the month's first night the host is 5 % slower (A and B alike)
+  bimodal                each boot of a build lands in a slow mode (-4 %) half the time
+  creep                  each night's build 0.3 % slower than the night before's
+  step -2/-3/-5/-10/-20  every build from the month's first night on is that much slower (with dips)
+Figures: share of step series that FAIL on the step's first night, by its 2nd and by its 7th; share with the
+alert still open at month end (alert: opened by a FAIL, closed by a PASS, left by INCONCLUSIVE); share of
+clean months with a false FAIL; INCONCLUSIVE nights and pairs measured per month. Otava 0.8.0's default
+analysis runs on the same nightly medians (re-run every night, a drop placed in the month is an alarm).
 Needs apache-otava==0.8.0: `.venv/bin/pip install -e ".[bench]"` (the pipeline itself does not use it).
-Run: nice -n 19 .venv/bin/python benchmarks/detector_simulation.py [--series N] [--seed S] [--sweep]
+Run: nice -n 19 .venv/bin/python benchmarks/detector_simulation.py [--series N] [--seed S] [--jobs J]
+     [--statistic mean|trimmed] [--only SCENARIO ...]
 """
 
 from __future__ import annotations
@@ -17,307 +32,270 @@ import argparse
 import math
 import random
 import statistics
+import tempfile
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from functools import partial
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
+import yaml
 from otava.series import AnalysisOptions, Metric, Series  # type: ignore[import-untyped]
 
-from pipeline.detect.steps import (
-    BASELINE_NIGHTS,
-    CI_LEVEL,
-    CONFIRM_PAIRS,
-    FAIL_ALPHA,
-    MIN_EFFECT,
-    SCREEN_Z,
-    STEP_BASELINE_NIGHTS,
-    STEP_CLIP,
-    STEP_LEVEL,
-    STEP_RUN_NIGHTS,
-    TARGET_EFFECT,
-    confirm,
-    detect_step,
-    screen,
-)
+from pipeline.config.matrix import Cell
+from pipeline.config.thresholds import build_thresholds
+from pipeline.detect import steps
+from pipeline.infra.confirmed import BuildRef, ConfirmedBook
+from pipeline.infra.history import History
+from pipeline.stages.prove.health import HealthReport, HostFacts
+from pipeline.stages.prove.perf import CaseResult, RequestSample, RunSample
+from pipeline.stages.prove.perf_judge import PerfContext, judge_results, pair_order
+from pipeline.status import Status
 
-SEED = 20240917
+SEED = 20261123
 SERIES = 200
 HISTORY_NIGHTS = 30
 MONTH_NIGHTS = 30
-SAMPLES = 5
+RUNS = 5
 NIGHT_SD = 0.02
 SAMPLE_SD = 0.01
 DIP_RATE = 0.05
 DIP = 0.10
-STEP = 0.05
-LEVEL = 100.0  # tokens/s; only ratios matter
-LAGS = (0, 1, 2, 7)
-# Otava reports change points anywhere in the history it is given. A drop it places at or after this night is
-# counted as an alarm about the month (the 2 nights of slack let it misplace the step slightly); drops it places
-# earlier belong to the history, which is healthy by construction, and are left out for both clean and step.
-OTAVA_FIRST_INDEX = HISTORY_NIGHTS - 2
-METRIC = "tg32"
-
-Anchor = Literal["confirmed", "accepted"]
+THRESHOLDS = Path(__file__).parents[1] / "thresholds" / "spark-gb10" / "gpt-oss-120b.yaml"
+PP, TG = Cell("pp2048", "pp", 2048, 32, 0, 1), Cell("tg32", "tg", 2048, 32, 0, 1)
+HEALTHY = HealthReport(True, (), HostFacts(20, 0.0, (), None, (), "simulated"))
+# A drop Otava places this many nights before the month or later is counted as an alarm about the month.
+OTAVA_SLACK = 2
 
 
 @dataclass(frozen=True)
-class Case:
+class Scenario:
     name: str
-    step: bool
-    dips: bool
+    step: float = 0.0  # every month build this much slower (negative)
+    dips: bool = True
+    ar1: float = 0.0  # rho of the night factor's AR(1) process
+    drift: float = 0.0  # each run of a night this much slower than the one before
+    outliers: float = 0.0  # share of runs hit by a -30 % hiccup
+    host: float = 0.0  # the whole host this much slower from the month on
+    bimodal: float = 0.0  # a boot lands this much slower half the time
+    creep: float = 0.0  # each month night's build this much slower than the night before's
+
+    @property
+    def regression(self) -> bool:
+        return self.step < 0 or self.creep > 0
 
 
-CASES = (
-    Case("step", True, False),
-    Case("step+dips", True, True),
-    Case("clean", False, False),
-    Case("clean+dips", False, True),
+SCENARIOS = (
+    Scenario("clean", dips=False),
+    Scenario("clean+dips"),
+    Scenario("ar1", ar1=0.7),
+    Scenario("drift", drift=0.003),
+    Scenario("outliers", outliers=0.02),
+    Scenario("slower host", host=-0.05),
+    Scenario("bimodal", bimodal=-0.04),
+    Scenario("creep", creep=0.003),
+    *(Scenario(f"step {int(100 * s)}%", step=s) for s in (-0.02, -0.03, -0.05, -0.10, -0.20)),
 )
 
 
+def _run(tg_tps: float) -> RunSample:
+    """A run whose tg32 decodes at `tg_tps` (prefill figures are not judged here)."""
+    return RunSample((RequestSample(2048, 33, 0.5, 0.5, 0.5, 1.0, 1.0 + 32 / tg_tps, (1.0, 1.0 + 32 / tg_tps)),))
+
+
+@dataclass
+class World:
+    """One series' hidden truth: levels of builds and boots, the night's factor, and the random stream."""
+
+    scenario: Scenario
+    rng: random.Random
+    ref: float
+    night: int = 0
+    factor: float = 1.0
+    log_ar: float = 0.0
+    position: int = 0  # runs measured so far tonight (the within-night drift)
+    boots: dict[str, float] = field(default_factory=dict)  # build -> tonight's boot mode factor
+
+    def build_level(self, night: int) -> float:
+        month = night - HISTORY_NIGHTS
+        if month < 0:
+            return self.ref
+        level = self.ref * (1.0 + self.scenario.step)
+        return level * (1.0 - self.scenario.creep) ** (month + 1)
+
+    def start_night(self, night: int) -> None:
+        s = self.scenario
+        self.night, self.position, self.boots = night, 0, {}
+        shock = self.rng.gauss(0.0, NIGHT_SD * math.sqrt(1 - s.ar1**2))
+        self.log_ar = s.ar1 * self.log_ar + shock
+        dipped = s.dips and self.rng.random() < DIP_RATE
+        host = 1.0 + s.host if night >= HISTORY_NIGHTS else 1.0
+        self.factor = math.exp(self.log_ar) * (1.0 - DIP if dipped else 1.0) * host
+
+    def measure(self, build_night: int, build_id: str) -> float:
+        s = self.scenario
+        if build_id not in self.boots:  # each server boot of a build lands in its mode
+            self.boots[build_id] = 1.0 + s.bimodal if s.bimodal and self.rng.random() < 0.5 else 1.0
+        drift = (1.0 - s.drift) ** self.position
+        self.position += 1
+        hiccup = 0.7 if s.outliers and self.rng.random() < s.outliers else 1.0
+        noise = math.exp(self.rng.gauss(0.0, SAMPLE_SD))
+        return self.build_level(build_night) * self.boots[build_id] * self.factor * drift * hiccup * noise
+
+
+@dataclass
+class Tonight:
+    """The night's rerun and pairs, measured in the world: A at its own build's level, in the production order."""
+
+    world: World
+    levels: dict[str, int]  # build id -> the night it was built
+    night: int
+    build: str
+    done: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+
+    def remeasure(self, old: CaseResult) -> CaseResult:
+        return CaseResult(PP, TG, tuple(_run(self.world.measure(self.night, self.build)) for _ in range(RUNS)), 0)
+
+    def paired(self, old: CaseResult, metric: str, wanted: int, a: BuildRef) -> list[tuple[float, float]]:
+        measured = self.done.setdefault(a.id, [])
+        while len(measured) < wanted:
+            sides = [(self.levels[a.id], a.id), (self.night, self.build)]
+            if not pair_order(len(measured)):
+                sides.reverse()
+            values = {build: self.world.measure(night, build) for night, build in sides}
+            measured.append((values[a.id], values[self.build]))
+        return measured[:wanted]
+
+
 @dataclass(frozen=True)
-class Nights:
-    """One synthetic series: per night the candidate's true level, the shared factor and the samples."""
-
-    seed: int
-    index: int
-    levels: tuple[float, ...]  # the candidate build's true throughput each night
-    factors: tuple[float, ...]  # shared by everything measured that night (night effect x dip)
-    samples: tuple[tuple[float, ...], ...]
-    medians: tuple[float, ...]
-
-    def pair_noise(self, night: int, count: int) -> list[tuple[float, float]]:
-        """Log noise of (A, B) in each of `count` pairs measured on `night` (the same draws whatever count)."""
-        # A stream of its own per night, so the nights' samples are the same whether or not a rerun happened.
-        rng = random.Random(f"{self.seed}/{self.index}/{night}/pairs")
-        return [(rng.gauss(0.0, SAMPLE_SD), rng.gauss(0.0, SAMPLE_SD)) for _ in range(count)]
+class SeriesResult:
+    statuses: tuple[str, ...]  # the month's nights
+    pairs: int
+    medians: tuple[float, ...]  # every night's first measurement, history included (what Otava sees)
 
 
-def make_nights(seed: int, index: int, case: Case) -> Nights:
-    # One random stream per series index, shared by the four cases: clean and step (and with or without dips)
-    # differ only by the step and the dips, which makes the side-by-side comparison paired.
-    rng = random.Random(f"{seed}/{index}")
-    levels, factors, samples = [], [], []
-    for night in range(HISTORY_NIGHTS + MONTH_NIGHTS):
-        night_log = rng.gauss(0.0, NIGHT_SD)
-        dipped = rng.random() < DIP_RATE
-        noise = [rng.gauss(0.0, SAMPLE_SD) for _ in range(SAMPLES)]
-        level = LEVEL * (1.0 - STEP if case.step and night >= HISTORY_NIGHTS else 1.0)
-        factor = math.exp(night_log) * (1.0 - DIP if case.dips and dipped else 1.0)
-        levels.append(level)
-        factors.append(factor)
-        samples.append(tuple(level * factor * math.exp(e) for e in noise))
-    medians = tuple(statistics.median(night) for night in samples)
-    return Nights(seed, index, tuple(levels), tuple(factors), tuple(samples), medians)
+def run_series(scenario: Scenario, index: int, seed: int, statistic: Literal["mean", "trimmed"]) -> SeriesResult:
+    steps.PAIRED_STATISTIC = statistic  # the one switch the comparison flips, in the production module
+    data = yaml.safe_load(THRESHOLDS.read_text())
+    thresholds = build_thresholds("spark-gb10", "gpt-oss-120b", {**data, "cells": {"tg32": data["cells"]["tg32"]}})
+    ref = thresholds.cells["tg32"].ref
+    assert ref is not None
+    world = World(scenario, random.Random(f"{seed}/{scenario.name}/{index}"), ref)
+    levels: dict[str, int] = {}
+    statuses, medians, pairs_total = [], [], 0
+    with tempfile.TemporaryDirectory(dir="/dev/shm" if Path("/dev/shm").is_dir() else None) as scratch:
+        history, book = History(Path(scratch) / "h.sqlite"), ConfirmedBook(Path(scratch) / "confirmed.json")
+        for night in range(HISTORY_NIGHTS + MONTH_NIGHTS):
+            world.start_night(night)
+            build_id = f"build-{night}"
+            levels[build_id] = night
+            runs = tuple(_run(world.measure(night, build_id)) for _ in range(RUNS))
+            result = CaseResult(PP, TG, runs, client_generated_tokens=0)
+            medians.append(statistics.median(result.values("tg_tps")))
+            tonight = Tonight(world, levels, night, build_id)
+            day = f"2026-{1 + night // 28:02d}-{1 + night % 28:02d}"
+            ctx = PerfContext(
+                history, "spark-gb10", "spark-a", "gpt-oss-120b", f"run-{night}", day, {},
+                build=BuildRef(build_id, "image", build_id, "0" * 64, night=day), book=book,
+            )  # fmt: skip
+            outcome = judge_results(
+                [result], thresholds, ctx, health_before=HEALTHY, health_after=HEALTHY,
+                remeasure=tonight.remeasure, paired=tonight.paired,
+            )[0]  # fmt: skip
+            if night >= HISTORY_NIGHTS:
+                statuses.append(outcome.status.value)
+                pairs_total += outcome.pairs_measured
+    return SeriesResult(tuple(statuses), pairs_total, tuple(medians))
 
 
-def make_series(seed: int, count: int) -> dict[str, list[Nights]]:
-    return {case.name: [make_nights(seed, i, case) for i in range(count)] for case in CASES}
-
-
-@dataclass(frozen=True)
-class Outcome:
-    alarm: int | None  # nights after the month's first night at which the method first alarmed
-    confirmations: int  # gate only: screen trips, each costing a paired rerun
-    holds: int  # gate only: nights left INCONCLUSIVE after the extra pairs (not published, no alarm)
-
-
-@dataclass(frozen=True)
-class GateParams:
-    z: float = SCREEN_Z
-    window: int = BASELINE_NIGHTS
-    pairs: int = CONFIRM_PAIRS
-    # "confirmed": A is the last build that a paired confirmation passed; "accepted": the last build published,
-    # including builds that merely did not trip the screen (shown to explain why the gate uses "confirmed").
-    anchor: Anchor = "confirmed"
-
-
-def run_gate(nights: Nights, params: GateParams) -> Outcome:
-    history = list(nights.samples[:HISTORY_NIGHTS])
-    anchor = nights.levels[0]
-    confirmations = holds = 0
+def otava_alarm(medians: Sequence[float]) -> int | None:
+    """The first month night on which Otava's default analysis places a drop in the month; None if never."""
     for night in range(HISTORY_NIGHTS, HISTORY_NIGHTS + MONTH_NIGHTS):
-        tonight = nights.samples[night]
-        level, factor = nights.levels[night], nights.factors[night]
-        if not screen(history, tonight, window=params.window, z=params.z).tripped:
-            history.append(tonight)
-            if params.anchor == "accepted":
-                anchor = level
-            continue
-        confirmations += 1
-        # The rerun: A and B interleaved tonight, so both carry tonight's factor (and dip).
-        noise = nights.pair_noise(night, 2 * params.pairs)
-        draws = [(anchor * factor * math.exp(a), level * factor * math.exp(b)) for a, b in noise]
-        decision = confirm(draws[: params.pairs]).decision
-        if decision == "INCONCLUSIVE":
-            decision = confirm(draws[: 2 * params.pairs]).decision  # one extension, then a human looks
-        if decision == "FAIL":
-            return Outcome(night - HISTORY_NIGHTS, confirmations, holds)
-        if decision == "PASS":
-            history.append(tonight)
-            anchor = level
-        else:
-            holds += 1
-    return Outcome(None, confirmations, holds)
+        series = Series(
+            "tg32", None, list(range(night + 1)), {"tg32": Metric(1, 1.0)}, {"tg32": medians[: night + 1]}, {}
+        )
+        points = series.analyze(AnalysisOptions()).change_points["tg32"]
+        if any(p.index >= HISTORY_NIGHTS - OTAVA_SLACK and p.forward_change_percent() < 0 for p in points):
+            return night - HISTORY_NIGHTS
+    return None
 
 
-def run_step_detector(nights: Nights, clip: float = STEP_CLIP, level: float = STEP_LEVEL) -> Outcome:
-    for night in range(HISTORY_NIGHTS, HISTORY_NIGHTS + MONTH_NIGHTS):
-        if detect_step(nights.medians[: night + 1], clip=clip, level=level).fired:
-            return Outcome(night - HISTORY_NIGHTS, 0, 0)
-    return Outcome(None, 0, 0)
+def first_fail(statuses: Sequence[str]) -> int | None:
+    return next((i for i, s in enumerate(statuses) if s == Status.FAIL.value), None)
 
 
-def otava_options() -> AnalysisOptions:
-    # AnalysisOptions() is what Otava's CLI starts from before flags: window_len 50, max_pvalue 0.001,
-    # min_magnitude 0.0, orig_edivisive False (windowed e-divisive split + t-test merge, Fleming et al.).
-    return AnalysisOptions()
+def open_at_end(statuses: Sequence[str]) -> bool:
+    """The alert after the month: opened by each FAIL, closed by each PASS or XFAIL, left as it was otherwise."""
+    state = False
+    for status in statuses:
+        if status == "FAIL":
+            state = True
+        elif status in ("PASS", "XFAIL"):
+            state = False
+    return state
 
 
-def otava_drops(medians: Sequence[float]) -> list[int]:
-    """Indices where Otava's default analysis places a change point with a lower mean after it."""
-    # Otava's library entry point is its Series class, as its CLI builds one after importing a CSV: integer
-    # times, one metric whose direction is "higher is better", no attributes. Each night re-analyses the whole
-    # history, as a nightly run of its CLI does (its incremental path is an optimisation, left alone here).
-    # It reports change points in both directions; only drops are regressions of a throughput.
-    series = Series(METRIC, None, list(range(len(medians))), {METRIC: Metric(1, 1.0)}, {METRIC: list(medians)}, {})
-    analysed = series.analyze(otava_options())
-    return [int(cp.index) for cp in analysed.change_points[METRIC] if cp.forward_change_percent() < 0]
+def share(flags: Sequence[bool]) -> str:
+    return f"{100 * sum(flags) / len(flags):5.1f}%"
 
 
-def run_otava(nights: Nights) -> Outcome:
-    for night in range(HISTORY_NIGHTS, HISTORY_NIGHTS + MONTH_NIGHTS):
-        if any(index >= OTAVA_FIRST_INDEX for index in otava_drops(nights.medians[: night + 1])):
-            return Outcome(night - HISTORY_NIGHTS, 0, 0)
-    return Outcome(None, 0, 0)
-
-
-Method = Callable[[Nights], Outcome]
-
-
-def evaluate(method: Method, series: Sequence[Nights]) -> list[Outcome]:
-    return [method(nights) for nights in series]
-
-
-def caught(outcomes: Sequence[Outcome], lag: int) -> float:
-    return sum(o.alarm is not None and o.alarm <= lag for o in outcomes) / len(outcomes)
-
-
-def false_alarms(outcomes: Sequence[Outcome]) -> float:
-    return sum(o.alarm is not None for o in outcomes) / len(outcomes)
-
-
-def mean_of(outcomes: Sequence[Outcome], field: Callable[[Outcome], int]) -> float:
-    return sum(field(o) for o in outcomes) / len(outcomes)
-
-
-def pct(x: float) -> str:
-    return f"{100 * x:6.1f}%"
-
-
-def main_table(series: dict[str, list[Nights]]) -> None:
-    methods: list[tuple[str, Method]] = [
-        ("gate: screen->pairs (A=last confirmed)", lambda n: run_gate(n, GateParams())),
-        ("gate variant: A=last accepted", lambda n: run_gate(n, GateParams(anchor="accepted"))),
-        ("detect_step (history only)", run_step_detector),
-        ("Otava 0.8.0 default", run_otava),
-    ]
-    head = f"{'case':<11} {'method':<40} {'night0':>7} {'<=1':>7} {'<=2':>7} {'<=7':>7} {'month FA':>8}"
-    print(head)
-    print("-" * len(head))
-    extras: list[str] = []
-    for case in CASES:
-        for name, method in methods:
-            outcomes = evaluate(method, series[case.name])
-            if case.step:
-                cells = " ".join(pct(caught(outcomes, lag)) for lag in LAGS)
-                print(f"{case.name:<11} {name:<40} {cells} {'':>8}")
-            else:
-                print(f"{case.name:<11} {name:<40} {'':>7} {'':>7} {'':>7} {'':>7} {pct(false_alarms(outcomes)):>8}")
-            if name.startswith("gate:"):
-                extras.append(
-                    f"  {case.name:<11} gate: {mean_of(outcomes, lambda o: o.confirmations):.1f} paired reruns and "
-                    f"{mean_of(outcomes, lambda o: o.holds):.2f} INCONCLUSIVE holds per series (until its alarm)"
-                )
-    print("cost of the gate:")
-    print("\n".join(extras))
-
-
-def sweep(series: dict[str, list[Nights]], seed: int) -> None:
-    print("\n-- screen window x z (gate): caught by night 0/1/2 on step+dips, month FA and reruns on clean+dips")
-    for window in (7, 14, 21):
-        for z in (0.5, 1.0, 1.28, 1.64, 2.0, 2.5):
-            params = GateParams(z=z, window=window)
-            gate = partial(run_gate, params=params)
-            step = evaluate(gate, series["step+dips"])
-            clean = evaluate(gate, series["clean+dips"])
-            print(
-                f"window={window:<3} z={z:<5} {pct(caught(step, 0))} {pct(caught(step, 1))} {pct(caught(step, 2))}"
-                f"   FA {pct(false_alarms(clean))}   reruns/month {mean_of(clean, lambda o: o.confirmations):5.1f}"
-            )
-    print(f"\n-- confirm() alone on pair sets (FAIL / PASS / INCONCLUSIVE shares, 20000 sets, alpha {FAIL_ALPHA})")
-    rng = random.Random(seed)
-    for pairs in (4, 5, 6, 8, 10, 12):
-        cells = []
-        for effect in (0.0, -0.02, -0.05):
-            counts = {"FAIL": 0, "PASS": 0, "INCONCLUSIVE": 0}
-            for _ in range(20000):
-                draws = [
-                    (math.exp(rng.gauss(0, SAMPLE_SD)), (1 + effect) * math.exp(rng.gauss(0, SAMPLE_SD)))
-                    for _ in range(pairs)
-                ]
-                counts[confirm(draws).decision] += 1
-            cells.append(f"{effect:+.0%}: " + "/".join(f"{100 * counts[d] / 20000:5.1f}" for d in counts))
-        print(f"pairs={pairs:<3} " + "   ".join(cells))
-    print("\n-- detect_step: caught by night 2/4/7 on step+dips, month FA on clean and clean+dips")
-    for clip in (2.5, 3.0, 4.0):
-        for level in (3.5, 4.0, 4.5, 5.0):
-            detector = partial(run_step_detector, clip=clip, level=level)
-            step = evaluate(detector, series["step+dips"])
-            clean = evaluate(detector, series["clean"])
-            dips = evaluate(detector, series["clean+dips"])
-            print(
-                f"clip={clip} level={level:<4} {pct(caught(step, 2))} {pct(caught(step, 4))} {pct(caught(step, 7))}"
-                f"   FA {pct(false_alarms(clean))} {pct(false_alarms(dips))}"
-            )
+def report(scenario: Scenario, results: Sequence[SeriesResult], otava: Sequence[int | None], label: str) -> str:
+    fails = [first_fail(r.statuses) for r in results]
+    inconclusive = statistics.fmean(sum(s == "INCONCLUSIVE" for s in r.statuses) for r in results)
+    pairs = statistics.fmean(r.pairs for r in results)
+    if scenario.regression:
+        limit = 15 if scenario.creep else 2
+        by_limit = share([f is not None and f < limit for f in fails])
+        gate = (
+            f"FAIL n1 {share([f == 0 for f in fails])}  by n{limit} {by_limit}"
+            f"  by n7 {share([f is not None and f < 7 for f in fails])}  open at end "
+            f"{share([open_at_end(r.statuses) for r in results])}"
+        )
+        other = f"by n{limit} {share([o is not None and o < limit for o in otava])}  by n7 " + share(
+            [o is not None and o < 7 for o in otava]
+        )
+    else:
+        gate = f"false FAIL months {share([f is not None for f in fails])}"
+        other = f"false alarm months {share([o is not None for o in otava])}"
+    return (
+        f"{scenario.name:<12} {label:<8} {gate:<72} INCONCLUSIVE/month {inconclusive:4.2f}  pairs/month {pairs:5.1f}"
+        f"  | Otava: {other}"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--series", type=int, default=SERIES, help="synthetic series per case")
+    parser.add_argument("--series", type=int, default=SERIES, help="series per scenario")
     parser.add_argument("--seed", type=int, default=SEED)
-    parser.add_argument("--sweep", action="store_true", help="also print the parameter trade-offs")
+    parser.add_argument("--jobs", type=int, default=2, help="worker processes")
+    parser.add_argument("--statistic", choices=("mean", "trimmed", "both"), default="both")
+    parser.add_argument("--only", nargs="*", help="scenario names to run (default: all)")
     args = parser.parse_args()
     started = time.monotonic()
-    print(
-        f"seed {args.seed}, {args.series} series per case; {HISTORY_NIGHTS} healthy nights then {MONTH_NIGHTS}; "
-        f"{SAMPLES} samples/night; noise: night {NIGHT_SD:.0%}, sample {SAMPLE_SD:.0%}, dips -{DIP:.0%} on "
-        f"{DIP_RATE:.0%} of nights (+dips cases); step -{STEP:.0%} from month night 0"
+    statistics_run: list[Literal["mean", "trimmed"]] = (
+        ["trimmed", "mean"] if args.statistic == "both" else [args.statistic]
     )
+    chosen = [s for s in SCENARIOS if not args.only or s.name in args.only]
     print(
-        f"gate: screen window {BASELINE_NIGHTS} nights, trips below -({TARGET_EFFECT:.0%} - {SCREEN_Z} x noise); "
-        f"confirm {CONFIRM_PAIRS} A/B pairs (+{CONFIRM_PAIRS} once if INCONCLUSIVE), FAIL at one-sided "
-        f"alpha {FAIL_ALPHA} and B/A < {1 - MIN_EFFECT:.2f}, PASS when the {CI_LEVEL:.0%} CI is above it"
+        f"seed {args.seed}, {args.series} series per scenario, {HISTORY_NIGHTS} nights of history then "
+        f"{MONTH_NIGHTS}; {RUNS} runs a night; night noise {NIGHT_SD:.0%}, run noise {SAMPLE_SD:.0%}, dips "
+        f"-{DIP:.0%} on {DIP_RATE:.0%} of nights; through judge_results with {THRESHOLDS.name}'s tg32 levels; "
+        f"{steps.CONFIRM_PAIRS} pairs (+{steps.CONFIRM_PAIRS} once), FAIL at one-sided {steps.FAIL_ALPHA} and "
+        f"B/A < {1 - steps.MIN_EFFECT:.2f}"
     )
-    print(
-        f"detect_step: CUSUM of nightly drops beyond {TARGET_EFFECT / 2:.1%} over the last {STEP_RUN_NIGHTS} nights "
-        f"vs median of {STEP_BASELINE_NIGHTS} before, each clipped at {STEP_CLIP} x noise, alarm above "
-        f"{STEP_LEVEL} x noise"
-    )
-    print(
-        f"Otava: Series.analyze(AnalysisOptions()) = {otava_options().to_json()} on the nightly medians, "
-        f"re-run every night; alarm = a change point with a lower mean after it, placed no earlier than "
-        f"{HISTORY_NIGHTS - OTAVA_FIRST_INDEX} nights before the month"
-    )
-    print("caught: share of step series alarmed on the night of the change / within 1, 2, 7 nights after;")
-    print("month FA: share of clean series with any alarm in the month\n")
-    series = make_series(args.seed, args.series)
-    main_table(series)
-    if args.sweep:
-        sweep(series, args.seed)
+    with ProcessPoolExecutor(args.jobs) as pool:
+        for scenario in chosen:
+            medians_for_otava: list[tuple[float, ...]] = []
+            lines = []
+            for statistic in statistics_run:
+                jobs = [pool.submit(run_series, scenario, i, args.seed, statistic) for i in range(args.series)]
+                results = [job.result() for job in jobs]
+                if not medians_for_otava:
+                    medians_for_otava = [r.medians for r in results]
+                    otava = list(pool.map(otava_alarm, medians_for_otava, chunksize=4))
+                lines.append(report(scenario, results, otava, statistic))
+            print("\n".join(lines), flush=True)
     print(f"\n{time.monotonic() - started:.0f} s")
 
 

@@ -53,6 +53,10 @@ CI_LEVEL = 0.95
 # with 1 % per-sample noise: a true -5 % FAILs 71 % with 5 pairs (t with 4 degrees of freedom is wide), 94 % with
 # 6 and 100 % with 8; no change PASSes 67 % with 5, 93 % with 8 (the rest INCONCLUSIVE, settled by the extension).
 CONFIRM_PAIRS = 8
+# The paired statistic: "mean" (Student's t on the mean log ratio) or "trimmed" (Yuen's t on the 20 % trimmed mean,
+# which one outlier run cannot drag). Chosen with benchmarks/detector_simulation.py's outlier scenarios.
+PAIRED_STATISTIC: Literal["mean", "trimmed"] = "trimmed"
+TRIM = 0.2
 
 # detect_step is a one-sided CUSUM of nightly drops against a baseline, each night's drop clipped so that one bad
 # night can add only a bounded amount. Nights it accumulates over (a week), and the baseline nights before them.
@@ -157,12 +161,32 @@ class Confirmation:
     min_effect: float
 
 
+def _location(logs: Sequence[float], statistic: Literal["mean", "trimmed"]) -> tuple[float, float, int]:
+    """(estimate, its standard error, degrees of freedom) of the centre of the log ratios.
+
+    "trimmed" is Yuen's: the mean of the middle values after cutting TRIM of each end, its error from the
+    winsorized variance; with too few pairs to cut any, it is the plain mean.
+    """
+    n = len(logs)
+    cut = int(TRIM * n) if statistic == "trimmed" else 0
+    ordered = sorted(logs)
+    kept = ordered[cut : n - cut]
+    estimate = math.fsum(kept) / len(kept)
+    winsorized = [ordered[cut]] * cut + kept + [ordered[n - cut - 1]] * cut
+    centre = math.fsum(winsorized) / n
+    # Identical values must give a spread of exactly 0, which rounding in the mean would otherwise spoil.
+    variance = 0.0 if min(kept) == max(kept) else math.fsum((x - centre) ** 2 for x in winsorized) / (n - 1)
+    h = len(kept)
+    return estimate, math.sqrt((n - 1) * variance / (h * (h - 1))), h - 1
+
+
 def confirm(
     pairs: Sequence[tuple[float, float]],
     *,
     min_effect: float = MIN_EFFECT,
     fail_alpha: float = FAIL_ALPHA,
     ci_level: float = CI_LEVEL,
+    statistic: Literal["mean", "trimmed"] | None = None,
 ) -> Confirmation:
     """Decide on interleaved (A, B) pairs measured on the same night, A the last good build and B the candidate.
 
@@ -181,11 +205,8 @@ def confirm(
             math.nan, math.nan, ci_level, math.nan, fail_alpha, math.nan, math.nan, min_effect,
         )  # fmt: skip
     logs = [math.log(b / a) for a, b in pairs]
-    mean = math.fsum(logs) / n
-    # Identical ratios must give a spread of exactly 0, which rounding in the mean would otherwise spoil.
-    sd = 0.0 if min(logs) == max(logs) else math.sqrt(math.fsum((x - mean) ** 2 for x in logs) / (n - 1))
-    se = sd / math.sqrt(n)
-    df = n - 1
+    mean, se, df = _location(logs, statistic or PAIRED_STATISTIC)
+    sd = se * math.sqrt(n)
     if se > 0:
         t = mean / se
         p_value = t_cdf(t, df)

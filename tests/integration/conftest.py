@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 
 from pipeline.config.bundle import Config, ConfigPaths, load_config
 from pipeline.config.matrix import ModelEntry
@@ -115,3 +116,20 @@ def place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Place:
     monkeypatch.setenv("SPARK_NIGHTLY_PATHS_CONFIG", str(config))
     monkeypatch.setenv("SPARK_NIGHTLY_PUBLISH_LOCAL_DIR", str(tmp_path / "releases"))
     return Place(tmp_path)
+
+
+def bench_one_case(place: Place) -> None:
+    """The CPU entry measured on its concurrency-1 case only, with that case's references: a shorter night that is
+    judged the same way (a single concurrency drops the "(c1)" from the cells' names)."""
+    models = place.root / "config" / "models.yaml"
+    data = yaml.safe_load(models.read_text())
+    for model in data["models"]:
+        if model["id"] == CPU_ENTRY:
+            model["bench"] = {**model["bench"], "concurrency": [1]}
+    models.write_text(yaml.safe_dump(data, sort_keys=False))
+    thresholds = place.root / "config" / "thresholds" / "cpu-x86" / f"{CPU_ENTRY}.yaml"
+    references = yaml.safe_load(thresholds.read_text())
+    references["cells"] = {
+        name.removesuffix(" (c1)"): cell for name, cell in references["cells"].items() if name.endswith("(c1)")
+    }
+    thresholds.write_text(yaml.safe_dump(references, sort_keys=False))

@@ -21,7 +21,7 @@ from pipeline.outcome import Outcome
 from pipeline.stages.prove import entry_run
 from pipeline.stages.release.publish import nightly_releases
 from pipeline.status import Status
-from tests.integration.conftest import CPU_ENTRY, CpuEngine, Place
+from tests.integration.conftest import CPU_ENTRY, CpuEngine, Place, bench_one_case
 
 pytestmark = pytest.mark.integration
 
@@ -85,6 +85,45 @@ def test_a_loaded_host_makes_the_night_inconclusive_without_blame_alerts_or_rele
     assert code != 0 and run["alerts"] == []  # a throttled host is never mistaken for a regression
     assert not (place.root / "releases").exists() or nightly_releases(place.store.releases()) == []
     assert not (place.runs / str(run["run_id"]) / "logs" / CPU_ENTRY / "server.log").exists()  # nothing booted
+    assert _children() == []
+
+
+# Four short-lived busy processes at a time, each living under half a second, for as long as the shell runs: what
+# package installs, compilers or a user's scripts look like to a benchmark. No snapshot of processes sees them.
+BURST = (
+    "while :; do for _ in 1 2 3 4; do "
+    f"{sys.executable} -c 'import time\nend = time.time() + 0.4\nwhile time.time() < end: pass' & "
+    "done; wait; done"
+)
+
+
+@pytest.mark.quiet_host
+def test_a_burst_of_short_lived_processes_during_perf_makes_the_night_inconclusive_never_fail(
+    place: Place, cpu_engine: CpuEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bench_one_case(place)
+    real_bench = entry_run.run_bench
+    bursts: list[subprocess.Popen[bytes]] = []
+
+    def bench_during_a_burst(*args: Any, **kwargs: Any) -> Any:
+        env = {k: v for k, v in os.environ.items() if k != procs.OWNER_ENV}  # not ours, like a user's scripts
+        bursts.append(subprocess.Popen(["bash", "-c", BURST], env=env, start_new_session=True))
+        try:
+            return real_bench(*args, **kwargs)
+        finally:
+            os.killpg(bursts[-1].pid, signal.SIGKILL)
+            bursts[-1].wait()
+
+    monkeypatch.setattr(entry_run, "run_bench", bench_during_a_burst)
+    code = main(["nightly", "--profile", "cpu", "--only", CPU_ENTRY])
+    run = place.last_run()
+    entry = run["entries"][0]  # type: ignore[index]
+    assert bursts and (code, run["verdict"], entry["stage"]) == (4, "INCONCLUSIVE", "perf"), entry["reason"]
+    assert "over the" in entry["reason"] and "short-lived processes included" in entry["reason"], entry["reason"]
+    window = entry["numbers"]["health"]["measurement"]["window"]
+    print(f"\nburst window: {window}", file=sys.stderr)
+    assert window["foreign_per_core"] > 0.25
+    assert run["alerts"] == [] and (not (place.root / "releases").exists() or place.store.releases() == [])
     assert _children() == []
 
 

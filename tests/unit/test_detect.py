@@ -93,7 +93,8 @@ def pairs_with_log_ratios(*logs: float) -> list[tuple[float, float]]:
 
 
 def test_confirm_fails_a_clear_regression_and_shows_its_numbers() -> None:
-    result = confirm(pairs_with_log_ratios(-0.05, -0.06, -0.045, -0.055, -0.052, -0.048, -0.058, -0.047))
+    logs = (-0.05, -0.06, -0.045, -0.055, -0.052, -0.048, -0.058, -0.047)
+    result = confirm(pairs_with_log_ratios(*logs), statistic="mean")
     assert result.decision == "FAIL"
     assert result.pairs == 8
     mean = (-0.05 - 0.06 - 0.045 - 0.055 - 0.052 - 0.048 - 0.058 - 0.047) / 8
@@ -104,6 +105,16 @@ def test_confirm_fails_a_clear_regression_and_shows_its_numbers() -> None:
     assert result.p_value < 1e-6
     assert result.ci_low < result.mean_ratio < result.ci_high < result.fail_bound < 1.0
     assert "significant" in result.reason
+    trimmed = confirm(pairs_with_log_ratios(*logs), statistic="trimmed")  # Yuen: the middle 6 of 8, df 5
+    middle = sorted(logs)[1:7]
+    assert trimmed.decision == "FAIL" and trimmed.mean_log_ratio == pytest.approx(sum(middle) / 6)
+    assert trimmed.p_value == pytest.approx(t_cdf(trimmed.t_statistic, 5))
+
+
+def test_one_outlier_pair_cannot_drag_the_trimmed_statistic() -> None:
+    logs = (-0.001, 0.004, -0.003, 0.002, -0.35, 0.001, -0.002, 0.003)  # one run of A or B hit by a hiccup
+    assert confirm(pairs_with_log_ratios(*logs), statistic="trimmed").decision == "PASS"
+    assert confirm(pairs_with_log_ratios(*logs), statistic="mean").decision == "INCONCLUSIVE"
 
 
 def test_confirm_passes_a_ratio_within_noise_and_a_small_slowdown() -> None:

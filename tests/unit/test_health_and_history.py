@@ -10,7 +10,7 @@ import pytest
 from pipeline.config.matrix import Profile, TorchExpectation
 from pipeline.errors import HistoryError
 from pipeline.infra.history import History, Sample
-from pipeline.stages.prove.health import GpuFacts, HostFacts, judge_health, parse_nvidia_smi
+from pipeline.stages.prove.health import GpuFacts, HostFacts, WindowFacts, judge_health, parse_nvidia_smi
 
 SPARK = Profile(
     "spark",
@@ -126,3 +126,57 @@ def test_a_history_of_another_schema_version_is_refused(tmp_path: Path) -> None:
         connection.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
     with pytest.raises(HistoryError, match="schema version 99"):
         History(path).record([_sample("2026-11-02", 1.0)])
+
+
+def test_only_accepted_nights_make_the_baseline_and_every_verdict_is_kept(tmp_path: Path) -> None:
+    history = History(tmp_path / "history.sqlite")
+    history.record(
+        [
+            _sample("2026-11-01", 20.0),
+            _sample("2026-11-02", 17.0, verdict="FAIL"),
+            _sample("2026-11-03", 18.0, verdict="INCONCLUSIVE"),
+            _sample("2026-11-04", 20.5, verdict="XFAIL"),
+        ]
+    )
+    every = history.nights(hardware="cpu-x86", entry="m", cell="tg32", metric="tg_tps")
+    assert [(n.night, n.verdict) for n in every] == [
+        ("2026-11-01", "PASS"),
+        ("2026-11-02", "FAIL"),
+        ("2026-11-03", "INCONCLUSIVE"),
+        ("2026-11-04", "XFAIL"),
+    ]
+    baseline = history.nights(hardware="cpu-x86", entry="m", cell="tg32", metric="tg_tps", accepted_only=True)
+    assert [n.night for n in baseline] == ["2026-11-01", "2026-11-04"]
+
+
+def test_a_schema_1_history_is_migrated_and_its_nights_stay_the_baseline(tmp_path: Path) -> None:
+    path = tmp_path / "history.sqlite"
+    with sqlite3.connect(path) as connection:  # a history as version 1 wrote it: no verdict column
+        connection.executescript(
+            "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+            "INSERT INTO meta VALUES ('schema_version', '1');"
+            "CREATE TABLE samples (id INTEGER PRIMARY KEY, run_id TEXT NOT NULL, night TEXT NOT NULL,"
+            " hardware TEXT NOT NULL, host TEXT NOT NULL, entry TEXT NOT NULL, cell TEXT NOT NULL,"
+            " metric TEXT NOT NULL, value REAL NOT NULL, build TEXT NOT NULL, commits TEXT NOT NULL,"
+            " health TEXT NOT NULL);"
+            "INSERT INTO samples VALUES (1, 'r1', '2026-10-01', 'cpu-x86', 'h1', 'm', 'tg32', 'tg_tps', 19.5,"
+            " 'candidate', '{}', '{}');"
+        )
+    history = History(path)
+    history.record([_sample("2026-11-01", 20.0, verdict="FAIL")])
+    baseline = history.nights(hardware="cpu-x86", entry="m", cell="tg32", metric="tg_tps", accepted_only=True)
+    assert [(n.night, n.verdict) for n in baseline] == [("2026-10-01", "legacy")]
+    with sqlite3.connect(path) as connection:
+        assert connection.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("2",)
+
+
+def test_foreign_cpu_time_over_the_measurement_window_makes_the_host_unhealthy() -> None:
+    busy = WindowFacts(seconds=20.0, cpu_count=2, busy_s=36.0, ours_s=24.0)  # 12 CPU-seconds not ours
+    report = judge_health(CPU, HostFacts(2, 0.0, (), window=busy), under_load=True)
+    assert busy.foreign_per_core == pytest.approx(0.3) and report.healthy is False
+    assert "0.30 of each core over the 20 s measurement" in report.reasons[0]
+    assert "short-lived processes included" in report.reasons[0]
+    quiet = WindowFacts(seconds=20.0, cpu_count=2, busy_s=25.0, ours_s=24.0)
+    assert judge_health(CPU, HostFacts(2, 0.0, (), window=quiet), under_load=True).healthy
+    strict = Profile("cpu", "cpu-x86", "cpu", TorchExpectation("2.13.0"), "pip", health={"max_load_per_core": 0.02})
+    assert not judge_health(strict, HostFacts(2, 0.0, (), window=quiet), under_load=True).healthy
