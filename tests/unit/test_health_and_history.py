@@ -171,12 +171,13 @@ def test_a_schema_1_history_is_migrated_and_its_nights_stay_the_baseline(tmp_pat
 
 
 def test_foreign_cpu_time_over_the_measurement_window_makes_the_host_unhealthy() -> None:
+    profile = Profile("cpu", "cpu-x86", "cpu", TorchExpectation("2.13.0"), "pip", health={"max_load_per_core": 0.25})
     busy = WindowFacts(seconds=20.0, cpu_count=2, busy_s=36.0, ours_s=24.0)  # 12 CPU-seconds not ours
-    report = judge_health(CPU, HostFacts(2, 0.0, (), window=busy), under_load=True)
+    report = judge_health(profile, HostFacts(2, 0.0, (), window=busy), under_load=True)
     assert busy.foreign_per_core == pytest.approx(0.3) and report.healthy is False
     assert "0.30 of each core over the 20 s measurement" in report.reasons[0]
     assert "short-lived processes included" in report.reasons[0]
     quiet = WindowFacts(seconds=20.0, cpu_count=2, busy_s=25.0, ours_s=24.0)
-    assert judge_health(CPU, HostFacts(2, 0.0, (), window=quiet), under_load=True).healthy
+    assert judge_health(profile, HostFacts(2, 0.0, (), window=quiet), under_load=True).healthy
     strict = Profile("cpu", "cpu-x86", "cpu", TorchExpectation("2.13.0"), "pip", health={"max_load_per_core": 0.02})
     assert not judge_health(strict, HostFacts(2, 0.0, (), window=quiet), under_load=True).healthy
