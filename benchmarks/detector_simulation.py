@@ -14,7 +14,8 @@ Series: 30 nights of history, then a month of 30. Scenarios (in the month):
   drift                  every run of a night 0.3 % slower than the one before (warming, throttling)
   outliers               2 % of runs hit by a -30 % hiccup
   slower host            from the month's first night the host is 5 % slower (A and B alike)
-  bimodal                each boot of a build lands in a slow mode (-4 %) half the time
+  bimodal runs           every build's runs land in a slow mode (-4 %) half the time
+  bimodal boot           each boot of a build lands in a slow mode (-4 %) half the time
   creep                  each night's build 0.3 % slower than the night before's
   step -2/-3/-5/-10/-20  every build from the month's first night on is that much slower (with dips)
 Figures: share of step series that FAIL on the step's first night, by its 2nd and by its 7th; share with the
@@ -48,6 +49,7 @@ from pipeline.config.thresholds import build_thresholds
 from pipeline.detect import steps
 from pipeline.infra.confirmed import BuildRef, ConfirmedBook
 from pipeline.infra.history import History
+from pipeline.stages.prove import perf_judge
 from pipeline.stages.prove.health import HealthReport, HostFacts
 from pipeline.stages.prove.perf import CaseResult, RequestSample, RunSample
 from pipeline.stages.prove.perf_judge import PerfContext, judge_results, pair_order
@@ -69,6 +71,9 @@ HEALTHY = HealthReport(True, (), HostFacts(20, 0.0, (), None, (), "simulated"))
 OTAVA_SLACK = 2
 
 
+Variant = tuple[Literal["mean", "trimmed"], float, float]  # paired statistic, screen z, A's move slack
+
+
 @dataclass(frozen=True)
 class Scenario:
     name: str
@@ -79,6 +84,7 @@ class Scenario:
     outliers: float = 0.0  # share of runs hit by a -30 % hiccup
     host: float = 0.0  # the whole host this much slower from the month on
     bimodal: float = 0.0  # a boot lands this much slower half the time
+    bimodal_runs: float = 0.0  # a run (of any build) lands this much slower half the time
     creep: float = 0.0  # each month night's build this much slower than the night before's
 
     @property
@@ -93,7 +99,8 @@ SCENARIOS = (
     Scenario("drift", drift=0.003),
     Scenario("outliers", outliers=0.02),
     Scenario("slower host", host=-0.05),
-    Scenario("bimodal", bimodal=-0.04),
+    Scenario("bimodal runs", bimodal_runs=-0.04),
+    Scenario("bimodal boot", bimodal=-0.04),
     Scenario("creep", creep=0.003),
     *(Scenario(f"step {int(100 * s)}%", step=s) for s in (-0.02, -0.03, -0.05, -0.10, -0.20)),
 )
@@ -140,6 +147,7 @@ class World:
         drift = (1.0 - s.drift) ** self.position
         self.position += 1
         hiccup = 0.7 if s.outliers and self.rng.random() < s.outliers else 1.0
+        hiccup *= 1.0 + s.bimodal_runs if s.bimodal_runs and self.rng.random() < 0.5 else 1.0
         noise = math.exp(self.rng.gauss(0.0, SAMPLE_SD))
         return self.build_level(build_night) * self.boots[build_id] * self.factor * drift * hiccup * noise
 
@@ -175,8 +183,9 @@ class SeriesResult:
     medians: tuple[float, ...]  # every night's first measurement, history included (what Otava sees)
 
 
-def run_series(scenario: Scenario, index: int, seed: int, statistic: Literal["mean", "trimmed"]) -> SeriesResult:
-    steps.PAIRED_STATISTIC = statistic  # the one switch the comparison flips, in the production module
+def run_series(scenario: Scenario, index: int, seed: int, variant: Variant) -> SeriesResult:
+    # the switches a comparison flips, in the production modules themselves
+    steps.PAIRED_STATISTIC, steps.SCREEN_Z, perf_judge.A_MOVE_SLACK = variant
     data = yaml.safe_load(THRESHOLDS.read_text())
     thresholds = build_thresholds("spark-gb10", "gpt-oss-120b", {**data, "cells": {"tg32": data["cells"]["tg32"]}})
     ref = thresholds.cells["tg32"].ref
@@ -213,7 +222,7 @@ def otava_alarm(medians: Sequence[float]) -> int | None:
     """The first month night on which Otava's default analysis places a drop in the month; None if never."""
     for night in range(HISTORY_NIGHTS, HISTORY_NIGHTS + MONTH_NIGHTS):
         series = Series(
-            "tg32", None, list(range(night + 1)), {"tg32": Metric(1, 1.0)}, {"tg32": medians[: night + 1]}, {}
+            "tg32", None, list(range(night + 1)), {"tg32": Metric(1, 1.0)}, {"tg32": list(medians[: night + 1])}, {}
         )
         points = series.analyze(AnalysisOptions()).change_points["tg32"]
         if any(p.index >= HISTORY_NIGHTS - OTAVA_SLACK and p.forward_change_percent() < 0 for p in points):
@@ -259,7 +268,7 @@ def report(scenario: Scenario, results: Sequence[SeriesResult], otava: Sequence[
         gate = f"false FAIL months {share([f is not None for f in fails])}"
         other = f"false alarm months {share([o is not None for o in otava])}"
     return (
-        f"{scenario.name:<12} {label:<8} {gate:<72} INCONCLUSIVE/month {inconclusive:4.2f}  pairs/month {pairs:5.1f}"
+        f"{scenario.name:<12} {label:<22} {gate:<66} INCONCLUSIVE/month {inconclusive:4.2f}  pairs/month {pairs:5.1f}"
         f"  | Otava: {other}"
     )
 
@@ -271,6 +280,10 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2, help="worker processes")
     parser.add_argument("--statistic", choices=("mean", "trimmed", "both"), default="both")
     parser.add_argument("--only", nargs="*", help="scenario names to run (default: all)")
+    parser.add_argument("--z", type=float, nargs="*", default=[steps.SCREEN_Z], help="screen z values to compare")
+    parser.add_argument(
+        "--slack", type=float, nargs="*", default=[perf_judge.A_MOVE_SLACK], help="A_MOVE_SLACK values to compare"
+    )
     args = parser.parse_args()
     started = time.monotonic()
     statistics_run: list[Literal["mean", "trimmed"]] = (
@@ -288,13 +301,15 @@ def main() -> None:
         for scenario in chosen:
             medians_for_otava: list[tuple[float, ...]] = []
             lines = []
-            for statistic in statistics_run:
-                jobs = [pool.submit(run_series, scenario, i, args.seed, statistic) for i in range(args.series)]
+            variants: list[Variant] = [(st, z, sl) for st in statistics_run for z in args.z for sl in args.slack]
+            for variant in variants:
+                jobs = [pool.submit(run_series, scenario, i, args.seed, variant) for i in range(args.series)]
                 results = [job.result() for job in jobs]
                 if not medians_for_otava:
                     medians_for_otava = [r.medians for r in results]
                     otava = list(pool.map(otava_alarm, medians_for_otava, chunksize=4))
-                lines.append(report(scenario, results, otava, statistic))
+                label = f"{variant[0]} z={variant[1]:g} s={variant[2]:g}"
+                lines.append(report(scenario, results, otava, label))
             print("\n".join(lines), flush=True)
     print(f"\n{time.monotonic() - started:.0f} s")
 

@@ -34,11 +34,11 @@ BASELINE_NIGHTS = 14
 # Fewer healthy nights than this and the screen has no baseline to speak of, so it trips (a trip is only a rerun).
 MIN_BASELINE_NIGHTS = 5
 # z in `threshold = TARGET_EFFECT - SCREEN_Z x noise`: the screen trips unless tonight is at least z noise units
-# above a 5 % drop. Measured (caught on the night / by the next night / paired reruns a clean month): z=1.0
-# 88 % / 95 % / 4.3; z=1.28 92.5 % / 97 % / 6.1; z=1.64 94.5 % / 98 % / 8.9; all 99-100 % two nights after.
-# 1.28 clears 95 % by the night after with margin (1000 series: 89 % / 97.7 % / 99.5 %), for two thirds of
-# 1.64's reruns (one night in five).
-SCREEN_Z = 1.28
+# above a 5 % drop. Measured through judge_results (benchmarks/detector_simulation.py, 200 series, A moved only by
+# pairs): -5 % steps FAILed by their 2nd night 95.0 % at z=1.28, 98.5 % at z=1.64; a -0.3 %/night creep within 15
+# nights 93.5 % / 96 %; a clean month with dips costs 47 / 67 pairs and no false FAIL either way. 1.64 keeps the
+# 95 % with margin for one confirmation more a month.
+SCREEN_Z = 1.64
 
 Decision = Literal["FAIL", "PASS", "INCONCLUSIVE"]
 # A paired regression smaller than this is not blocked: below it B/A ratios are within what a build change that
@@ -104,7 +104,7 @@ def screen(
     *,
     window: int = BASELINE_NIGHTS,
     effect: float = TARGET_EFFECT,
-    z: float = SCREEN_Z,
+    z: float | None = None,
     min_nights: int = MIN_BASELINE_NIGHTS,
 ) -> Screen:
     """Trip when tonight's median is lower than the recent baseline by more than `effect - z x noise`.
@@ -130,6 +130,7 @@ def screen(
     baseline = median(medians)
     noise = robust_sd([m / baseline - 1.0 for m in medians], 0.0)
     noise_of_change = noise * math.sqrt(1.0 + MEDIAN_VARIANCE_FACTOR / len(medians))
+    z = SCREEN_Z if z is None else z  # read now, so a benchmark can change the module's default
     threshold = max(0.0, effect - z * noise_of_change)
     change = tonight_median / baseline - 1.0
     tripped = change < -threshold

@@ -148,7 +148,7 @@ def test_the_very_first_night_says_it_has_no_confirmed_build_and_becomes_the_fir
 
 def test_a_moves_only_when_tonight_is_accepted_and_a_failed_night_never_joins_the_baseline(tmp_path: Path) -> None:
     _seed(_ctx(tmp_path), tmp_path, 20.0)
-    assert _a_of(_ctx(tmp_path)) == "runtime-2026-11-08"  # clean screens moved A night after night
+    assert _a_of(_ctx(tmp_path)) == "runtime-2026-11-01"  # the first night's; clean screens never move an A
     failed = _ctx(tmp_path, "2026-11-20")
     seen: list[str] = []
 
@@ -158,15 +158,20 @@ def test_a_moves_only_when_tonight_is_accepted_and_a_failed_night_never_joins_th
 
     outcomes = _judge(_case(18.0), failed, remeasure=lambda r: _case(18.0), paired=pairs_against)
     decode = next(o for o in outcomes if o.cell == "tg32")
-    assert decode.status == Status.FAIL and seen and set(seen) == {"runtime-2026-11-08"}
-    assert "B/A 0.9000" in decode.reason and "runtime runtime-2026-11-08 of 2026-11-08" in decode.reason
-    assert _a_of(failed) == "runtime-2026-11-08"  # a failed build never becomes A
+    assert decode.status == Status.FAIL and seen and set(seen) == {"runtime-2026-11-01"}
+    assert "B/A 0.9000" in decode.reason and "runtime runtime-2026-11-01 of 2026-11-01" in decode.reason
+    assert _a_of(failed) == "runtime-2026-11-01"  # a failed build never becomes A
     assert "2026-11-20" not in _accepted_nights(failed)  # nor part of the baseline
     all_nights = failed.history.nights(hardware="cpu-x86", entry="m", cell="tg32", metric="tg_tps")
     assert all_nights[-1].night == "2026-11-20" and all_nights[-1].verdict == "FAIL"  # but it is kept, with its verdict
-    recovered = _ctx(tmp_path, "2026-11-21")
-    _judge(_case(20.0), recovered)
-    assert _a_of(recovered) == "runtime-2026-11-21" and "2026-11-21" in _accepted_nights(recovered)
+    lucky = _ctx(tmp_path, "2026-11-21")  # the regressed build on a good night: a clean screen cannot pass it
+    seen.clear()
+    decode = next(o for o in _judge(_case(20.0), lucky, paired=pairs_against) if o.cell == "tg32")
+    assert decode.status == Status.FAIL and seen and "the last night FAILed" in decode.reason
+    recovered = _ctx(tmp_path, "2026-11-22")  # fixed: the pairs pass it, and only then does A move
+    decode = next(o for o in _judge(_case(20.0), recovered, paired=lambda r, m, n, a: EVEN_PAIRS) if o.cell == "tg32")
+    assert decode.status == Status.PASS and decode.confirmation is not None
+    assert _a_of(recovered) == "runtime-2026-11-22" and "2026-11-22" in _accepted_nights(recovered)
 
 
 def test_a_dip_that_the_pairs_clear_passes_and_moves_a(tmp_path: Path) -> None:
@@ -188,7 +193,7 @@ def test_past_the_fail_level_with_an_a_on_hand_the_pairs_decide(tmp_path: Path) 
 
 def test_an_unchanged_build_that_trips_is_inconclusive_not_blamed(tmp_path: Path) -> None:
     _seed(_ctx(tmp_path), tmp_path, 20.0)
-    ctx = _ctx(tmp_path, "2026-11-20", build="2026-11-08")  # tonight's build is A itself
+    ctx = _ctx(tmp_path, "2026-11-20", build="2026-11-01")  # tonight's build is A itself
 
     def never(result: CaseResult, metric: str, wanted: int, a: BuildRef) -> None:
         raise AssertionError("pairs of a build with itself were measured")
@@ -213,7 +218,7 @@ def test_pairs_that_cannot_decide_are_extended_once_then_inconclusive(tmp_path: 
         o for o in _judge(_case(17.0), ctx, remeasure=lambda r: _case(17.0), paired=noisy) if o.cell == "tg32"
     )
     assert asked[:2] == [8, 16] and decode.status == Status.INCONCLUSIVE and decode.pairs_measured == 16
-    assert _a_of(ctx) == "runtime-2026-11-08"
+    assert _a_of(ctx) == "runtime-2026-11-01"
 
 
 def test_pairs_alternate_a_b_then_b_a(monkeypatch: pytest.MonkeyPatch) -> None:

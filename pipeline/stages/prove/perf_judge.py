@@ -2,10 +2,11 @@
 
 A tripped cell is rerun; if it still trips, the cell's last confirmed good build (A) is served beside
 the candidate (B) and the two are measured interleaved (A B, B A, ...) on the same host the same
-night: the paired ratio decides. A moves to tonight's build only when a clean screen or the pairs
-accept it, and only accepted nights make the history's baseline, so a regression never becomes its
-own reference. An unhealthy host makes every cell INCONCLUSIVE and keeps its numbers out of the
-history: a sick night is never blamed on the wheels and never becomes the new normal.
+night: the paired ratio decides. A moves to tonight's build only when the pairs accept it (or, on a
+cell's very first night, a clean screen), and only accepted nights make the history's baseline, so
+a regression never becomes its own reference; while a cell's last night FAILed, only pairs can pass
+it. An unhealthy host makes every cell INCONCLUSIVE and keeps its numbers out of the history: a sick
+night is never blamed on the wheels and never becomes the new normal.
 """
 
 from __future__ import annotations
@@ -38,6 +39,10 @@ from pipeline.status import Status
 
 METRIC_OF_KIND = {"pp": "pp_tps", "tg": "tg_tps"}
 ACCEPTED = (Status.PASS, Status.XFAIL)
+# Pairs that PASS move A only when tonight is at most this much slower than A (B/A >= 1 - slack): a build that
+# passes at B/A 0.99 is kept out of A, so builds that each lose a little cannot hand A on until no pair spans the
+# whole creep. Chosen with benchmarks/detector_simulation.py (creep and clean scenarios).
+A_MOVE_SLACK = 0.005
 Remeasure = Callable[[CaseResult], CaseResult]
 # (A, B) values of a metric for the case, as many pairs as asked for, A being the build given; None when that
 # build cannot be served. May raise HostUnhealthy when foreign load spoiled the pairs' window.
@@ -181,6 +186,13 @@ def _judge_cell(
         return _paired_verdict(
             CellOutcome(cell, metric, Status.INCONCLUSIVE, "asked for pairs", gate, screened), a, ctx, result, paired
         ), result
+    if a is not None and _regression_open(ctx, cell, metric):
+        # A clean screen cannot close a regression: a good night of the regressed build would pass it and make
+        # that build the new A. Only pairs against the last confirmed build can say it is fixed.
+        base = CellOutcome(cell, metric, Status.INCONCLUSIVE, "the last night FAILed", gate, screened)
+        outcome = _paired_verdict(base, a, ctx, result, paired)
+        if outcome.confirmation is not None:
+            return outcome, result
     if not (gate.tripped or _history_trips(screened)):
         status = Status.XFAIL if gate.status == "XFAIL" else Status.PASS
         reason = f"{gate.reason}; {screened.reason}{_first_note(a, ctx)}"
@@ -231,6 +243,14 @@ def _paired_verdict(
     return replace(base, status=status, reason=reason, confirmation=decision, last_good=a[0], pairs_measured=len(pairs))
 
 
+def _regression_open(ctx: PerfContext, cell: str, metric: str) -> bool:
+    """Whether this cell's last healthy night before tonight FAILed (its alert is open)."""
+    nights = ctx.history.nights(
+        hardware=ctx.hardware, entry=ctx.entry, cell=cell, metric=metric, host=ctx.host, before=ctx.night, limit=1
+    )
+    return bool(nights) and nights[-1].verdict == Status.FAIL.value
+
+
 def _a_text(a: tuple[BuildRef, Acceptance | None]) -> str:
     build, acceptance = a
     why = f", accepted {acceptance.night} by {acceptance.how}" if acceptance is not None else ""
@@ -269,20 +289,27 @@ def _without_pairs(base: CellOutcome, missing: str, medians: Sequence[float]) ->
 
 
 def _move_last_good(outcomes: Sequence[CellOutcome], ctx: PerfContext) -> None:
-    """A moves to tonight's build for each cell that accepted it; a cell that did not keeps its A."""
+    """A moves to tonight's build where the pairs accepted it, or where a cell has no A yet and tonight passed.
+
+    A clean screen alone never moves an existing A: a regressed build on a lucky night would pass it and become
+    its own reference (a -5 % step escapes the screen on its first night one time in eight), and builds that
+    each lose 0.3 % would hand A on night after night so that no pair ever spans the whole creep.
+    """
     if ctx.book is None or ctx.build is None:
         return
     for outcome in outcomes:
-        if outcome.accepted:
-            how = (
-                f"pairs (B/A {outcome.confirmation.mean_ratio:.4f})"
-                if outcome.confirmation is not None
-                else "rerun"
-                if outcome.rerun_gate is not None
-                else "clean screen"
-            )
-            key = ctx.series(outcome.cell, outcome.metric)
-            ctx.book.accept(key, ctx.build, night=ctx.night, run_id=ctx.run_id, how=how)
+        key = ctx.series(outcome.cell, outcome.metric)
+        if not outcome.accepted:
+            continue
+        if outcome.confirmation is not None:
+            if outcome.confirmation.mean_ratio < 1.0 - A_MOVE_SLACK:
+                continue
+            how = f"pairs (B/A {outcome.confirmation.mean_ratio:.4f})"
+        elif ctx.book.last_good(key) is None:
+            how = "the first accepted night"
+        else:
+            continue
+        ctx.book.accept(key, ctx.build, night=ctx.night, run_id=ctx.run_id, how=how)
 
 
 def _history_trips(screened: Screen) -> bool:
