@@ -248,3 +248,19 @@ def test_pairs_alternate_a_b_then_b_a(monkeypatch: pytest.MonkeyPatch) -> None:
     more = measure(_case(20.0), "tg_tps", 5, _build("a"))
     assert order == ["B", "A", "A", "B"] and more is not None and more[:3] == pairs  # reused, then the order goes on
     assert watched == ["start", "end", "start", "end"]
+
+
+def test_a_failed_cell_back_on_its_confirmed_build_passes_without_pairing_the_build_with_itself(
+    tmp_path: Path,
+) -> None:
+    _seed(_ctx(tmp_path), tmp_path, 20.0)
+    _judge(
+        _case(18.0), _ctx(tmp_path, "2026-11-20"), remeasure=lambda r: _case(18.0), paired=lambda r, m, n, a: SLOW_PAIRS
+    )
+
+    def never(result: CaseResult, metric: str, wanted: int, a: BuildRef) -> None:
+        raise AssertionError("pairs of a build with itself were measured")
+
+    back = _ctx(tmp_path, "2026-11-21", build="2026-11-01")  # the regressed build reverted: A itself again
+    decode = next(o for o in _judge(_case(20.0), back, paired=never) if o.cell == "tg32")
+    assert decode.status == Status.PASS

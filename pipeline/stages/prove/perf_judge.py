@@ -186,7 +186,8 @@ def _judge_cell(
         return _paired_verdict(
             CellOutcome(cell, metric, Status.INCONCLUSIVE, "asked for pairs", gate, screened), a, ctx, result, paired
         ), result
-    if a is not None and _regression_open(ctx, cell, metric):
+    same_build = a is not None and ctx.build is not None and a[0].id == ctx.build.id
+    if a is not None and not same_build and _regression_open(ctx, cell, metric):
         # A clean screen cannot close a regression: a good night of the regressed build would pass it and make
         # that build the new A. Only pairs against the last confirmed build can say it is fixed.
         base = CellOutcome(cell, metric, Status.INCONCLUSIVE, "the last night FAILed", gate, screened)
@@ -206,7 +207,7 @@ def _judge_cell(
         return CellOutcome(cell, metric, Status.PASS, reason, gate, rescreened, rerun_gate), rerun
     tripped = f"tripped twice ({rerun_gate.reason}; {rescreened.reason})"
     base = CellOutcome(cell, metric, Status.INCONCLUSIVE, tripped, gate, rescreened, rerun_gate)
-    if a is not None and ctx.build is not None and a[0].id == ctx.build.id:
+    if a is not None and same_build:
         reason = (
             f"{tripped}, but tonight's build is the last confirmed build itself ({a[0].describe()}): "
             "an unchanged build that measures slower points at the host or the night, not the build"
