@@ -247,7 +247,9 @@ def test_pairs_alternate_a_b_then_b_a(monkeypatch: pytest.MonkeyPatch) -> None:
     order.clear()
     more = measure(_case(20.0), "tg_tps", 5, _build("a"))
     assert order == ["B", "A", "A", "B"] and more is not None and more[:3] == pairs  # reused, then the order goes on
-    assert watched == ["start", "end", "start", "end"]
+    order.clear()
+    assert measure(_case(20.0), "pp_tps", 5, _build("a")) is not None and order == []  # the case's other cell
+    assert watched == ["start", "end", "start", "end"]  # one window per batch measured, none when nothing is
 
 
 def test_a_failed_cell_back_on_its_confirmed_build_passes_without_pairing_the_build_with_itself(

@@ -111,6 +111,12 @@ class CaseResult:
         }
 
 
+# Where the next prompt starts on each server. A rerun or the pairs make a new PromptMaker for a server that has
+# already served this night's prompts; starting again at 0 would repeat them, and with prefix caching on (vLLM's
+# default) a repeated prompt can be answered from the cache instead of being prefilled.
+_NEXT_OFFSET: dict[tuple[str, str], int] = {}
+
+
 class PromptMaker:
     """Prompts whose chat request totals an exact token count, cut from the corpus with the server's tokenizer.
 
@@ -121,7 +127,8 @@ class PromptMaker:
     def __init__(self, client: OpenAIClient, model: str) -> None:
         self._client, self._model = client, model
         self._tokens = client.tokenize(model, corpus_text())
-        self._offset = 0
+        self._server = (client.base_url, model)
+        self._offset = _NEXT_OFFSET.get(self._server, 0)
         one_token = client.detokenize(model, self._tokens[:1])
         probe = client.chat(model, [{"role": "user", "content": one_token}], max_tokens=1)
         self.template_tokens = max(probe.prompt_tokens - 1, 0)
@@ -135,6 +142,7 @@ class PromptMaker:
             self._offset = 0
         piece = self._tokens[self._offset : self._offset + count]
         self._offset += max(count // 3, 1)
+        _NEXT_OFFSET[self._server] = self._offset
         return self._client.detokenize(self._model, piece), count
 
 

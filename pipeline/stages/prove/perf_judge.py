@@ -158,7 +158,7 @@ def judge_results(
                 )
             except HostUnhealthy as exc:
                 gate = judge_cell(thresholds.cells[cell], final.values(metric))
-                reason = f"tripped, then the host became unhealthy while measuring it again: {exc}"
+                reason = f"the host became unhealthy during its rerun or pairs, numbers not judged: {exc}"
                 outcome = CellOutcome(cell, metric, Status.INCONCLUSIVE, reason, gate)
             outcomes.append(outcome)
         kept.append(final)
@@ -372,13 +372,14 @@ def interleaved_pairs(
         case = (result.pp_cell, result.tg_cell)
         a, b = side(f"a:{last_good.id}", served), side("b", candidate)
         done = runs.setdefault((last_good.id, result.pp_cell.name), [])
-        finish = watch()
-        if not done:
-            for client, prompts, latency in (a, b, a, b):  # two warm-up runs each, not kept: A was just booted
-                measure_run(client, model, case, prompts=prompts, latency_s=latency)
-        while len(done) < wanted:
-            done.append(measure_pair(a, b, model, case, a_first=pair_order(len(done))))
-        finish()
+        if len(done) < wanted:  # the case's other cell asks for pairs already measured: nothing to watch
+            finish = watch()
+            if not done:
+                for client, prompts, latency in (a, b, a, b):  # two warm-up runs each, not kept: A was just booted
+                    measure_run(client, model, case, prompts=prompts, latency_s=latency)
+            while len(done) < wanted:
+                done.append(measure_pair(a, b, model, case, a_first=pair_order(len(done))))
+            finish()
         return [(ra.metric(metric), rb.metric(metric)) for ra, rb in done[:wanted]]
 
     return measure

@@ -1,6 +1,6 @@
-"""Performance judgement on the real CPU engine: no alarm on identical reruns, a build paired with itself is not
-blamed, a CPU hog during measurement makes the cells INCONCLUSIVE and keeps them out of history. (A planted slowdown
-is caught through the whole nightly in tests/integration/test_nightly_real.py.)
+"""Performance judgement on the real CPU engine: no alarm on identical reruns, a CPU hog during measurement makes the
+cells INCONCLUSIVE and keeps them out of history. (A planted slowdown is caught through the whole nightly in
+tests/integration/test_nightly_real.py; a build paired with a second copy of itself in test_bench_pair_with.py.)
 """
 
 from __future__ import annotations
@@ -14,15 +14,14 @@ from pathlib import Path
 import pytest
 
 from pipeline.config.matrix import BenchSpec
-from pipeline.detect.steps import CONFIRM_PAIRS, confirm
+from pipeline.detect.steps import MIN_BASELINE_NIGHTS
 from pipeline.infra import procs
 from pipeline.infra.confirmed import BuildRef
 from pipeline.infra.history import History
 from pipeline.infra.server import Server
 from pipeline.stages.prove.health import CpuWindow, judge_health, read_host_facts
-from pipeline.stages.prove.last_good import health_watch
 from pipeline.stages.prove.perf import CaseResult, run_bench
-from pipeline.stages.prove.perf_judge import CellOutcome, PairedMeasure, PerfContext, interleaved_pairs, judge_results
+from pipeline.stages.prove.perf_judge import CellOutcome, PairedMeasure, PerfContext, judge_results
 from pipeline.status import Status
 from tests.integration.conftest import CpuEngine
 
@@ -68,24 +67,11 @@ def _night(
 
 
 def test_identical_reruns_raise_no_alarm(cpu_server: Server, cpu_engine: CpuEngine, tmp_path: Path) -> None:
-    for index in range(10):
+    for index in range(MIN_BASELINE_NIGHTS + 2):  # the screen judges the last two
         outcomes = _night(cpu_server, cpu_engine, _context(tmp_path, f"2026-11-{index + 1:02d}"))
         print(f"night {index + 1}: " + "; ".join(f"{o.cell} {o.status}" for o in outcomes), file=sys.stderr)
         assert not [o for o in outcomes if o.status == Status.FAIL], [o.reason for o in outcomes]
         assert not [o for o in outcomes if "unhealthy" in o.reason], [o.reason for o in outcomes]
-
-
-def test_the_same_build_paired_with_itself_passes(cpu_server: Server, cpu_engine: CpuEngine) -> None:
-    profile = cpu_engine.config.matrix.profiles[cpu_engine.entry.profile]
-    pairs = interleaved_pairs(
-        lambda build: cpu_server.client, cpu_server.client, cpu_server.model, watch=health_watch(profile)
-    )
-    result = run_bench(cpu_server.client, cpu_server.model, SPEC)[0]
-    measured = pairs(result, "tg_tps", CONFIRM_PAIRS, BuildRef("itself", "runtime", "", ""))
-    assert measured is not None
-    decision = confirm(measured)
-    print(f"\nA/A pairs: {decision.decision}: {decision.reason}", file=sys.stderr)
-    assert decision.decision != "FAIL", decision.reason
 
 
 def test_a_cpu_hog_during_measurement_makes_the_cells_inconclusive(
