@@ -393,7 +393,12 @@ def _suspects(state: NightRun) -> str:
 
 STAGES = (
     Stage("candidate", "build and inspect tonight's wheels, or install the profile's pinned runtime", _stage_candidate),
-    Stage("entries", "for each entry: health, smoke, boot, golden, perf, one outcome each", _stage_entries),
+    Stage(
+        "entries",
+        "for each entry: health, smoke, boot, golden, perf (pairs against the last confirmed build where a cell "
+        "trips), one outcome each",
+        _stage_entries,
+    ),
     Stage("decide", "the night's verdict: the worst status of the required entries", _stage_decide),
     Stage("culprits", "a failing built night: main alone, then halves of its grafted PRs", _stage_culprits),
     Stage("publish", "only a passing night, as a new dated release", _stage_publish),
