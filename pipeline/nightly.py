@@ -178,7 +178,7 @@ def run_entries(state: NightRun, candidate: Candidate) -> list[Outcome]:
     settings, plan, progress, durations = state.settings, state.plan, state.progress, state.durations
     outcomes = []
     say = progress.say
-    commits = _commits(plan, state.night.plan if state.night is not None else None)
+    commits = _commits(plan.profile, BuildPlan.load(plan.run_dir / "plan.json") if state.built else None)
     build = state.night.build_ref(night=plan.night, commits=commits) if state.night is not None else None
     for number, entry in enumerate(plan.entries, 1):
         saved = plan.run_dir / "entries" / f"{entry.id}.json"
@@ -364,17 +364,16 @@ def _report_link(plan: NightPlan) -> str:
     return str(plan.run_dir / "report.html")
 
 
-def _commits(plan: NightPlan, build_plan: dict[str, Any] | None) -> dict[str, str]:
+def _commits(profile: Profile, build_plan: BuildPlan | None) -> dict[str, str]:
     """What tonight's build is made of, for the history: each source's commit and main, or the pinned runtime."""
     if build_plan is None:
-        return {"candidate": " ".join(plan.profile.candidate_requirements)}
+        return {"candidate": " ".join(profile.candidate_requirements)}
     commits = {}
-    for source in build_plan["sources"]:
-        commits[source["name"]] = source["commit"]
-        commits[f"{source['name']} main"] = source["main_commit"]
-        grafted = [str(pr["number"]) for pr in source["pull_requests"] if pr["status"] == "grafted"]
-        if grafted:
-            commits[f"{source['name']} PRs"] = " ".join(grafted)
+    for source in build_plan.sources:
+        commits[source.name] = source.commit
+        commits[f"{source.name} main"] = source.main_commit
+        if source.grafted:
+            commits[f"{source.name} PRs"] = " ".join(str(number) for number in source.grafted)
     return commits
 
 

@@ -9,7 +9,6 @@ import re
 import socket
 import time
 from collections.abc import Sequence
-from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -23,10 +22,11 @@ from pipeline.infra.history import History
 from pipeline.infra.runtime import load_runtime
 from pipeline.progress import to_stderr
 from pipeline.settings import Settings
-from pipeline.stages.prove.health import CpuWindow, judge_health, read_host_facts
-from pipeline.stages.prove.last_good import health_watch, last_good_server, runtime_build
-from pipeline.stages.prove.perf import CaseResult, case_spec, run_bench
-from pipeline.stages.prove.perf_judge import CellOutcome, PerfContext, interleaved_pairs, judge_results
+from pipeline.stages.prove.health import judge_health, read_host_facts
+from pipeline.stages.prove.last_good import runtime_build
+from pipeline.stages.prove.perf import CaseResult
+from pipeline.stages.prove.perf_judge import CellOutcome, PerfContext
+from pipeline.stages.prove.perf_run import measure_and_judge
 from pipeline.status import worst
 
 # docker's reference grammar, simplified: registry/name components, then an optional :tag
@@ -75,31 +75,20 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
         pair_always=args.pair_with is not None,
     )
     log_dir = settings.path("runs_dir") / time.strftime("bench-%Y%m%d-%H%M%S") / entry.id
-    watch = health_watch(profile)
-    with served(args.url, settings, config, entry, "bench") as (client, _), ExitStack() as last_good:
-        window = CpuWindow()
-        results = run_bench(client, entry.served_model_name, spec, say=to_stderr)
-        after = judge_health(profile, read_host_facts(canary=False, window=window.close()), under_load=True)
-
-        def remeasure(result: CaseResult) -> CaseResult:
-            to_stderr(f"bench: {result.tg_cell.name} tripped; measuring it again")
-            finish = watch()
-            rerun = run_bench(client, entry.served_model_name, case_spec(spec, result))[0]
-            finish()
-            return rerun
-
-        serve = last_good_server(
-            entry, profile, last_good, cache_dir=settings.path("cache_dir"), log_dir=log_dir, say=to_stderr
-        )
-        outcomes = judge_results(
-            results,
-            config.thresholds_for(entry.id),
+    with served(args.url, settings, config, entry, "bench") as (client, _):
+        judged = measure_and_judge(
+            client,
+            entry,
             ctx,
-            health_before=before,
-            health_after=after,
-            remeasure=remeasure,
-            paired=interleaved_pairs(serve, client, entry.served_model_name, watch=watch),
+            profile=profile,
+            spec=spec,
+            thresholds=config.thresholds_for(entry.id),
+            before=before,
+            cache_dir=settings.path("cache_dir"),
+            log_dir=log_dir,
+            say=to_stderr,
         )
+    results, outcomes = judged.results, judged.outcomes
     by_cell = {o.cell: o for o in outcomes}
     print(render_table(entry.served_model_name, results, by_cell))
     if args.json:

@@ -1,7 +1,8 @@
 """The last confirmed good build (A) of each benchmark cell: what it is, where it is kept, when it became A.
 
-A is the build a clean screen or a paired confirmation last accepted for that cell, never merely the
-last one published: a regression that slips past the screen once must not become its own reference.
+A is the build whose pairs last accepted it for that cell (or the cell's first accepted build), never
+merely the last one published: a regression that slips past the screen once must not become its own
+reference.
 The book lives in `paths.history/confirmed.json`, written atomically; a build stays in it (and its
 runtime or image must be kept) for as long as one cell still names it.
 """
@@ -57,7 +58,7 @@ class Acceptance:
     build: str
     night: str
     run_id: str
-    how: str  # "clean screen", "rerun", or the paired confirmation's reason
+    how: str  # "pairs (B/A ...)" or "the first accepted night"
 
 
 def series_key(hardware: str, entry: str, cell: str, metric: str) -> str:
@@ -101,7 +102,3 @@ class ConfirmedBook:
         named = {cell["build"] for cell in data["cells"].values()}
         data["builds"] = {bid: b for bid, b in data["builds"].items() if bid in named}
         self._save(data)
-
-    def kept(self) -> list[BuildRef]:
-        """Every build some cell still has as A: none of them may be pruned."""
-        return [BuildRef.from_json(b) for b in self._load()["builds"].values()]

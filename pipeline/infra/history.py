@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import HistoryError
+from pipeline.status import Status
 
 SCHEMA_VERSION = 2
 # Verdicts whose nights make the baseline. "legacy" marks rows kept before verdicts were (schema 1), which were
 # the baseline then.
-ACCEPTED_VERDICTS = ("PASS", "XFAIL", "legacy")
+ACCEPTED_VERDICTS = (Status.PASS.value, Status.XFAIL.value, "legacy")
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS samples (

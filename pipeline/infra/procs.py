@@ -225,7 +225,7 @@ def owned_processes(owner: str | None) -> list[int]:
     does: every process we start leads a new session, and vLLM renames its workers with
     setproctitle, which overwrites what /proc shows of their environment.
     """
-    stats = {pid: stat for pid in _pids() if (stat := _stat_fields(pid)) is not None}
+    stats = {pid: stat for pid in _pids() if (stat := stat_fields(pid)) is not None}
     marked = {pid for pid in stats if _marked(pid, owner)}
     return [
         pid
@@ -238,7 +238,7 @@ def _pids() -> list[int]:
     return [int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit()]
 
 
-def _stat_fields(pid: int) -> list[str] | None:
+def stat_fields(pid: int) -> list[str] | None:
     """/proc/<pid>/stat after the command name: state, ppid, pgrp, session, ..."""
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()

@@ -60,7 +60,8 @@ def test_a_built_night_records_its_commits_and_names_main_s_range_as_suspects(
     good, tonight = _plan("a" * 40, "b" * 40), _plan("1" * 40, "2" * 40)
     (run_dir / "plan.json").write_text(json.dumps(tonight))
     plan = nightly.NightPlan("20261122-010000", "2026-11-22", run_dir, profile, ())
-    assert nightly._commits(plan, tonight) == {"vllm": "2" * 40, "vllm main": "1" * 40, "vllm PRs": "123"}
+    commits = nightly._commits(profile, BuildPlan.load(run_dir / "plan.json"))
+    assert commits == {"vllm": "2" * 40, "vllm main": "1" * 40, "vllm PRs": "123"}
     (tmp_path / "good.json").write_text(json.dumps(good))
     record_last_good(
         settings.path("history_dir") / "last_good.json", BuildPlan.load(tmp_path / "good.json"), "2026-11-21"

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -235,9 +236,11 @@ def test_pairs_alternate_a_b_then_b_a(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(perf_judge, "latency_estimate", lambda client: 0.0)
     watched: list[str] = []
 
-    def watch() -> Callable[[], None]:
+    @contextmanager
+    def watch() -> Iterator[None]:
         watched.append("start")
-        return lambda: watched.append("end")
+        yield
+        watched.append("end")
 
     measure = perf_judge.interleaved_pairs(lambda build: "A", "B", "m", watch=watch)  # type: ignore[arg-type,return-value]
     pairs = measure(_case(20.0), "tg_tps", 3, _build("a"))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import socket
 import time
-from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,10 +18,9 @@ from pipeline.outcome import Failure, Outcome
 from pipeline.progress import Say, quiet
 from pipeline.stages.prove.boot import Candidate, boot, served_model_ref
 from pipeline.stages.prove.golden_run import GoldenResult, run_golden
-from pipeline.stages.prove.health import CpuWindow, health_facts_for_history, judge_health, read_host_facts
-from pipeline.stages.prove.last_good import health_watch, last_good_server
-from pipeline.stages.prove.perf import CaseResult, case_spec, run_bench
-from pipeline.stages.prove.perf_judge import CellOutcome, PerfContext, interleaved_pairs, judge_results
+from pipeline.stages.prove.health import health_facts_for_history, judge_health, read_host_facts
+from pipeline.stages.prove.perf_judge import CellOutcome, PerfContext
+from pipeline.stages.prove.perf_run import measure_and_judge
 from pipeline.stages.prove.smoke import smoke
 from pipeline.status import Status, worst
 
@@ -119,10 +117,6 @@ def _golden_failures(entry: ModelEntry, golden: GoldenResult) -> tuple[str, tupl
 
 
 def _perf(entry: ModelEntry, client: Any, ctx: EntryContext, *, profile_hardware: str, before: Any) -> dict[str, Any]:
-    profile = ctx.config.matrix.profiles[entry.profile]
-    window = CpuWindow()
-    results = run_bench(client, entry.served_model_name, entry.bench, say=ctx.say)
-    after = judge_health(profile, read_host_facts(canary=False, window=window.close()), under_load=True)
     perf_ctx = PerfContext(
         History(ctx.history_dir / "history.sqlite"),
         profile_hardware,
@@ -135,26 +129,19 @@ def _perf(entry: ModelEntry, client: Any, ctx: EntryContext, *, profile_hardware
         build=ctx.build,
         book=ConfirmedBook(ctx.history_dir / "confirmed.json"),
     )
-    watch = health_watch(profile)
-
-    def remeasure(result: CaseResult) -> CaseResult:
-        ctx.say(f"{entry.id}: {result.tg_cell.name} tripped; measuring it again")
-        finish = watch()
-        rerun = run_bench(client, entry.served_model_name, case_spec(entry.bench, result))[0]
-        finish()
-        return rerun
-
-    with ExitStack() as last_good:  # the last confirmed build, booted only if a cell needs pairs, stopped after
-        serve = last_good_server(entry, profile, last_good, cache_dir=ctx.cache_dir, log_dir=ctx.log_dir, say=ctx.say)
-        outcomes = judge_results(
-            results,
-            ctx.config.thresholds_for(entry.id),
-            perf_ctx,
-            health_before=before,
-            health_after=after,
-            remeasure=remeasure,
-            paired=interleaved_pairs(serve, client, entry.served_model_name, watch=watch),
-        )
+    judged = measure_and_judge(
+        client,
+        entry,
+        perf_ctx,
+        profile=ctx.config.matrix.profiles[entry.profile],
+        spec=entry.bench,
+        thresholds=ctx.config.thresholds_for(entry.id),
+        before=before,
+        cache_dir=ctx.cache_dir,
+        log_dir=ctx.log_dir,
+        say=ctx.say,
+    )
+    outcomes = judged.outcomes
     cells = {o.cell: _cell_numbers(o) for o in outcomes}
     status = worst(o.status for o in outcomes)
     bad = [o for o in outcomes if o.status in {Status.FAIL, Status.INCONCLUSIVE}]
@@ -164,7 +151,7 @@ def _perf(entry: ModelEntry, client: Any, ctx: EntryContext, *, profile_hardware
         if o.status == Status.FAIL
     )
     reason = "; ".join(f"{o.cell}: {o.reason}" for o in bad) or f"{len(outcomes)} cells within their references"
-    health = {"before": health_facts_for_history(before), "measurement": health_facts_for_history(after)}
+    health = {"before": health_facts_for_history(before), "measurement": health_facts_for_history(judged.health)}
     return {"status": status, "reason": reason, "cells": cells, "failures": failures, "health": health}
 
 

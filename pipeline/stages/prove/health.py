@@ -10,7 +10,8 @@ import hashlib
 import os
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 import pynvml  # nvidia-ml-py: imports anywhere, needs a driver only at nvmlInit
 
 from pipeline.config.matrix import Profile
+from pipeline.errors import HostUnhealthy
 from pipeline.infra import procs
 
 # NVML clock-event (throttle) reasons that make numbers lie; idle and application-clock settings do not.
@@ -202,20 +204,28 @@ def _our_ticks() -> dict[int, int]:
     """
     ticks = {}
     for pid in procs.owned_processes(None):
-        fields = _stat_after_name(pid)
+        fields = procs.stat_fields(pid)
         if fields is not None:
             ticks[pid] = sum(int(v) for v in fields[11:15])  # utime stime cutime cstime
-    own = _stat_after_name(os.getpid())
+    own = procs.stat_fields(os.getpid())
     if own is not None:
         ticks[os.getpid()] = int(own[11]) + int(own[12])
     return ticks
 
 
-def _stat_after_name(pid: int) -> list[str] | None:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
+def judge_window(profile: Profile, window: CpuWindow) -> HealthReport:
+    """The host's health over a measurement that just ended: foreign CPU time over it, the GPU under load now."""
+    return judge_health(profile, read_host_facts(canary=False, window=window.close()), under_load=True)
+
+
+@contextmanager
+def watched(profile: Profile) -> Iterator[None]:
+    """A health window over the block; raises HostUnhealthy after it if foreign load or the GPU spoiled it."""
+    window = CpuWindow()
+    yield
+    report = judge_window(profile, window)
+    if not report.healthy:
+        raise HostUnhealthy("; ".join(report.reasons))
 
 
 def busy_processes(sample_s: float, *, exclude: set[int]) -> tuple[tuple[int, str, float], ...]:

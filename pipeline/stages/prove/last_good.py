@@ -1,4 +1,4 @@
-"""The last confirmed build served beside tonight's: its identity, booting it on demand, and the health windows.
+"""The last confirmed build served beside tonight's: a build's identity, and booting one on demand.
 
 Tonight's build is named by what it is made of (the runtime's content key and lock digest, or the
 image tag derived from the lock), so the same build on two nights has one name and A == B is seen.
@@ -11,14 +11,12 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from pipeline.config.matrix import ModelEntry, Profile
-from pipeline.errors import EngineError, HostUnhealthy, ProcessError
+from pipeline.errors import EngineError, ProcessError
 from pipeline.infra.confirmed import BuildRef
 from pipeline.infra.openai_client import OpenAIClient
 from pipeline.infra.runtime import Runtime, load_runtime, sha256_of
 from pipeline.progress import Say
 from pipeline.stages.prove.boot import Candidate, boot
-from pipeline.stages.prove.health import CpuWindow, judge_health, read_host_facts
-from pipeline.stages.prove.perf_judge import Watch
 
 
 def runtime_build(runtime: Runtime, lock: Path, *, night: str, commits: dict[str, str]) -> BuildRef:
@@ -73,19 +71,3 @@ def last_good_server(
         return server.client
 
     return serve
-
-
-def health_watch(profile: Profile) -> Watch:
-    """A window over each measurement: foreign CPU time over all of it, and the GPU under load at its end."""
-
-    def start() -> Callable[[], None]:
-        window = CpuWindow()
-
-        def finish() -> None:
-            report = judge_health(profile, read_host_facts(canary=False, window=window.close()), under_load=True)
-            if not report.healthy:
-                raise HostUnhealthy("; ".join(report.reasons))
-
-        return finish
-
-    return start

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -30,7 +31,7 @@ from pipeline.detect.steps import (
 )
 from pipeline.errors import HostUnhealthy
 from pipeline.infra.confirmed import Acceptance, BuildRef, ConfirmedBook, series_key
-from pipeline.infra.history import History, Night, Sample
+from pipeline.infra.history import ACCEPTED_VERDICTS, History, Night, Sample
 from pipeline.infra.openai_client import OpenAIClient
 from pipeline.stages.prove.gate import CellVerdict, judge_cell
 from pipeline.stages.prove.health import HealthReport, health_facts_for_history
@@ -38,7 +39,6 @@ from pipeline.stages.prove.perf import CaseResult, PromptMaker, RunSample, laten
 from pipeline.status import Status
 
 METRIC_OF_KIND = {"pp": "pp_tps", "tg": "tg_tps"}
-ACCEPTED = (Status.PASS, Status.XFAIL)
 # Pairs that PASS move A only when tonight is at most this much slower than A (B/A >= 1 - slack): a build that
 # passes at B/A 0.99 is kept out of A, so builds that each lose a little cannot hand A on until no pair spans the
 # whole creep. Chosen with benchmarks/detector_simulation.py (creep and clean scenarios).
@@ -67,7 +67,7 @@ class CellOutcome:
     @property
     def accepted(self) -> bool:
         """Tonight's build is good for this cell: it becomes the cell's A and its night joins the baseline."""
-        return self.status in ACCEPTED
+        return self.status.value in ACCEPTED_VERDICTS
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,8 @@ class PerfContext:
         return series_key(self.hardware, self.entry, cell, metric)
 
 
-def _history_nights(ctx: PerfContext, cell: str, metric: str) -> list[Night]:
+def _nights(ctx: PerfContext, cell: str, metric: str, *, accepted_only: bool, limit: int = 60) -> list[Night]:
+    """This host's nights of the cell before tonight: all of them, or the accepted ones (the baseline)."""
     return ctx.history.nights(
         hardware=ctx.hardware,
         entry=ctx.entry,
@@ -99,7 +100,8 @@ def _history_nights(ctx: PerfContext, cell: str, metric: str) -> list[Night]:
         metric=metric,
         host=ctx.host,
         before=ctx.night,
-        accepted_only=True,
+        accepted_only=accepted_only,
+        limit=limit,
     )
 
 
@@ -179,7 +181,7 @@ def _judge_cell(
     paired: PairedMeasure,
 ) -> tuple[CellOutcome, CaseResult]:
     reference = thresholds.cells[cell]
-    nights = [n.values for n in _history_nights(ctx, cell, metric)]
+    nights = [n.values for n in _nights(ctx, cell, metric, accepted_only=True)]
     a = _last_good(ctx, cell, metric)
     gate, screened = judge_cell(reference, result.values(metric)), screen(nights, result.values(metric))
     if ctx.pair_always:
@@ -246,10 +248,8 @@ def _paired_verdict(
 
 def _regression_open(ctx: PerfContext, cell: str, metric: str) -> bool:
     """Whether this cell's last healthy night before tonight FAILed (its alert is open)."""
-    nights = ctx.history.nights(
-        hardware=ctx.hardware, entry=ctx.entry, cell=cell, metric=metric, host=ctx.host, before=ctx.night, limit=1
-    )
-    return bool(nights) and nights[-1].verdict == Status.FAIL.value
+    last = _nights(ctx, cell, metric, accepted_only=False, limit=1)
+    return bool(last) and last[-1].verdict == Status.FAIL.value
 
 
 def _a_text(a: tuple[BuildRef, Acceptance | None]) -> str:
@@ -268,11 +268,11 @@ def _first_note(a: tuple[BuildRef, Acceptance | None] | None, ctx: PerfContext) 
 def _step_series(ctx: PerfContext, cell: str, metric: str, tonight: Sequence[float]) -> list[float]:
     """Nightly medians for the step test: a baseline of accepted nights, then the recent healthy nights whatever
     their verdict (a persistent step is made of nights that were not accepted), then tonight."""
-    recent = ctx.history.nights(
-        hardware=ctx.hardware, entry=ctx.entry, cell=cell, metric=metric, host=ctx.host, before=ctx.night
-    )[-(STEP_RUN_NIGHTS - 1) :]
+    recent = _nights(ctx, cell, metric, accepted_only=False, limit=STEP_RUN_NIGHTS - 1)
     first = min((n.night, n.run_id) for n in recent) if recent else None
-    baseline = [n for n in _history_nights(ctx, cell, metric) if first is None or (n.night, n.run_id) < first]
+    baseline = [
+        n for n in _nights(ctx, cell, metric, accepted_only=True) if first is None or (n.night, n.run_id) < first
+    ]
     return [statistics.median(n.values) for n in baseline + recent] + [statistics.median(tonight)]
 
 
@@ -373,20 +373,19 @@ def interleaved_pairs(
         a, b = side(f"a:{last_good.id}", served), side("b", candidate)
         done = runs.setdefault((last_good.id, result.pp_cell.name), [])
         if len(done) < wanted:  # the case's other cell asks for pairs already measured: nothing to watch
-            finish = watch()
-            if not done:
-                for client, prompts, latency in (a, b, a, b):  # two warm-up runs each, not kept: A was just booted
-                    measure_run(client, model, case, prompts=prompts, latency_s=latency)
-            while len(done) < wanted:
-                done.append(measure_pair(a, b, model, case, a_first=pair_order(len(done))))
-            finish()
+            with watch():
+                if not done:
+                    for client, prompts, latency in (a, b, a, b):  # two warm-ups each, not kept: A was just booted
+                        measure_run(client, model, case, prompts=prompts, latency_s=latency)
+                while len(done) < wanted:
+                    done.append(measure_pair(a, b, model, case, a_first=pair_order(len(done))))
         return [(ra.metric(metric), rb.metric(metric)) for ra, rb in done[:wanted]]
 
     return measure
 
 
-# Starts a health window; the function it returns ends it and raises HostUnhealthy if foreign load spoiled it.
-Watch = Callable[[], Callable[[], None]]
+# A health window over a measurement (health.watched): raises HostUnhealthy at its end if foreign load spoiled it.
+Watch = Callable[[], AbstractContextManager[None]]
 Side = tuple[OpenAIClient, PromptMaker, float]
 
 

@@ -16,12 +16,12 @@ import pytest
 from pipeline.config.matrix import BenchSpec
 from pipeline.detect.steps import MIN_BASELINE_NIGHTS
 from pipeline.infra import procs
-from pipeline.infra.confirmed import BuildRef
 from pipeline.infra.history import History
 from pipeline.infra.server import Server
-from pipeline.stages.prove.health import CpuWindow, judge_health, read_host_facts
-from pipeline.stages.prove.perf import CaseResult, run_bench
-from pipeline.stages.prove.perf_judge import CellOutcome, PairedMeasure, PerfContext, judge_results
+from pipeline.progress import quiet
+from pipeline.stages.prove.health import judge_health, read_host_facts
+from pipeline.stages.prove.perf_judge import CellOutcome, PerfContext
+from pipeline.stages.prove.perf_run import measure_and_judge
 from pipeline.status import Status
 from tests.integration.conftest import CpuEngine
 
@@ -36,39 +36,31 @@ def _context(tmp_path: Path, night: str) -> PerfContext:
     )
 
 
-def _night(
-    server: Server, engine: CpuEngine, ctx: PerfContext, paired: PairedMeasure | None = None
-) -> list[CellOutcome]:
+def _night(server: Server, engine: CpuEngine, ctx: PerfContext, log_dir: Path) -> list[CellOutcome]:
+    """One night's perf stage as the nightly runs it, on the c1 case only (no confirmed build: no pairs)."""
     profile = engine.config.matrix.profiles[engine.entry.profile]
-    before = judge_health(profile, read_host_facts(sample_s=0.5, canary=False))
-    window = CpuWindow()
-    results = run_bench(server.client, server.model, SPEC)
-    after = judge_health(profile, read_host_facts(sample_s=0.5, canary=False, window=window.close()), under_load=True)
     references = engine.config.thresholds_for(engine.entry.id)
     thresholds = replace(
         references, cells={"pp128": references.cells["pp128 (c1)"], "tg32": references.cells["tg32 (c1)"]}
     )
-
-    def remeasure(result: CaseResult) -> CaseResult:
-        return run_bench(server.client, server.model, SPEC)[0]
-
-    def no_last_good(result: CaseResult, metric: str, wanted: int, last_good: BuildRef) -> None:
-        return None
-
-    return judge_results(
-        results,
-        thresholds,
+    judged = measure_and_judge(
+        server.client,
+        engine.entry,
         ctx,
-        health_before=before,
-        health_after=after,
-        remeasure=remeasure,
-        paired=paired or no_last_good,
+        profile=profile,
+        spec=SPEC,
+        thresholds=thresholds,
+        before=judge_health(profile, read_host_facts(sample_s=0.5, canary=False)),
+        cache_dir=engine.cache_dir,
+        log_dir=log_dir,
+        say=quiet,
     )
+    return list(judged.outcomes)
 
 
 def test_identical_reruns_raise_no_alarm(cpu_server: Server, cpu_engine: CpuEngine, tmp_path: Path) -> None:
     for index in range(MIN_BASELINE_NIGHTS + 2):  # the screen judges the last two
-        outcomes = _night(cpu_server, cpu_engine, _context(tmp_path, f"2026-11-{index + 1:02d}"))
+        outcomes = _night(cpu_server, cpu_engine, _context(tmp_path, f"2026-11-{index + 1:02d}"), tmp_path)
         print(f"night {index + 1}: " + "; ".join(f"{o.cell} {o.status}" for o in outcomes), file=sys.stderr)
         assert not [o for o in outcomes if o.status == Status.FAIL], [o.reason for o in outcomes]
         assert not [o for o in outcomes if "unhealthy" in o.reason], [o.reason for o in outcomes]
@@ -84,7 +76,7 @@ def test_a_cpu_hog_during_measurement_makes_the_cells_inconclusive(
     )
     try:
         ctx = _context(tmp_path, "2026-11-21")
-        outcomes = _night(cpu_server, cpu_engine, ctx)
+        outcomes = _night(cpu_server, cpu_engine, ctx, tmp_path)
     finally:
         hog.kill()
         hog.wait()
