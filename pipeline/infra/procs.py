@@ -108,6 +108,10 @@ class Process:
                 _signal_group(self.pid, sig)
                 deadline = time.monotonic() + grace
                 while time.monotonic() < deadline and (self._popen.poll() is None or self._alive_members()):
+                    if self._popen.poll() is None:
+                        # a child started while we stop (vLLM spawning its engine at a boot deadline) is ours too,
+                        # and only findable while its parent lives: once orphaned it is no one's descendant
+                        self._members |= set(descendants(self.pid))
                     time.sleep(_POLL_S)
         for pid in self._alive_members():  # a child that left our group: still ours, stop it by its pid
             _kill(pid, signal.SIGKILL)
