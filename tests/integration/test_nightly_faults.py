@@ -18,7 +18,7 @@ from pipeline.cli import main
 from pipeline.infra import procs
 from pipeline.infra.releases import Asset, LocalReleaseStore, Release
 from pipeline.outcome import Outcome
-from pipeline.stages.prove import entry_run
+from pipeline.stages.prove import perf_run
 from pipeline.stages.release.publish import nightly_releases
 from pipeline.status import Status
 from tests.integration.conftest import CPU_ENTRY, CpuEngine, Place, bench_one_case
@@ -34,7 +34,7 @@ def _children() -> list[int]:
 def test_the_engine_killed_during_the_benchmark_fails_the_entry_alerts_once_and_publishes_nothing(
     place: Place, cpu_engine: CpuEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real_bench = entry_run.run_bench
+    real_bench = perf_run.run_bench
     killed: list[int] = []
 
     def bench_while_the_engine_dies(*args: Any, **kwargs: Any) -> Any:
@@ -52,7 +52,7 @@ def test_the_engine_killed_during_the_benchmark_fails_the_entry_alerts_once_and_
         finally:
             timer.cancel()
 
-    monkeypatch.setattr(entry_run, "run_bench", bench_while_the_engine_dies)
+    monkeypatch.setattr(perf_run, "run_bench", bench_while_the_engine_dies)
     assert main(["nightly", "--profile", "cpu", "--only", CPU_ENTRY]) == 6
     assert killed, "the benchmark ended before the engine could be killed"
     run = place.last_run()
@@ -102,7 +102,7 @@ def test_a_burst_of_short_lived_processes_during_perf_makes_the_night_inconclusi
     place: Place, cpu_engine: CpuEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     bench_one_case(place)
-    real_bench = entry_run.run_bench
+    real_bench = perf_run.run_bench
     bursts: list[subprocess.Popen[bytes]] = []
 
     def bench_during_a_burst(*args: Any, **kwargs: Any) -> Any:
@@ -114,7 +114,7 @@ def test_a_burst_of_short_lived_processes_during_perf_makes_the_night_inconclusi
             os.killpg(bursts[-1].pid, signal.SIGKILL)
             bursts[-1].wait()
 
-    monkeypatch.setattr(entry_run, "run_bench", bench_during_a_burst)
+    monkeypatch.setattr(perf_run, "run_bench", bench_during_a_burst)
     code = main(["nightly", "--profile", "cpu", "--only", CPU_ENTRY])
     run = place.last_run()
     entry = run["entries"][0]  # type: ignore[index]
