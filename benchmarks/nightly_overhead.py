@@ -29,7 +29,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="nightly-overhead-") as scratch:
             env = dict(os.environ) | {
                 "SPARK_NIGHTLY_PATHS_RUNS": f"{scratch}/runs",
-                "SPARK_NIGHTLY_PATHS_HISTORY": f"{scratch}/history",
+                "SPARK_NIGHTLY_PATHS_STATE": f"{scratch}/history",
                 "SPARK_NIGHTLY_PUBLISH_LOCAL_DIR": f"{scratch}/releases",
             }
             started = time.monotonic()

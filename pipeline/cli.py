@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from pipeline import __version__
-from pipeline.commands import bench, build, engine, golden, inspect, nightly, releases
+from pipeline.commands import bench, build, engine, golden, inspect, nightly, pipeline_failed, releases
 from pipeline.config.bundle import Config, ConfigPaths, load_config
 from pipeline.config.recipes import ImportOptions, import_recipe
 from pipeline.config.thresholds import Reference
@@ -101,6 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
         (build, "build"),
         (inspect, "inspect"),
         (nightly, "nightly"),
+        (pipeline_failed, "pipeline-failed"),
     ):
         module.add_parser(commands, common)
         commands.choices[name].set_defaults(handler=_with_config(module.run))

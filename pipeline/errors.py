@@ -110,7 +110,7 @@ class HistoryError(SparkNightlyError):
     """The history database cannot be used as it is."""
 
     exit_code = ExitCode.USAGE
-    hint = "check paths.history; never edit the database by hand"
+    hint = "check paths.state; never edit the database by hand"
 
 
 class HostUnhealthy(SparkNightlyError):

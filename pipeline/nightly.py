@@ -25,7 +25,7 @@ from pipeline.stages.aftermath.alert_backends import deliver_alerts
 from pipeline.stages.aftermath.culprit_run import WHEELS_ENTRY, CulpritFindings, NightRef, find_culprit
 from pipeline.stages.aftermath.durations import Durations
 from pipeline.stages.aftermath.report import write_reports
-from pipeline.stages.aftermath.report_html import collect_series, render_html
+from pipeline.stages.aftermath.report_html import Series, collect_series, render_html
 from pipeline.stages.aftermath.suspects import describe_main_suspects, record_last_good
 from pipeline.stages.build.build_plan import BuildPlan
 from pipeline.stages.prove.boot import Candidate
@@ -34,6 +34,8 @@ from pipeline.stages.prove.entry_run import EntryContext, run_entry
 from pipeline.stages.release.publish import Night, build_manifest, publish_night
 from pipeline.stages.release.stores import open_store
 from pipeline.status import Status, worst
+
+UNFINISHED_SHARD = "not run: no shard handed over its result (see this run's test jobs)"
 
 
 @dataclass(frozen=True)
@@ -50,8 +52,8 @@ class NightPlan:
 def plan_night(
     settings: Settings, config: Config, *, only: Sequence[str], resume: str | None, run_id: str | None = None
 ) -> NightPlan:
+    """Start a run, or continue one (its night and, unless `only` says otherwise, the entries it was started with)."""
     profile = config.matrix.profiles[settings.profile]
-    entries = config.matrix.select(profile.name, only)
     runs = settings.path("runs_dir")
     if run_id and (runs / run_id / "night.json").exists():
         resume = run_id  # a shard of a night another shard started, or a named run started again
@@ -59,13 +61,16 @@ def plan_night(
         state = runs / resume / "night.json"
         if not state.exists():
             raise UsageError(f"--resume {resume}: no run {runs / resume} to continue")
-        night = json.loads(state.read_text())["night"]
-        return NightPlan(resume, night, runs / resume, profile, entries)
+        started = json.loads(state.read_text())
+        entries = config.matrix.select(profile.name, only or started.get("entries", ()))
+        return NightPlan(resume, started["night"], runs / resume, profile, entries)
+    entries = config.matrix.select(profile.name, only)
     run_id = run_id or time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     night = time.strftime("%Y-%m-%d", time.gmtime())
     run_dir = runs / run_id
     run_dir.mkdir(parents=True, exist_ok=True)
-    write_atomically(run_dir / "night.json", json.dumps({"run_id": run_id, "night": night, "profile": profile.name}))
+    started = {"run_id": run_id, "night": night, "profile": profile.name, "entries": [e.id for e in entries]}
+    write_atomically(run_dir / "night.json", json.dumps(started))
     return NightPlan(run_id, night, run_dir, profile, entries)
 
 
@@ -79,6 +84,7 @@ class NightRun:
     progress: Progress
     publish: bool  # False for a shard: publishing and alerts are left to the merge
     durations: Durations
+    merge: bool = False  # the merge of shards: an entry no shard handed over is ABORTED, never run here
     night: NightCandidate | None = None
     outcomes: list[Outcome] = field(default_factory=list)
     verdict: str = Status.SKIPPED.value
@@ -106,11 +112,17 @@ class Stage:
 
 
 def run_nightly(
-    settings: Settings, config: Config, plan: NightPlan, *, progress: Progress, publish: bool = True
+    settings: Settings,
+    config: Config,
+    plan: NightPlan,
+    *,
+    progress: Progress,
+    publish: bool = True,
+    merge: bool = False,
 ) -> int:
     """Every stage in order; one entry's failure never stops the others; our own crash is reported as such."""
-    durations = Durations(settings.path("history_dir") / "durations.json")
-    state = NightRun(settings, config, plan, progress, publish, durations)
+    durations = Durations(settings.path("state_dir") / "durations.json")
+    state = NightRun(settings, config, plan, progress, publish, durations, merge=merge)
     progress.say(f"nightly {plan.night}, run {plan.run_id}, profile {plan.profile.name}: {len(plan.entries)} entries")
     for stage in STAGES:
         if state.crash is not None and not stage.after_crash:
@@ -184,8 +196,12 @@ def run_entries(state: NightRun, candidate: Candidate) -> list[Outcome]:
         saved = plan.run_dir / "entries" / f"{entry.id}.json"
         if saved.exists():  # --resume: a finished entry is not run again
             outcome = Outcome.from_json(json.loads(saved.read_text()))
-            say(f"{entry.id}: {outcome.status.value} (finished before the interruption)")
+            say(f"{entry.id}: {outcome.status.value} (finished before the interruption, or by a shard)")
             outcomes.append(outcome)
+            continue
+        if state.merge:
+            say(f"{entry.id}: ABORTED: no shard handed over its result")
+            outcomes.append(Outcome(entry.id, Status.ABORTED, "shard", UNFINISHED_SHARD, entry.required, 0.0))
             continue
         left = durations.expected_total(e.id for e in plan.entries[number - 1 :])
         night_left = f"; the night's entries took {clock_text(left)} last time" if left else ""
@@ -195,7 +211,7 @@ def run_entries(state: NightRun, candidate: Candidate) -> list[Outcome]:
                 state.config,
                 candidate,
                 settings.path("cache_dir"),
-                settings.path("history_dir"),
+                settings.path("state_dir"),
                 plan.run_dir / "logs" / entry.id,
                 plan.run_id,
                 plan.night,
@@ -207,6 +223,7 @@ def run_entries(state: NightRun, candidate: Candidate) -> list[Outcome]:
             outcome = run_entry(entry, ctx)
         saved.parent.mkdir(parents=True, exist_ok=True)
         write_atomically(saved, json.dumps(outcome.to_json(), indent=2, sort_keys=True, default=str) + "\n")
+        _save_series(state, entry.id)
         if outcome.status in {Status.PASS, Status.XFAIL}:  # a failed entry ends early: no guide for tomorrow
             durations.record(entry.id, outcome.duration_s)
         say(f"{entry.id}: {outcome.status.value} at {outcome.stage}: {outcome.reason} ({outcome.duration_s:.0f} s)")
@@ -242,7 +259,7 @@ def _stage_publish(state: NightRun) -> None:
             say=state.progress.say,
         )
     if state.built and state.verdict in {Status.PASS.value, Status.XFAIL.value}:  # the range the next failure blames
-        last_good = state.settings.path("history_dir") / "last_good.json"
+        last_good = state.settings.path("state_dir") / "last_good.json"
         record_last_good(last_good, BuildPlan.load(state.plan.run_dir / "plan.json"), state.plan.night)
 
 
@@ -308,7 +325,7 @@ def _stage_alerts(state: NightRun) -> None:
     if not state.publish and state.crash is None:  # a shard leaves the alerts of its entries to the merge
         return
     plan, findings = state.plan, state.findings
-    alerts_json = state.settings.path("history_dir") / "alerts.json"
+    alerts_json = state.settings.path("state_dir") / "alerts.json"
     state.events = raise_alerts(
         state.outcomes,
         night=plan.night,
@@ -339,10 +356,25 @@ def _stage_reports(state: NightRun) -> None:
         "culprits": findings.search.to_json() if findings is not None and findings.search is not None else None,
     }
     write_reports(plan.run_dir, run, state.outcomes)
-    history = History(state.settings.path("history_dir") / "history.sqlite")
-    series = collect_series(history, state.config, plan.profile.hardware, [e.id for e in plan.entries])
+    series = [s for e in plan.entries for s in _series_of(state, e.id)]
     state.report = plan.run_dir / "report.html"
     write_atomically(state.report, render_html(run, state.outcomes, series))
+
+
+def _save_series(state: NightRun, entry_id: str) -> None:
+    """The entry's charts as its shard's history draws them, handed over with its outcome to the merge."""
+    path = state.plan.run_dir / "series" / f"{entry_id}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomically(path, json.dumps([s.to_json() for s in _series_of(state, entry_id, saved=False)]) + "\n")
+
+
+def _series_of(state: NightRun, entry_id: str, *, saved: bool = True) -> list[Series]:
+    """An entry's charts: as handed over by the shard that ran it, else from this host's history."""
+    path = state.plan.run_dir / "series" / f"{entry_id}.json"
+    if saved and path.exists():
+        return [Series.from_json(s) for s in json.loads(path.read_text())]
+    history = History(state.settings.path("state_dir") / "history.sqlite")
+    return collect_series(history, state.config, state.plan.profile.hardware, [entry_id])
 
 
 def _manifest_entry(outcome: Outcome) -> dict[str, Any]:
@@ -381,7 +413,7 @@ def _suspects(state: NightRun) -> str:
     """Who to look at when no culprit search ran: main's ranges since the last good night, or the host."""
     plan = state.plan
     if state.built:
-        last_good = state.settings.path("history_dir") / "last_good.json"
+        last_good = state.settings.path("state_dir") / "last_good.json"
         build_plan = BuildPlan.load(plan.run_dir / "plan.json")
         return describe_main_suspects(last_good, build_plan, state.settings.path("cache_dir"))
     pinned = " ".join(plan.profile.candidate_requirements)

@@ -41,8 +41,11 @@ class Settings:
     config_dir: str = _setting(".", "directory holding models.yaml, thresholds/ and golden/", key="paths.config")
     runs_dir: str = _setting("runs", "where each run keeps its plan, logs, results and reports", key="paths.runs")
     wheels_dir: str = _setting("wheels", "where built wheels are written", key="paths.wheels")
-    history_dir: str = _setting(
-        "history", "drift references and the performance history of past nights", key="paths.history"
+    state_dir: str = _setting(
+        "~/.local/state/spark-nightly",
+        "what nights remember, outside any checkout: the performance history, drift references, alerts, the last"
+        " good night and each cell's last confirmed build",
+        key="paths.state",
     )
     cache_dir: str = _setting("~/.cache/spark-nightly", "mirrors, runtimes, converted models", key="paths.cache")
     vllm_repo: str = _setting(

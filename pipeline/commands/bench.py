@@ -46,7 +46,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser], co
     bench.add_argument("--url", help="a running OpenAI-compatible server to measure instead of booting one")
     bench.add_argument("--runs", type=int, help="measured runs per case (default: the entry's bench.runs)")
     bench.add_argument("--json", metavar="FILE", help="also write every raw sample and verdict as JSON")
-    bench.add_argument("--record", action="store_true", help="keep healthy samples in the history (paths.history)")
+    bench.add_argument("--record", action="store_true", help="keep healthy samples in the history (paths.state)")
     bench.add_argument(
         "--pair-with",
         metavar="last-good|TAG|RUNTIME",
@@ -62,7 +62,7 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
     pair_with = pair_target(args.pair_with, profile) if args.pair_with else None
     before = judge_health(profile, read_host_facts())
     ctx = PerfContext(
-        History(settings.path("history_dir") / "history.sqlite"),
+        History(settings.path("state_dir") / "history.sqlite"),
         profile.hardware,
         socket.gethostname(),
         entry.id,
@@ -70,7 +70,7 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
         time.strftime("%Y-%m-%d"),
         {},
         record=args.record,
-        book=ConfirmedBook(settings.path("history_dir") / "confirmed.json"),
+        book=ConfirmedBook(settings.path("state_dir") / "confirmed.json"),
         pair_with=pair_with,
         pair_always=args.pair_with is not None,
     )

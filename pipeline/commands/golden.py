@@ -38,7 +38,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser], co
 def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
     entry = entry_named(config, args.model_id)
     hardware = config.matrix.profiles[entry.profile].hardware
-    store = ReferenceStore(settings.path("history_dir"))
+    store = ReferenceStore(settings.path("state_dir"))
     references = store.load(hardware, entry.id)
     with served(args.url, settings, config, entry, "golden") as (client, model_ref):
         result = run_golden(

@@ -3,7 +3,7 @@
 A is the build whose pairs last accepted it for that cell (or the cell's first accepted build), never
 merely the last one published: a regression that slips past the screen once must not become its own
 reference.
-The book lives in `paths.history/confirmed.json`, written atomically; a build stays in it (and its
+The book lives in `paths.state/confirmed.json`, written atomically; a build stays in it (and its
 runtime or image must be kept) for as long as one cell still names it.
 """
 

@@ -112,7 +112,7 @@ def place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Place:
     shutil.copytree(ROOT / "thresholds", config / "thresholds")
     shutil.copytree(ROOT / "golden", config / "golden")
     monkeypatch.setenv("SPARK_NIGHTLY_PATHS_RUNS", str(tmp_path / "runs"))
-    monkeypatch.setenv("SPARK_NIGHTLY_PATHS_HISTORY", str(tmp_path / "history"))
+    monkeypatch.setenv("SPARK_NIGHTLY_PATHS_STATE", str(tmp_path / "history"))
     monkeypatch.setenv("SPARK_NIGHTLY_PATHS_CONFIG", str(config))
     monkeypatch.setenv("SPARK_NIGHTLY_PUBLISH_LOCAL_DIR", str(tmp_path / "releases"))
     return Place(tmp_path)

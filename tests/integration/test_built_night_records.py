@@ -23,7 +23,7 @@ pytestmark = pytest.mark.integration
 
 
 def _settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    for key, sub in (("PATHS_RUNS", "runs"), ("PATHS_HISTORY", "history"), ("PATHS_WHEELS", "wheels")):
+    for key, sub in (("PATHS_RUNS", "runs"), ("PATHS_STATE", "history"), ("PATHS_WHEELS", "wheels")):
         monkeypatch.setenv(f"SPARK_NIGHTLY_{key}", str(tmp_path / sub))
     monkeypatch.setenv("SPARK_NIGHTLY_PATHS_CACHE", str(tmp_path / "cache"))
 
@@ -64,7 +64,7 @@ def test_a_built_night_records_its_commits_and_names_main_s_range_as_suspects(
     assert commits == {"vllm": "2" * 40, "vllm main": "1" * 40, "vllm PRs": "123"}
     (tmp_path / "good.json").write_text(json.dumps(good))
     record_last_good(
-        settings.path("history_dir") / "last_good.json", BuildPlan.load(tmp_path / "good.json"), "2026-11-21"
+        settings.path("state_dir") / "last_good.json", BuildPlan.load(tmp_path / "good.json"), "2026-11-21"
     )
     candidate = NightCandidate(Candidate(profile, image="spark-nightly/runtime:x"), run_dir / "lock.txt", (), tonight)
     state = nightly.NightRun(settings, config, plan, cast(Progress, None), True, cast(Durations, None), candidate)

@@ -101,7 +101,7 @@ def test_a_failing_spark_night_names_its_culprit_and_offers_main_plus_the_passin
         vllm_repo=upstream.url,
         cache_dir=str(tmp_path / "cache"),
         wheels_dir=str(tmp_path / "wheels"),
-        history_dir=str(tmp_path / "history"),
+        state_dir=str(tmp_path / "history"),
         culprit_publish="without-culprits",
     )
     failed = [Outcome(entry.id, Status.FAIL, "golden", "wrong answer", True, 1.0)]
@@ -139,7 +139,7 @@ def test_without_the_setting_nothing_is_offered_for_publishing_and_no_search_wit
     entry = next(e for e in config.matrix.entries if e.profile == "spark")
     settings = dataclasses.replace(
         Settings(), profile="spark", vllm_repo=upstream.url, cache_dir=str(tmp_path / "cache"),
-        wheels_dir=str(tmp_path / "wheels"), history_dir=str(tmp_path / "history"),
+        wheels_dir=str(tmp_path / "wheels"), state_dir=str(tmp_path / "history"),
     )  # fmt: skip
     failed = [Outcome(entry.id, Status.FAIL, "golden", "wrong answer", True, 1.0)]
     ref = NightRef(run_dir.name, "2026-11-22", run_dir)

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.integration
 def test_two_refused_nights_open_one_labelled_issue_then_comment_on_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stand_in: StandIn, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    for key, sub in (("PATHS_RUNS", "runs"), ("PATHS_HISTORY", "history"), ("PATHS_WHEELS", "wheels")):
+    for key, sub in (("PATHS_RUNS", "runs"), ("PATHS_STATE", "history"), ("PATHS_WHEELS", "wheels")):
         monkeypatch.setenv(f"SPARK_NIGHTLY_{key}", str(tmp_path / sub))
     monkeypatch.setenv("SPARK_NIGHTLY_ALERT_TARGET", "github")
     monkeypatch.setenv("SPARK_NIGHTLY_ALERT_REPO", stand_in.repo)

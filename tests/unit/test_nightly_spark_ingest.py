@@ -31,7 +31,7 @@ def refused_build(root: Path, run_id: str) -> Path:
 
 
 def _settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    for key, sub in (("PATHS_RUNS", "runs"), ("PATHS_HISTORY", "history"), ("PATHS_WHEELS", "wheels")):
+    for key, sub in (("PATHS_RUNS", "runs"), ("PATHS_STATE", "history"), ("PATHS_WHEELS", "wheels")):
         monkeypatch.setenv(f"SPARK_NIGHTLY_{key}", str(tmp_path / sub))
     monkeypatch.setenv("SPARK_NIGHTLY_PUBLISH_LOCAL_DIR", str(tmp_path / "releases"))
 

@@ -61,7 +61,7 @@ def test_bad_values_from_env_and_cli_are_reported_together(tmp_path: Path, monke
         "--set nope: unknown setting 'nope'; expected one of 'alert.repo', 'alert.target', 'alert.webhook_url', "
         "'build.image', 'build.max_jobs', 'build.mode', 'culprit.max_builds', 'culprit.publish', 'github.api_url', "
         "'github.token_env', 'paths.cache', "
-        "'paths.config', 'paths.history', 'paths.runs', "
+        "'paths.config', 'paths.runs', 'paths.state', "
         "'paths.wheels', 'profile', 'publish.keep_nights', 'publish.local_dir', 'publish.repo', 'publish.target', "
         "'sources.flashinfer.prs', 'sources.flashinfer.ref', 'sources.flashinfer.repo', 'sources.vllm.prs', "
         "'sources.vllm.ref', 'sources.vllm.repo'",

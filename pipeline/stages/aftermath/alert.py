@@ -1,6 +1,6 @@
 """Alerts: one per regression key, opened once, updated on later nights, closed when the entry passes again.
 
-The state of every alert lives in `paths.history/alerts.json`; the embedded backend writes each
+The state of every alert lives in `paths.state/alerts.json`; the embedded backend writes each
 opened, updated or closed alert as Markdown into the run directory and says it on the console.
 GitHub issues and the webhook are delivered by `pipeline.stages.aftermath.alert_backends.deliver_alerts`.
 """
@@ -101,6 +101,16 @@ def raise_alerts(
             closing = f"Passed again on {night} (run `{run_id}`): closing.\n"
             events.append(AlertEvent(key, "closed", known["title"], closing, night, run_id))
     events.extend(_pipeline_alert(alerts, crash, night, run_id))
+    state_path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomically(state_path, json.dumps(state, indent=2, sort_keys=True) + "\n")
+    return events
+
+
+def raise_pipeline_failure(state_path: Path, *, what: str, night: str, run_id: str) -> list[AlertEvent]:
+    """A job of the night broke before the night could decide (or while it did): the pipeline-failure alert is
+    opened, or updated while open; the next night that runs through closes it. Regression alerts stay as they are."""
+    state = _state(state_path)
+    events = _pipeline_alert(state["alerts"], what, night, run_id)
     state_path.parent.mkdir(parents=True, exist_ok=True)
     write_atomically(state_path, json.dumps(state, indent=2, sort_keys=True) + "\n")
     return events

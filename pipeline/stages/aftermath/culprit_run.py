@@ -107,7 +107,7 @@ class SparkTrials:
             self.config,
             candidate.candidate,
             self.settings.path("cache_dir"),
-            self.settings.path("history_dir"),
+            self.settings.path("state_dir"),
             trial_dir / "logs" / entry.id,
             trial_dir.name,
             self.night.night,
@@ -155,7 +155,7 @@ def find_culprit(
 ) -> CulpritFindings:
     """Suspects for a failing built night: a culprit search over its grafted PRs, else main's commit range."""
     plan = BuildPlan.load(night.run_dir / "plan.json")
-    last_good = settings.path("history_dir") / "last_good.json"
+    last_good = settings.path("state_dir") / "last_good.json"
     main_suspects = describe_main_suspects(last_good, plan, settings.path("cache_dir"))
     prs = grafted_prs(plan)
     if not prs or settings.culprit_max_builds < 1:

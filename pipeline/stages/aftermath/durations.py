@@ -1,4 +1,4 @@
-"""How long each step of the last good night took: the guide for tonight's ETA (`paths.history/durations.json`)."""
+"""How long each step of the last good night took: the guide for tonight's ETA (`paths.state/durations.json`)."""
 
 from __future__ import annotations
 

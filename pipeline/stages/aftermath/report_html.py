@@ -37,6 +37,21 @@ class Series:
     points: tuple[tuple[str, float], ...]  # (night, median), oldest first
     reference: float | None
 
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "entry": self.entry,
+            "cell": self.cell,
+            "metric": self.metric,
+            "unit": self.unit,
+            "points": [list(p) for p in self.points],
+            "reference": self.reference,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Series:
+        points = tuple((str(night), float(value)) for night, value in data["points"])
+        return cls(data["entry"], data["cell"], data["metric"], data["unit"], points, data["reference"])
+
 
 def collect_series(history: History, config: Config, hardware: str, entries: Sequence[str]) -> list[Series]:
     """Every cell of every entry: throughput (the judged metric) and, for prefill cells, time to first token."""

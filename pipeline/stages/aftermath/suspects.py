@@ -1,6 +1,6 @@
 """Suspect changes: the commits of main since the last good night (with a compare link), and tonight's subsets.
 
-The last good night's commits are kept in `paths.history/last_good.json`, written when a built night
+The last good night's commits are kept in `paths.state/last_good.json`, written when a built night
 passes, so a failing night can name the range `last good..tonight` of every source that moved.
 """
 

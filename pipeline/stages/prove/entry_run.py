@@ -32,7 +32,7 @@ class EntryContext:
     config: Config
     candidate: Candidate
     cache_dir: Path
-    history_dir: Path
+    state_dir: Path
     log_dir: Path
     run_id: str
     night: str
@@ -67,7 +67,7 @@ def run_entry(entry: ModelEntry, ctx: EntryContext) -> Outcome:
             boot_s = server.boot_s
             stage = "golden"
             ctx.on_stage(stage)
-            store = ReferenceStore(ctx.history_dir)
+            store = ReferenceStore(ctx.state_dir)
             golden = run_golden(
                 server.client,
                 entry,
@@ -118,7 +118,7 @@ def _golden_failures(entry: ModelEntry, golden: GoldenResult) -> tuple[str, tupl
 
 def _perf(entry: ModelEntry, client: Any, ctx: EntryContext, *, profile_hardware: str, before: Any) -> dict[str, Any]:
     perf_ctx = PerfContext(
-        History(ctx.history_dir / "history.sqlite"),
+        History(ctx.state_dir / "history.sqlite"),
         profile_hardware,
         socket.gethostname(),
         entry.id,
@@ -127,7 +127,7 @@ def _perf(entry: ModelEntry, client: Any, ctx: EntryContext, *, profile_hardware
         ctx.commits,
         record=ctx.record,
         build=ctx.build,
-        book=ConfirmedBook(ctx.history_dir / "confirmed.json"),
+        book=ConfirmedBook(ctx.state_dir / "confirmed.json"),
     )
     judged = measure_and_judge(
         client,

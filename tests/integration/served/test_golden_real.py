@@ -36,7 +36,7 @@ def good_runs(cpu_engine: CpuEngine, cpu_server: Server, tmp_path_factory: pytes
     history = tmp_path_factory.mktemp("history")
     report = history / "golden.json"
     argv = ["golden", CPU_ENTRY, "--url", cpu_server.base_url, "--record", "--json", str(report)]
-    code = main([*argv, "--set", f"paths.history={history}"])
+    code = main([*argv, "--set", f"paths.state={history}"])
     assert code == 0, report.read_text() if report.exists() else "no report"
     hardware = cpu_engine.config.matrix.profiles[cpu_engine.entry.profile].hardware
     references = ReferenceStore(history).load(hardware, CPU_ENTRY)
