@@ -15,6 +15,7 @@ from typing import Any
 from pipeline.config.bundle import Config
 from pipeline.config.matrix import ModelEntry, Profile
 from pipeline.errors import PipelineCrash, SparkNightlyError, UsageError
+from pipeline.infra.cache_lock import exclusive
 from pipeline.infra.history import History
 from pipeline.infra.runtime import write_atomically
 from pipeline.outcome import Failure, Outcome
@@ -326,18 +327,19 @@ def _stage_alerts(state: NightRun) -> None:
         return
     plan, findings = state.plan, state.findings
     alerts_json = state.settings.path("state_dir") / "alerts.json"
-    state.events = raise_alerts(
-        state.outcomes,
-        night=plan.night,
-        run_id=plan.run_id,
-        state_path=alerts_json,
-        suspects=findings.suspects if findings is not None else _suspects(state),
-        crash=state.crash,
-        report=_report_link(plan),
-    )
-    state.alert_problems = deliver_alerts(
-        state.events, settings=state.settings, state_path=alerts_json, run_dir=plan.run_dir, say=state.progress.say
-    )
+    with exclusive(alerts_json):  # one writer of the alerts at a time: the night, or a pipeline-failed job
+        state.events = raise_alerts(
+            state.outcomes,
+            night=plan.night,
+            run_id=plan.run_id,
+            state_path=alerts_json,
+            suspects=findings.suspects if findings is not None else _suspects(state),
+            crash=state.crash,
+            report=_report_link(plan),
+        )
+        state.alert_problems = deliver_alerts(
+            state.events, settings=state.settings, state_path=alerts_json, run_dir=plan.run_dir, say=state.progress.say
+        )
 
 
 def _stage_reports(state: NightRun) -> None:

@@ -96,9 +96,6 @@ def _report_to_actions(run_dir: Path, *, shard: bool) -> None:
     run = json.loads((run_dir / "run.json").read_text())
     actions.set_output("verdict", run["verdict"])
     actions.set_output("report", str(run_dir / "report.html"))
-    summary = run_dir / "summary.md"
-    if summary.exists():
-        actions.append_summary(summary.read_text())
     if shard:
         actions.annotate("notice", "spark-nightly shard", "entries run; the night's verdict is the publish job's")
     else:

@@ -7,6 +7,7 @@ import json
 import time
 
 from pipeline.config.bundle import Config
+from pipeline.infra.cache_lock import exclusive
 from pipeline.progress import to_stderr
 from pipeline.settings import Settings
 from pipeline.stages.aftermath.alert import raise_pipeline_failure
@@ -33,8 +34,9 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
     started = run_dir / "night.json"
     night = json.loads(started.read_text())["night"] if started.exists() else time.strftime("%Y-%m-%d", time.gmtime())
     state_path = settings.path("state_dir") / "alerts.json"
-    events = raise_pipeline_failure(state_path, what=args.what, night=night, run_id=run_id)
-    problems = deliver_alerts(events, settings=settings, state_path=state_path, run_dir=run_dir, say=to_stderr)
+    with exclusive(state_path):
+        events = raise_pipeline_failure(state_path, what=args.what, night=night, run_id=run_id)
+        problems = deliver_alerts(events, settings=settings, state_path=state_path, run_dir=run_dir, say=to_stderr)
     for event in events:
         print(f"pipeline-failure alert {event.action}: {event.title}")
     for problem in problems:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pipeline.errors import HistoryError
+from pipeline.infra.cache_lock import exclusive
 from pipeline.infra.runtime import write_atomically
 
 BOOK_VERSION = 1
@@ -95,10 +96,14 @@ class ConfirmedBook:
         return BuildRef.from_json(data["builds"][cell["build"]]), Acceptance(**cell)
 
     def accept(self, key: str, build: BuildRef, *, night: str, run_id: str, how: str) -> None:
-        """Tonight's build becomes the cell's A; builds no cell names any more are forgotten."""
-        data = self._load()
-        data["builds"][build.id] = asdict(build)
-        data["cells"][key] = asdict(Acceptance(build.id, night, run_id, how))
-        named = {cell["build"] for cell in data["cells"].values()}
-        data["builds"] = {bid: b for bid, b in data["builds"].items() if bid in named}
-        self._save(data)
+        """Tonight's build becomes the cell's A; builds no cell names any more are forgotten.
+
+        Read, changed and written under the book's lock: a bench beside a night (or two shards on one host) each
+        keep their cells."""
+        with exclusive(self.path):
+            data = self._load()
+            data["builds"][build.id] = asdict(build)
+            data["cells"][key] = asdict(Acceptance(build.id, night, run_id, how))
+            named = {cell["build"] for cell in data["cells"].values()}
+            data["builds"] = {bid: b for bid, b in data["builds"].items() if bid in named}
+            self._save(data)

@@ -20,6 +20,8 @@ from pipeline.errors import HistoryError
 from pipeline.status import Status
 
 SCHEMA_VERSION = 2
+# SQLite locks the file while one run writes; another (a bench beside a night) waits this long, never corrupts it
+LOCK_WAIT_S = 120.0
 # Verdicts whose nights make the baseline. "legacy" marks rows kept before verdicts were (schema 1), which were
 # the baseline then.
 ACCEPTED_VERDICTS = (Status.PASS.value, Status.XFAIL.value, "legacy")
@@ -81,7 +83,7 @@ class History:
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with closing(sqlite3.connect(self.path)) as connection, connection:
+        with closing(sqlite3.connect(self.path, timeout=LOCK_WAIT_S)) as connection, connection:
             connection.executescript(_SCHEMA)
             row = connection.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
             if row is None:

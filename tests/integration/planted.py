@@ -6,7 +6,18 @@ import json
 import os
 import shutil
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+import yaml
+
+from pipeline.infra.runtime import runtime_key, runtime_root
+from tests.integration.conftest import CpuEngine
+
+# About 70-80 % of a decode step here (tg32 c1 decodes at ~19 t/s): tg32 drops ~40 %, past its warn level,
+# so it trips with one night of history; prefill (one step per prompt) drops ~12 % and does not.
+PLANTED_DELAY_S = 0.04
 
 STEP_ANCHOR = "        scheduler_output = self.scheduler.schedule(self._should_throttle_prefills())\n"
 
@@ -34,3 +45,29 @@ def plant_slowdown(source: Path, target: Path, delay_s: float, *, key: str | Non
         meta_path.unlink()  # a hard link too: write a new file, never through the shared one
         meta_path.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
     return target
+
+
+@contextmanager
+def planted_runtime(cpu_engine: CpuEngine, requirements: list[str]) -> Iterator[Path]:
+    """The runtime the profile gets for `requirements`: the good one with a sleep planted in every engine step."""
+    good = cpu_engine.candidate.runtime
+    assert good is not None
+    profile = cpu_engine.config.matrix.profiles["cpu"]
+    root = runtime_root(profile.name, requirements, profile.candidate_remove, cpu_engine.cache_dir)
+    key = runtime_key(requirements, profile.candidate_remove)
+    try:
+        yield plant_slowdown(good.root, root, PLANTED_DELAY_S, key=key)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def slower_requirements(cpu_engine: CpuEngine) -> list[str]:
+    """The CPU profile's pinned requirements plus one that names the planted runtime (a changed build)."""
+    return [*cpu_engine.config.matrix.profiles["cpu"].candidate_requirements, "planted-slowdown==1"]
+
+
+def require(models: Path, requirements: list[str]) -> None:
+    """The CPU profile of this models.yaml installs `requirements` tonight."""
+    data = yaml.safe_load(models.read_text())
+    data["profiles"]["cpu"]["candidate"]["requirements"] = requirements
+    models.write_text(yaml.safe_dump(data, sort_keys=False))

@@ -6,6 +6,7 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
+from pipeline.infra.cache_lock import exclusive
 from pipeline.infra.runtime import write_atomically
 
 
@@ -14,13 +15,7 @@ class Durations:
 
     def __init__(self, path: Path) -> None:
         self._path = path
-        try:
-            data = json.loads(path.read_text()) if path.exists() else {}
-        except ValueError:  # a torn or hand-edited file only costs tonight its ETA
-            data = {}
-        self._seconds: dict[str, float] = {
-            str(k): float(v) for k, v in data.get("seconds", {}).items() if isinstance(v, int | float)
-        }
+        self._seconds = _read(path)
 
     def expected(self, step: str) -> float | None:
         return self._seconds.get(step)
@@ -30,6 +25,15 @@ class Durations:
         return sum(self._seconds.get(step, 0.0) for step in steps)
 
     def record(self, step: str, seconds: float) -> None:
-        self._seconds[step] = round(seconds, 1)
-        self._path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(self._path, json.dumps({"version": 1, "seconds": self._seconds}, indent=2, sort_keys=True))
+        """Re-read under the file's lock, then write: steps another run recorded meanwhile are kept."""
+        with exclusive(self._path):
+            self._seconds = _read(self._path) | {step: round(seconds, 1)}
+            write_atomically(self._path, json.dumps({"version": 1, "seconds": self._seconds}, indent=2, sort_keys=True))
+
+
+def _read(path: Path) -> dict[str, float]:
+    try:
+        data = json.loads(path.read_text()) if path.exists() else {}
+    except ValueError:  # a torn or hand-edited file only costs tonight its ETA
+        data = {}
+    return {str(k): float(v) for k, v in data.get("seconds", {}).items() if isinstance(v, int | float)}

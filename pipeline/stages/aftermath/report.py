@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
 
+from pipeline.infra import actions
 from pipeline.infra.runtime import write_atomically
 from pipeline.outcome import Outcome
 from pipeline.status import Status
@@ -23,10 +23,7 @@ def write_reports(run_dir: Path, run: Mapping[str, Any], outcomes: Sequence[Outc
     write_atomically(paths["run.json"], json.dumps(document, indent=2, sort_keys=True, default=str) + "\n")
     summary = render_summary(run, outcomes)
     write_atomically(paths["summary.md"], summary)
-    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    if step_summary:
-        with Path(step_summary).open("a") as handle:
-            handle.write(summary)
+    actions.append_summary(summary)  # on Actions, the run's page shows it under the step
     write_atomically(paths["junit.xml"], render_junit(run, outcomes))
     return paths
 

@@ -1,0 +1,145 @@
+"""Three nights of nightly.yml as committed, executed as a self-hosted runner executes them.
+
+The runner keeps one workspace (checkout cleans it before every job) and its user's home (where the state lives);
+jobs hand over what they make only by artifacts; the GitHub stand-in is the API for releases and issues. The Spark-
+only parts are replaced, by name: the profile is the CPU one, `./scripts/setup` links the suite's installed
+environment, and the runner's configuration folder (outside the workspace) is where the test plants the regression.
+Night 1 is good and published; night 2 serves a build that is slower in every engine step, which its pairs against
+night 1's build (kept in the state) fail, opening one issue; night 3 serves the good build again and closes it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from pipeline.cli import build_parser
+from pipeline.infra.confirmed import ConfirmedBook, series_key
+from tests.fakes.github import TOKEN, StandIn
+from tests.integration.conftest import CPU_ENTRY, ROOT, CpuEngine, Place, bench_one_case
+from tests.integration.planted import planted_runtime, require, slower_requirements
+from tests.workflow_emulator import Emulator, Runner, WorkflowRun, cli_problems
+
+pytestmark = [pytest.mark.integration, pytest.mark.quiet_host]
+
+WORKFLOW = ROOT / ".github" / "workflows" / "nightly.yml"
+SETUP = "./scripts/setup"
+
+
+def _runner_environment(cache: Path, config: Path, stand_in: StandIn) -> dict[str, str]:
+    """What the runner's own environment holds (its .env file): this machine's basics, the shared cache of
+    runtimes and weights, the lab's configuration folder, and the API the stand-in answers for GitHub."""
+    kept = {k: v for k, v in os.environ.items() if not k.startswith(("SPARK_NIGHTLY_", "GITHUB_", "PYTEST_"))}
+    if owner := os.environ.get("SPARK_NIGHTLY_OWNER"):
+        kept["SPARK_NIGHTLY_OWNER"] = owner  # the suite's mark on the processes it starts
+    return kept | {
+        "SPARK_NIGHTLY_PATHS_CACHE": str(cache),
+        "SPARK_NIGHTLY_PATHS_CONFIG": str(config),
+        "SPARK_NIGHTLY_GITHUB_API_URL": stand_in.url,
+    }
+
+
+def _night(emulator: Emulator, artifacts: Path) -> WorkflowRun:
+    run = emulator.run("schedule", artifacts=artifacts)
+    print(run.log())
+    return run
+
+
+def _publish_log(run: WorkflowRun) -> str:
+    (publish,) = run.jobs["publish"]
+    return "\n".join(step.log for step in publish.steps)
+
+
+def _state(runner: Runner) -> Path:
+    return runner.home / ".local" / "state" / "spark-nightly"
+
+
+def test_three_nights_of_the_workflow_keep_their_state_and_raise_one_issue(
+    tmp_path: Path, place: Place, cpu_engine: CpuEngine, stand_in: StandIn
+) -> None:
+    bench_one_case(place)  # keeps each night short; the judgement is the same for every case
+    config = place.root / "config"
+    spark = Runner("spark-1", frozenset({"self-hosted", "spark-nightly-0"}), tmp_path / "runner")
+    emulator = Emulator(
+        WORKFLOW,
+        ROOT,
+        [spark],
+        repository=stand_in.repo,
+        runner_env=_runner_environment(cpu_engine.cache_dir, config, stand_in),
+        env_overrides={"SPARK_NIGHTLY_PROFILE": "cpu"},  # a Spark's profile, replaced by the CPU one
+        secrets={"GITHUB_TOKEN": TOKEN},
+        replace={SETUP: f"ln -sfn {ROOT / '.venv'} .venv  # the suite's installed environment"},
+        check_command=lambda script: cli_problems(script, build_parser()),
+        step_timeout_s=900,
+    )
+
+    good = _night(emulator, tmp_path / "artifacts-1")
+    assert {job: good.result(job) for job in good.jobs} == {
+        "build": "success",
+        "test": "success",
+        "cluster": "skipped",
+        "publish": "success",
+        "pipeline-failure": "skipped",
+    }
+    assert "::notice title=spark-nightly%3A PASS::" in _publish_log(good)
+    (release,) = stand_in.state.releases.values()
+    assets = {a["name"]: a for a in stand_in.state.assets.values() if a["release_id"] == release["id"]}
+    manifest = json.loads(assets["manifest.json"]["data"])
+    assert manifest["entries"][0]["status"] == "PASS"
+    assert manifest["health"][CPU_ENTRY]["measurement"]["window"]["foreign_per_core"] < 0.1
+    state = _state(spark)
+    good_build = _a_of(state, "tg32")
+    assert good_build.startswith("runtime-")  # the first good night's build became A, in the runner's state
+    assert {p.name for p in state.iterdir()} >= {"history.sqlite", "confirmed.json", "golden", "durations.json"}
+    report = tmp_path / "artifacts-1" / _report_name(good)
+    assert {"summary.md", "report.html", "junit.xml", "run.json"} <= {p.name for p in report.iterdir()}
+    (publish,) = good.jobs["publish"]
+    assert "PASS" in publish.summary  # the night's summary.md is the publish step's summary
+
+    with planted_runtime(cpu_engine, slower_requirements(cpu_engine)):
+        shutil.copy(config / "models.yaml", tmp_path / "models.good.yaml")
+        require(config / "models.yaml", slower_requirements(cpu_engine))
+        slower = _night(emulator, tmp_path / "artifacts-2")
+    assert slower.result("publish") == "success"  # a FAIL night is news, not a broken job
+    assert slower.result("pipeline-failure") == "skipped"
+    assert "::error title=spark-nightly%3A FAIL::" in _publish_log(slower)
+    report = tmp_path / "artifacts-2" / _report_name(slower)
+    run = json.loads((report / "run.json").read_text())
+    entry = json.loads((report / "entries" / f"{CPU_ENTRY}.json").read_text())
+    assert (run["verdict"], entry["stage"]) == ("FAIL", "perf"), entry["reason"]
+    assert "tg32: tripped twice" in entry["reason"], entry["reason"]  # night 1's samples are the history
+    assert f"paired with the last confirmed build (runtime {good_build}" in entry["reason"], entry["reason"]
+    assert _a_of(state, "tg32") == good_build  # the slower build never becomes A
+    assert entry["numbers"]["cells"]["tg32"]["b_over_a"] < 0.8, entry["reason"]
+    (issue,) = stand_in.state.issues.values()
+    assert issue["state"] == "open" and f"{CPU_ENTRY}: " in issue["title"]
+    assert len(stand_in.state.releases) == 1  # nothing bad published
+
+    shutil.copy(tmp_path / "models.good.yaml", config / "models.yaml")
+    recovered = _night(emulator, tmp_path / "artifacts-3")
+    assert recovered.result("publish") == "success"
+    (issue,) = stand_in.state.issues.values()  # the same issue: commented on and closed, never a second one
+    assert issue["state"] == "closed" and any("closing" in c["body"] for c in issue["comments"]), issue
+    assert len(stand_in.state.releases) == 2
+
+    with sqlite3.connect(state / "history.sqlite") as db:  # every night's samples are in the runner's state
+        nights = {row[0] for row in db.execute("SELECT DISTINCT run_id FROM samples")}
+    assert len(nights) == 3
+    assert not (spark.workspace / "runs").exists() or len(list((spark.workspace / "runs").iterdir())) == 1
+
+
+def _a_of(state: Path, cell: str) -> str:
+    found = ConfirmedBook(state / "confirmed.json").last_good(series_key("cpu-x86", CPU_ENTRY, cell, "tg_tps"))
+    assert found is not None
+    return found[0].id
+
+
+def _report_name(run: WorkflowRun) -> str:
+    assert run.artifacts is not None
+    (name,) = [n for n in os.listdir(run.artifacts) if n.startswith("report-")]
+    return name
