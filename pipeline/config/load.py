@@ -220,7 +220,9 @@ def schema(name: str) -> dict[str, Any]:
 
 def schema_issues(doc: Document, schema_document: Mapping[str, Any]) -> list[ConfigIssue]:
     """Every violation of `schema_document` in `doc`, located and worded for a person."""
-    validator = jsonschema.Draft202012Validator(schema_document)
+    validator = jsonschema.Draft202012Validator(
+        schema_document, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
+    )
     return [issue for error in validator.iter_errors(doc.data) for issue in _explain(doc, error)]
 
 

@@ -40,6 +40,8 @@ class Profile:
     driver_below: str | None = None
     health: Mapping[str, float] = field(default_factory=dict)
     nodes: tuple[str, ...] = ()
+    interconnect: tuple[str, ...] = ()  # each node's address on the direct link, where Ray listens
+    listen: str = "127.0.0.1"  # where vLLM's API server binds
     base_image: str | None = None
     description: str = ""
 
@@ -190,6 +192,8 @@ def _profile(name: str, raw: Mapping[str, Any]) -> Profile:
         driver_below=driver.get("below"),
         health=MappingProxyType(dict(raw.get("health", {}))),
         nodes=tuple(raw.get("nodes", ())),
+        interconnect=tuple(raw.get("interconnect", ())),
+        listen=raw.get("listen", "127.0.0.1"),
         base_image=raw.get("base_image"),
         description=raw.get("description", ""),
     )

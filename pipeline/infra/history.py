@@ -133,11 +133,13 @@ class History:
         host: str | None = None,
         build: str = "candidate",
         before: str | None = None,
+        before_run: str | None = None,
         limit: int = 60,
         accepted_only: bool = False,
     ) -> list[Night]:
-        """The latest `limit` nights of one series (oldest first), optionally for one host, before a night, and
-        only the nights whose verdict accepted the build (the baseline)."""
+        """The latest `limit` nights of one series (oldest first), optionally for one host, before a night (with
+        `before_run`, that night's earlier runs too: a night run twice), and only the nights whose verdict accepted
+        the build (the baseline)."""
         query = (
             "SELECT night, run_id, value, verdict FROM samples"
             " WHERE hardware = ? AND entry = ? AND cell = ? AND metric = ? AND build = ?"
@@ -149,7 +151,10 @@ class History:
         if host is not None:
             query += " AND host = ?"
             args.append(host)
-        if before is not None:
+        if before is not None and before_run is not None:
+            query += " AND (night < ? OR (night = ? AND run_id < ?))"
+            args += [before, before, before_run]
+        elif before is not None:
             query += " AND night < ?"
             args.append(before)
         with self._connect() as connection:

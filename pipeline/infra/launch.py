@@ -6,7 +6,9 @@ what would run, and the server harness starts the same argv it printed.
 
 from __future__ import annotations
 
+import ipaddress
 import json
+import secrets
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -15,6 +17,24 @@ from pipeline.config.matrix import ModelEntry, Profile
 
 RAY_PORT = 6379
 CONTAINER_HF_CACHE = "/root/.cache/huggingface"
+# vLLM reads its API key from this variable: it is passed to containers by name, so no argv, log or rendered
+# plan ever holds the value
+API_KEY_ENV = "VLLM_API_KEY"
+
+
+def beyond_loopback(address: str) -> bool:
+    """Whether a server bound to `address` is reachable from other machines (0.0.0.0 and :: are every address)."""
+    return not ipaddress.ip_address(address).is_loopback
+
+
+def client_address(listen: str) -> str:
+    """Where this machine reaches a server bound to `listen`."""
+    return "127.0.0.1" if ipaddress.ip_address(listen).is_unspecified else listen
+
+
+def boot_secrets(listen: str) -> dict[str, str]:
+    """A fresh API key for each boot of a server that listens beyond loopback; none on loopback."""
+    return {API_KEY_ENV: secrets.token_urlsafe(32)} if beyond_loopback(listen) else {}
 
 
 @dataclass(frozen=True)
@@ -42,6 +62,8 @@ class LaunchPlan:
     steps: tuple[Step, ...]
     env: Mapping[str, str] = field(default_factory=dict)
     cleanup: tuple[Step, ...] = ()
+    secrets: Mapping[str, str] = field(default_factory=dict)  # in the processes' environment, never rendered
+    listen: str = "127.0.0.1"
 
     @property
     def server(self) -> Step:
@@ -50,6 +72,7 @@ class LaunchPlan:
     def render(self) -> str:
         lines = [f"# launch target: {self.target}"]
         lines += [f"export {k}={shlex.quote(v)}" for k, v in sorted(self.env.items())]
+        lines += [f"export {k}=<made for this boot, not shown>" for k in sorted(self.secrets)]
         for step in self.steps:
             if step.purpose:
                 lines.append(f"# {step.purpose}")
@@ -81,22 +104,37 @@ def serve_arguments(entry: ModelEntry, *, host: str, port: int) -> list[str]:
     return args + [str(a) for a in entry.serve.get("extra_args", ())]  # last, so a maintainer's flag wins
 
 
-def local_plan(entry: ModelEntry, *, python: str, vllm: str, model_ref: str, port: int) -> LaunchPlan:
+def local_plan(
+    entry: ModelEntry, *, python: str, vllm: str, model_ref: str, port: int, listen: str = "127.0.0.1"
+) -> LaunchPlan:
     """A bare-metal process on this machine (the CPU profile)."""
     if entry.launch.entrypoint == "module":
         head = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", model_ref]
     else:
         head = [vllm, "serve", model_ref]
-    argv = (*head, *serve_arguments(entry, host="127.0.0.1", port=port))
-    return LaunchPlan("local", (Step(argv, purpose="the API server"),), env=dict(entry.env) | {"HF_HUB_OFFLINE": "1"})
+    argv = (*head, *serve_arguments(entry, host=listen, port=port))
+    env = dict(entry.env) | {"HF_HUB_OFFLINE": "1"}
+    return LaunchPlan(
+        "local", (Step(argv, purpose="the API server"),), env=env, secrets=boot_secrets(listen), listen=listen
+    )
 
 
 def docker_plan(
-    entry: ModelEntry, *, image: str, model_ref: str, port: int, container: str, hf_cache: str
+    entry: ModelEntry,
+    *,
+    image: str,
+    model_ref: str,
+    port: int,
+    container: str,
+    hf_cache: str,
+    listen: str = "127.0.0.1",
+    gpus: bool = True,
 ) -> LaunchPlan:
-    """`docker run` on a Spark: all GPUs, host IPC and network, a large /dev/shm, the shared model cache."""
+    """`docker run` on a Spark: all GPUs, host IPC and network, a large /dev/shm, the shared model cache; the API
+    server binds `listen` (loopback unless the profile says otherwise, and then only with a key)."""
     env = dict(entry.env) | {"HF_HUB_OFFLINE": "1"}
-    serve = ("vllm", "serve", model_ref, *serve_arguments(entry, host="0.0.0.0", port=port))
+    keys = boot_secrets(listen)
+    serve = ("vllm", "serve", model_ref, *serve_arguments(entry, host=listen, port=port))
     argv = container_argv(
         container,
         image,
@@ -104,26 +142,36 @@ def docker_plan(
         env=env,
         hf_cache=hf_cache,
         extra=("--ulimit", "memlock=-1", "--ulimit", "stack=67108864"),
+        pass_through=tuple(keys),
+        gpus=gpus,
     )
     return LaunchPlan(
         "docker",
         (Step(argv, purpose="the API server in its container"),),
         cleanup=(Step(("docker", "rm", "--force", container)),),
+        secrets=keys,
+        listen=listen,
     )
 
 
 def container_argv(
-    name: str, image: str, command: Sequence[str], *, env: Mapping[str, str], hf_cache: str, extra: Sequence[str] = ()
+    name: str,
+    image: str,
+    command: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    hf_cache: str,
+    extra: Sequence[str] = (),
+    pass_through: Sequence[str] = (),
+    gpus: bool = True,
 ) -> tuple[str, ...]:
-    """`docker run` as every target uses it: all GPUs, host IPC and network, 16 GiB /dev/shm, the model cache."""
-    argv = [
-        "docker",
-        "run",
-        "--rm",
-        "--name",
-        name,
-        "--gpus",
-        "all",
+    """`docker run` as every target uses it: the GPUs (none for a CPU profile), host IPC and network, 16 GiB
+    /dev/shm, the model cache; `pass_through` variables are named, their values taken from docker's own
+    environment."""
+    argv = ["docker", "run", "--rm", "--name", name]
+    if gpus:
+        argv += ["--gpus", "all"]
+    argv += [
         "--ipc",
         "host",
         "--network",
@@ -136,6 +184,8 @@ def container_argv(
     ]
     for key, value in sorted(env.items()):
         argv += ["-e", f"{key}={value}"]
+    for key in pass_through:
+        argv += ["-e", key]
     return (*argv, image, *command)
 
 
@@ -148,37 +198,55 @@ def ray_plan(
     port: int,
     container: str,
     hf_cache: str,
-    head_address: str,
 ) -> LaunchPlan:
-    """A Ray cluster over the profile's hosts: a head container, worker containers, then vllm serve on the head."""
+    """A Ray cluster over the profile's hosts: a head container, worker containers, then vllm serve on the head.
+
+    Ray listens on each node's interconnect address (the profile's `interconnect`, else the node's name), its
+    dashboard on loopback; the API server binds the profile's `listen` address."""
     hosts = profile.nodes[: entry.nodes]
     if len(hosts) < entry.nodes:
         raise ValueError(f"{entry.id} needs {entry.nodes} hosts, profile {profile.name} lists {len(hosts)}")
-    env = dict(entry.env) | {"HF_HUB_OFFLINE": "1", "VLLM_HOST_IP": head_address}
+    addresses = profile.interconnect[: entry.nodes] or hosts
+    head_address = addresses[0]
+    keys = boot_secrets(profile.listen)
 
-    def on_host(name: str, command: Sequence[str]) -> tuple[str, ...]:
-        return container_argv(name, image, command, env=env, hf_cache=hf_cache, extra=("--device", "/dev/infiniband"))
+    def on_host(name: str, address: str, command: Sequence[str], pass_through: Sequence[str] = ()) -> tuple[str, ...]:
+        env = dict(entry.env) | {"HF_HUB_OFFLINE": "1", "VLLM_HOST_IP": address}
+        return container_argv(
+            name,
+            image,
+            command,
+            env=env,
+            hf_cache=hf_cache,
+            extra=("--device", "/dev/infiniband"),
+            pass_through=pass_through,
+        )
 
+    head = [
+        "ray",
+        "start",
+        "--head",
+        f"--port={RAY_PORT}",
+        f"--node-ip-address={head_address}",
+        "--dashboard-host=127.0.0.1",
+        "--block",
+    ]
     steps = [
         Step(
-            on_host(
-                f"{container}-head",
-                ["ray", "start", "--head", f"--port={RAY_PORT}", f"--node-ip-address={head_address}", "--block"],
-            ),
+            on_host(f"{container}-head", head_address, head, tuple(keys)),
             host=hosts[0],
             background=True,
-            purpose=f"Ray head on {hosts[0]}",
+            purpose=f"Ray head on {hosts[0]}, listening on {head_address}",
         )
     ]
-    for index, host in enumerate(hosts[1:], start=1):
+    for index, (host, address) in enumerate(zip(hosts[1:], addresses[1:], strict=True), start=1):
+        worker = ["ray", "start", f"--address={head_address}:{RAY_PORT}", f"--node-ip-address={address}", "--block"]
         steps.append(
             Step(
-                on_host(
-                    f"{container}-worker{index}", ["ray", "start", f"--address={head_address}:{RAY_PORT}", "--block"]
-                ),
+                on_host(f"{container}-worker{index}", address, worker),
                 host=host,
                 background=True,
-                purpose=f"Ray worker on {host}",
+                purpose=f"Ray worker on {host}, listening on {address}",
             )
         )
     serve = (
@@ -188,11 +256,11 @@ def ray_plan(
         "vllm",
         "serve",
         model_ref,
-        *serve_arguments(entry, host="0.0.0.0", port=port),
+        *serve_arguments(entry, host=profile.listen, port=port),
     )
     steps.append(Step(serve, host=hosts[0], purpose="the API server on the head, across the cluster"))
     cleanup = tuple(
         Step(("docker", "rm", "--force", f"{container}-{suffix}"), host=host)
         for suffix, host in [("head", hosts[0]), *((f"worker{i}", h) for i, h in enumerate(hosts[1:], 1))]
     )
-    return LaunchPlan("ray", tuple(steps), cleanup=cleanup)
+    return LaunchPlan("ray", tuple(steps), cleanup=cleanup, secrets=keys, listen=profile.listen)

@@ -156,9 +156,17 @@ _NON_FINITE = "Out of range float values are not JSON compliant"
 class OpenAIClient:
     """A client for one server; pass an httpx.Client to inject a transport or change timeouts."""
 
-    def __init__(self, base_url: str, *, client: httpx.Client | None = None, timeout_s: float = 120.0) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        client: httpx.Client | None = None,
+        timeout_s: float = 120.0,
+        api_key: str | None = None,
+    ) -> None:
         self.base_url = base_url.rstrip("/")
-        self._http = client or httpx.Client(timeout=httpx.Timeout(timeout_s, connect=5.0))
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._http = client or httpx.Client(timeout=httpx.Timeout(timeout_s, connect=5.0), headers=headers)
 
     def close(self) -> None:
         self._http.close()

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from pipeline.errors import BootError, EngineError, NonFiniteLogprobsError
 from pipeline.infra import procs
-from pipeline.infra.launch import LaunchPlan
+from pipeline.infra.launch import API_KEY_ENV, LaunchPlan, client_address
 from pipeline.infra.openai_client import Completion, OpenAIClient
 from pipeline.progress import Say, quiet
 
@@ -117,11 +117,14 @@ def running_server(
     deadline_s: float,
     log_path: Path,
     owner: str,
-    host: str = "127.0.0.1",
     say: Say = quiet,
 ) -> Iterator[Server]:
-    """Start the plan, wait for readiness, yield the Server; always stop everything and verify it is gone."""
-    env = dict(os.environ) | dict(plan.env)
+    """Start the plan, wait for readiness, yield the Server; always stop everything and verify it is gone.
+
+    The plan's secrets (an API key made for this boot) reach the processes' environment and the client's header,
+    nothing else."""
+    env = dict(os.environ) | dict(plan.env) | dict(plan.secrets)
+    host = client_address(plan.listen)
     started: list[procs.Process] = []
     try:
         for index, step in enumerate(plan.steps):
@@ -129,7 +132,9 @@ def running_server(
             started.append(procs.Process(step.runnable(), step_log, env=env, owner=owner))
         server = started[-1]
         say(f"booting {model} on port {port} (deadline {deadline_s:g} s), log {log_path}")
-        client = OpenAIClient(f"http://{host}:{port}", timeout_s=max(deadline_s, 30.0))
+        client = OpenAIClient(
+            f"http://{host}:{port}", timeout_s=max(deadline_s, 30.0), api_key=plan.secrets.get(API_KEY_ENV)
+        )
         _wait_for_models(server, client, model=model, max_model_len=max_model_len, deadline_s=deadline_s)
         identity_s = server.elapsed_s()
         remaining = max(deadline_s - server.elapsed_s(), 1.0)

@@ -39,22 +39,14 @@ def test_a_broken_model_fails_at_golden_alerts_once_per_check_and_a_good_night_c
     bench_one_case(place)  # keeps the good night short; the judgement is the same for every case
     shutil.copy(place.root / "config" / "models.yaml", place.root / "models.good.yaml")
     _serve_broken_weights(place, cpu_engine)
-    opened: list[str] = []
-    for night in range(2):  # two failing nights: one alert per failing check, opened once, then updated
-        assert main(["nightly", "--profile", "cpu"]) == 6
-        run = place.last_run()
-        assert run["verdict"] == "FAIL"
-        alerts = run["alerts"]
-        assert isinstance(alerts, list)
-        if night == 0:
-            opened = sorted(a["key"] for a in alerts)
-            assert opened and {a["action"] for a in alerts} == {"opened"}
-        else:  # the same keys, never a second alert for one of them
-            assert sorted(a["key"] for a in alerts) == opened and {a["action"] for a in alerts} == {"updated"}
+    assert main(["nightly", "--profile", "cpu"]) == 6
+    run = place.last_run()
+    alerts = run["alerts"]
+    assert run["verdict"] == "FAIL" and isinstance(alerts, list)
+    opened = sorted(a["key"] for a in alerts)  # one alert per failing check (a second night updates them: unit tests)
+    assert opened and {a["action"] for a in alerts} == {"opened"}
+    assert all(":golden:" in key for key in opened), opened
     assert place.store.releases() == []  # nothing bad published
-    golden_alerts = {k: v for k, v in place.alerts().items() if ":golden:" in k}
-    assert sorted(golden_alerts) == opened
-    assert all(alert["open"] and len(alert["nights"]) == 2 for alert in golden_alerts.values())  # type: ignore[arg-type]
 
     shutil.copy(place.root / "models.good.yaml", place.root / "config" / "models.yaml")
     assert main(["nightly", "--profile", "cpu", "--only", CPU_ENTRY]) == 0  # the good model: all fixed

@@ -112,7 +112,8 @@ def test_three_nights_of_the_workflow_keep_their_state_and_raise_one_issue(
     run = json.loads((report / "run.json").read_text())
     entry = json.loads((report / "entries" / f"{CPU_ENTRY}.json").read_text())
     assert (run["verdict"], entry["stage"]) == ("FAIL", "perf"), entry["reason"]
-    assert "tg32: tripped twice" in entry["reason"], entry["reason"]  # night 1's samples are the history
+    assert "tg32: tripped twice" in entry["reason"], entry["reason"]
+    assert "only 1 healthy nights of history" in entry["reason"], entry["reason"]  # night 1's, kept by the runner
     assert f"paired with the last confirmed build (runtime {good_build}" in entry["reason"], entry["reason"]
     assert _a_of(state, "tg32") == good_build  # the slower build never becomes A
     assert entry["numbers"]["cells"]["tg32"]["b_over_a"] < 0.8, entry["reason"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+from dataclasses import replace
 
 import pytest
 
@@ -120,22 +121,36 @@ def test_the_ray_plan_starts_a_head_then_workers_then_serves_on_the_head() -> No
         nodes=2,
         serve={"tensor_parallel_size": 2, "distributed_executor_backend": "ray"},
     )
-    plan = ray_plan(
-        entry,
-        SPARK,
-        image="img:1",
-        model_ref="org/model",
-        port=8000,
-        container="c",
-        hf_cache="/hf",
-        head_address="10.0.0.1",
-    )
+    linked = replace(SPARK, interconnect=("192.168.100.1", "192.168.100.2"))
+    plan = ray_plan(entry, linked, image="img:1", model_ref="org/model", port=8000, container="c", hf_cache="/hf")
     hosts = [(s.host, s.background) for s in plan.steps]
     assert hosts == [("spark-a", True), ("spark-b", True), ("spark-a", False)]
-    assert "ray start --head --port=6379" in plan.steps[0].render()
-    assert "ray start --address=10.0.0.1:6379 --block" in plan.steps[1].render()
-    assert plan.steps[2].runnable()[:2] == ("ssh", "spark-a")
+    head, worker, serve = (step.render() for step in plan.steps)
+    assert "ray start --head --port=6379 --node-ip-address=192.168.100.1 --dashboard-host=127.0.0.1" in head
+    assert "ray start --address=192.168.100.1:6379 --node-ip-address=192.168.100.2 --block" in worker
+    assert "VLLM_HOST_IP=192.168.100.2" in worker  # each node names its own address
+    assert "--host 127.0.0.1" in serve and plan.steps[2].runnable()[:2] == ("ssh", "spark-a")
+    assert "0.0.0.0" not in plan.render() and plan.secrets == {}
     assert [c.host for c in plan.cleanup] == ["spark-a", "spark-b"]
+
+
+def test_docker_and_ray_serve_on_loopback_and_beyond_it_only_with_a_key_never_shown() -> None:
+    plan = docker_plan(_entry(), image="img:1", model_ref="m", port=8000, container="c1", hf_cache="/hf")
+    assert "--host 127.0.0.1" in plan.render() and "0.0.0.0" not in plan.render() and plan.secrets == {}
+    lan = docker_plan(
+        _entry(), image="img:1", model_ref="m", port=8000, container="c1", hf_cache="/hf", listen="0.0.0.0"
+    )
+    (key,) = lan.secrets.values()
+    assert len(key) >= 40 and lan.secrets == {"VLLM_API_KEY": key}
+    argv = lan.server.argv
+    assert argv[argv.index("img:1") - 2 : argv.index("img:1")] == ("-e", "VLLM_API_KEY")  # by name: docker's env
+    assert key not in lan.render() and "export VLLM_API_KEY=<made for this boot, not shown>" in lan.render()
+    again = docker_plan(
+        _entry(), image="img:1", model_ref="m", port=8000, container="c1", hf_cache="/hf", listen="0.0.0.0"
+    )
+    assert again.secrets != lan.secrets  # a new key for every boot
+    cpu = docker_plan(_entry(), image="i", model_ref="m", port=1, container="c", hf_cache="/hf", gpus=False)
+    assert "--gpus" not in cpu.server.argv
 
 
 def test_prometheus_text_is_parsed_into_samples() -> None:

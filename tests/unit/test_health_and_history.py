@@ -119,6 +119,19 @@ def test_history_groups_samples_by_night_oldest_first(tmp_path: Path) -> None:
     assert [n.night for n in before] == ["2026-11-01"]
 
 
+def test_a_night_run_twice_sees_its_earlier_run_as_history(tmp_path: Path) -> None:
+    history = History(tmp_path / "history.sqlite")
+    history.record([_sample("2026-11-01", 19.0), _sample("2026-11-02", 20.0, run_id="20261102-013000")])
+    again = history.nights(
+        hardware="cpu-x86", entry="m", cell="tg32", metric="tg_tps", before="2026-11-02", before_run="20261102-090000"
+    )
+    assert [(n.night, n.run_id) for n in again] == [("2026-11-01", "run-2026-11-01"), ("2026-11-02", "20261102-013000")]
+    first = history.nights(
+        hardware="cpu-x86", entry="m", cell="tg32", metric="tg_tps", before="2026-11-02", before_run="20261102-013000"
+    )
+    assert [n.night for n in first] == ["2026-11-01"]  # never its own samples
+
+
 def test_a_history_of_another_schema_version_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "history.sqlite"
     History(path).record([_sample("2026-11-01", 1.0)])

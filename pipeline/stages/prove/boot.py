@@ -58,24 +58,24 @@ def plan_launch(entry: ModelEntry, candidate: Candidate, *, model_ref: str, port
             vllm=str(candidate.runtime.bin("vllm")),
             model_ref=model_ref,
             port=port,
+            listen=candidate.profile.listen,
         )
     image = entry.launch.image or candidate.image
     if image is None:
         raise EngineError(f"{entry.id}: a {target} launch needs an image; build tonight's wheels first")
     if target == "docker":
         return launch.docker_plan(
-            entry, image=image, model_ref=model_ref, port=port, container=container, hf_cache=HF_CACHE
+            entry,
+            image=image,
+            model_ref=model_ref,
+            port=port,
+            container=container,
+            hf_cache=HF_CACHE,
+            listen=candidate.profile.listen,
+            gpus=candidate.profile.accelerator != "cpu",
         )
-    head = candidate.profile.nodes[0] if candidate.profile.nodes else "head"
     return launch.ray_plan(
-        entry,
-        candidate.profile,
-        image=image,
-        model_ref=model_ref,
-        port=port,
-        container=container,
-        hf_cache=HF_CACHE,
-        head_address=head,
+        entry, candidate.profile, image=image, model_ref=model_ref, port=port, container=container, hf_cache=HF_CACHE
     )
 
 

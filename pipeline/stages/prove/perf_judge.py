@@ -92,7 +92,7 @@ class PerfContext:
 
 
 def _nights(ctx: PerfContext, cell: str, metric: str, *, accepted_only: bool, limit: int = 60) -> list[Night]:
-    """This host's nights of the cell before tonight: all of them, or the accepted ones (the baseline)."""
+    """This host's nights of the cell before tonight's run: all of them, or the accepted ones (the baseline)."""
     return ctx.history.nights(
         hardware=ctx.hardware,
         entry=ctx.entry,
@@ -100,6 +100,7 @@ def _nights(ctx: PerfContext, cell: str, metric: str, *, accepted_only: bool, li
         metric=metric,
         host=ctx.host,
         before=ctx.night,
+        before_run=ctx.run_id,
         accepted_only=accepted_only,
         limit=limit,
     )
