@@ -101,10 +101,13 @@ def build_parser() -> argparse.ArgumentParser:
         (build, "build"),
         (inspect, "inspect"),
         (nightly, "nightly"),
-        (pipeline_failed, "pipeline-failed"),
     ):
         module.add_parser(commands, common)
         commands.choices[name].set_defaults(handler=_with_config(module.run))
+    pipeline_failed.add_parser(commands, common)  # it must work when the configuration is what broke
+    commands.choices["pipeline-failed"].set_defaults(
+        handler=lambda args, resolved: pipeline_failed.run(args, resolved.settings)
+    )
     for name, runner in releases.add_parsers(commands, common).items():
         commands.choices[name].set_defaults(handler=_with_config(runner))
     return parser
@@ -115,6 +118,15 @@ def _with_config(handler: Callable[[argparse.Namespace, Settings, Config], int])
 
     def wrapped(args: argparse.Namespace, resolved: Resolved) -> int:
         return handler(args, resolved.settings, load_config(config_paths(resolved)))
+
+    return wrapped
+
+
+def _settings_only(handler: Callable[[argparse.Namespace, Settings], int]) -> Handler:
+    """A handler that reads settings only: it must run when the configuration itself is broken."""
+
+    def wrapped(args: argparse.Namespace, resolved: Resolved) -> int:
+        return handler(args, resolved.settings)
 
     return wrapped
 

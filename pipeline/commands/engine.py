@@ -56,6 +56,7 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
                 _dry_candidate(entry, config, cache_dir),
                 model_ref=_dry_model_ref(entry, cache_dir),
                 port=args.port or 8000,
+                cache_dir=cache_dir,
             ).render()
         )
         return 0

@@ -6,7 +6,6 @@ import argparse
 import json
 import time
 
-from pipeline.config.bundle import Config
 from pipeline.infra.cache_lock import exclusive
 from pipeline.progress import to_stderr
 from pipeline.settings import Settings
@@ -28,7 +27,8 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser], co
     failed.add_argument("--run-id", help="the run that broke (its night is named in the alert)")
 
 
-def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    """Needs no configuration: a broken models.yaml is one of the things that break a night's jobs."""
     run_id = args.run_id or time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     run_dir = settings.path("runs_dir") / run_id
     started = run_dir / "night.json"

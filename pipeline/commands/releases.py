@@ -1,20 +1,19 @@
-"""`spark-nightly list | fetch | install | dockerfile | retain`: the published nights, from the user's side."""
+"""`spark-nightly list | fetch | install | dockerfile | image | retain`: the published nights, from the user's side."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 from pipeline.config.bundle import Config
 from pipeline.errors import UsageError
-from pipeline.infra.image import render_dockerfile
-from pipeline.infra.runtime import lock_directory
+from pipeline.infra.image import build_image, image_tag
+from pipeline.infra.runtime import sha256_of
 from pipeline.progress import to_stderr
 from pipeline.settings import Settings
-from pipeline.stages.release.fetch import LOCK, download_locked, fetch_night, install
+from pipeline.stages.release.fetch import LOCK, fetch_night, install, write_image_context
 from pipeline.stages.release.publish import apply_retention, read_index
 from pipeline.stages.release.stores import open_store
 
@@ -44,10 +43,25 @@ def add_parsers(
     )
     docker.add_argument("--from", dest="source", required=True, help="the folder fetch wrote (DEST/TAG)")
     docker.add_argument("--out", required=True, help="the build context to write")
+    image = commands.add_parser(
+        "image",
+        parents=[common],
+        help="a published night to a runtime image in one step: fetch, verify, render, docker build",
+    )
+    image.add_argument("--night", default="latest", help="latest (default), a date YYYY-MM-DD, or a tag")
+    image.add_argument("--dest", default="nightly", help="folder for the fetched night and its context")
+    image.add_argument("--tag", help="the image's tag (default: spark-nightly/runtime:<the lock's digest>)")
     retain = commands.add_parser("retain", parents=[common], help="delete nights beyond publish.keep_nights")
     retain.add_argument("--keep", action="append", default=[], metavar="TAG", help="also keep this night")
     retain.add_argument("--dry-run", action="store_true", help="say what would be deleted, delete nothing")
-    return {"list": _list, "fetch": _fetch, "install": _install, "dockerfile": _dockerfile, "retain": _retain}
+    return {
+        "list": _list,
+        "fetch": _fetch,
+        "install": _install,
+        "dockerfile": _dockerfile,
+        "image": _image,
+        "retain": _retain,
+    }
 
 
 def _list(args: argparse.Namespace, settings: Settings, config: Config) -> int:
@@ -86,12 +100,20 @@ def _dockerfile(args: argparse.Namespace, settings: Settings, config: Config) ->
     source, out = Path(args.source), Path(args.out)
     manifest = json.loads((source / "manifest.json").read_text())
     profile = config.matrix.profiles[manifest.get("profile", settings.profile)]
-    (out / "wheels").mkdir(parents=True, exist_ok=True)
-    download_locked(source, out / "wheels", out)  # the image installs with --no-index: every locked file goes in
-    shutil.copy2(source / LOCK, out / LOCK)
-    lock = lock_directory(out / "wheels", ())
-    (out / "Dockerfile").write_text(render_dockerfile(profile, lock))
-    print(f"wrote {out / 'Dockerfile'} and its context; build it with: docker build -t spark-nightly/runtime {out}")
+    dockerfile = write_image_context(source, out, profile)
+    print(f"wrote {dockerfile} and its context; build it with: docker build -t spark-nightly/runtime {out}")
+    return 0
+
+
+def _image(args: argparse.Namespace, settings: Settings, config: Config) -> int:
+    fetched = fetch_night(open_store(settings), args.night, Path(args.dest), say=to_stderr)
+    profile = config.matrix.profiles[fetched.manifest.get("profile", settings.profile)]
+    context = Path(args.dest) / f"{fetched.tag}-image"
+    write_image_context(fetched.folder, context, profile)
+    tag = args.tag or image_tag(sha256_of(fetched.lock)[:16])
+    to_stderr(f"image: docker build -t {tag} {context} (log {context / 'docker-build.log'})")
+    build_image(context, tag)
+    print(f"built {tag} from {fetched.tag} ({len(fetched.wheels)} wheel(s) and {LOCK}, all verified)")
     return 0
 
 

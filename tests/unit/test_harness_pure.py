@@ -99,13 +99,12 @@ def test_the_local_plan_runs_the_module_when_the_entry_point_is_broken() -> None
     assert plan.env == {"VLLM_X": "1", "HF_HUB_OFFLINE": "1"}
 
 
-def test_the_docker_plan_has_gpus_host_ipc_shm_cache_env_and_a_cleanup() -> None:
+def test_the_docker_plan_has_gpus_host_ipc_cache_env_and_a_cleanup() -> None:
     plan = docker_plan(_entry(), image="img:1", model_ref="org/model", port=8000, container="c1", hf_cache="/hf")
     text = plan.render()
     for part in (
         "--gpus all",
         "--ipc host",
-        "--shm-size 16g",
         "-v /hf:/root/.cache/huggingface",
         "-e VLLM_X=1",
         "img:1 vllm serve org/model",
@@ -143,7 +142,7 @@ def test_docker_and_ray_serve_on_loopback_and_beyond_it_only_with_a_key_never_sh
     (key,) = lan.secrets.values()
     assert len(key) >= 40 and lan.secrets == {"VLLM_API_KEY": key}
     argv = lan.server.argv
-    assert argv[argv.index("img:1") - 2 : argv.index("img:1")] == ("-e", "VLLM_API_KEY")  # by name: docker's env
+    assert argv[argv.index("img:1") - 4 : argv.index("img:1")] == ("-e", "SPARK_NIGHTLY_OWNER", "-e", "VLLM_API_KEY")
     assert key not in lan.render() and "export VLLM_API_KEY=<made for this boot, not shown>" in lan.render()
     again = docker_plan(
         _entry(), image="img:1", model_ref="m", port=8000, container="c1", hf_cache="/hf", listen="0.0.0.0"

@@ -51,6 +51,7 @@ def test_a_broken_job_opens_the_pipeline_alert_once_and_the_next_whole_night_clo
 ) -> None:
     monkeypatch.setenv("SPARK_NIGHTLY_PATHS_RUNS", str(tmp_path / "runs"))
     monkeypatch.setenv("SPARK_NIGHTLY_PATHS_STATE", str(tmp_path / "state"))
+    monkeypatch.setenv("SPARK_NIGHTLY_PATHS_CONFIG", str(tmp_path / "no-config"))  # what broke may be the config
     what = "jobs: build failure, test skipped, cluster skipped, publish skipped; logs: https://github.com/o/r/runs/1"
     assert main(["pipeline-failed", "--run-id", "r1", "--what", what]) == 0
     assert main(["pipeline-failed", "--run-id", "r2", "--what", what]) == 0

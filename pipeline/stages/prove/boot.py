@@ -16,8 +16,6 @@ from pipeline.infra.server import Server, free_port, owner_token, running_server
 from pipeline.infra.weights import model_reference
 from pipeline.progress import Say, quiet
 
-HF_CACHE = "/var/cache/spark-nightly/huggingface"
-
 
 @dataclass(frozen=True)
 class Candidate:
@@ -43,7 +41,14 @@ def placeholder_candidate(profile: Profile) -> Candidate:
     return Candidate(profile, image=image_tag("tonight"))
 
 
-def plan_launch(entry: ModelEntry, candidate: Candidate, *, model_ref: str, port: int) -> launch.LaunchPlan:
+def hf_cache(cache_dir: Path) -> Path:
+    """The Hugging Face cache that containers mount: under `paths.cache`, shared by every entry and night."""
+    return cache_dir / "huggingface"
+
+
+def plan_launch(
+    entry: ModelEntry, candidate: Candidate, *, model_ref: str, port: int, cache_dir: Path
+) -> launch.LaunchPlan:
     """The launch plan for an entry on its target."""
     target = entry.launch.target
     container = f"spark-nightly-{entry.id}"
@@ -70,12 +75,18 @@ def plan_launch(entry: ModelEntry, candidate: Candidate, *, model_ref: str, port
             model_ref=model_ref,
             port=port,
             container=container,
-            hf_cache=HF_CACHE,
+            hf_cache=str(hf_cache(cache_dir)),
             listen=candidate.profile.listen,
             gpus=candidate.profile.accelerator != "cpu",
         )
     return launch.ray_plan(
-        entry, candidate.profile, image=image, model_ref=model_ref, port=port, container=container, hf_cache=HF_CACHE
+        entry,
+        candidate.profile,
+        image=image,
+        model_ref=model_ref,
+        port=port,
+        container=container,
+        hf_cache=str(hf_cache(cache_dir)),
     )
 
 
@@ -93,7 +104,9 @@ def boot(
     """Serve an entry until the block ends; readiness, failure classification and clean-up as in running_server."""
     model_ref = model_reference(entry, cache_dir, log_dir, say=say)
     chosen_port = port or free_port()
-    plan = plan_launch(entry, candidate, model_ref=model_ref, port=chosen_port)
+    plan = plan_launch(entry, candidate, model_ref=model_ref, port=chosen_port, cache_dir=cache_dir)
+    if plan.target != "local":
+        hf_cache(cache_dir).mkdir(parents=True, exist_ok=True)  # a container engine may refuse a missing mount
     max_len = entry.serve.get("max_model_len")
     with running_server(
         plan,

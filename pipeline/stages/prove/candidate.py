@@ -10,16 +10,13 @@ from typing import Any
 
 from pipeline.config.matrix import Profile
 from pipeline.errors import EngineError, UsageError
-from pipeline.infra import procs
 from pipeline.infra.confirmed import BuildRef
-from pipeline.infra.image import image_tag, render_dockerfile
+from pipeline.infra.image import build_image, image_tag, render_dockerfile
 from pipeline.infra.runtime import lock_directory, sha256_of, write_atomically
 from pipeline.progress import Say, quiet
 from pipeline.stages.prove.boot import Candidate, prepare_candidate
 from pipeline.stages.prove.last_good import image_build, runtime_build
 from pipeline.stages.release.fetch import download_locked
-
-_IMAGE_TIMEOUT_S = 3600.0
 
 
 @dataclass(frozen=True)
@@ -99,5 +96,5 @@ def build_runtime_image(profile: Profile, *, lock: Path, wheels: list[Path], con
     (context / "Dockerfile").write_text(render_dockerfile(profile, files))
     tag = image_tag(sha256_of(lock)[:16])
     say(f"candidate: building the runtime image {tag} from {len(files)} locked files")
-    procs.run(["docker", "build", "-t", tag, str(context)], context / "docker-build.log", timeout_s=_IMAGE_TIMEOUT_S)
+    build_image(context, tag)
     return tag

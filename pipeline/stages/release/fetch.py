@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pipeline.config.matrix import Profile
 from pipeline.errors import SparkNightlyError, TamperedAsset
 from pipeline.infra import procs
+from pipeline.infra.image import render_dockerfile
 from pipeline.infra.releases import Release, ReleaseStore
-from pipeline.infra.runtime import sha256_of
+from pipeline.infra.runtime import lock_directory, sha256_of
 from pipeline.progress import Say, quiet
 from pipeline.stages.release.publish import MANIFEST, nightly_releases, read_index
 
@@ -102,3 +105,14 @@ def _pip_locked(python: str, action: str, fetched: Path, log: Path, *extra: str)
     """`pip install|download` of exactly the lock: hashes required, no dependency resolution."""
     argv = [python, "-m", "pip", action, "--quiet", "--no-deps", "--require-hashes", "--find-links", str(fetched)]
     procs.run([*argv, *extra, "-r", str(fetched / LOCK)], log, timeout_s=_INSTALL_TIMEOUT_S, inactivity_s=900)
+
+
+def write_image_context(fetched: Path, out: Path, profile: Profile) -> Path:
+    """A Dockerfile and its context for a fetched night: every locked file (hashes checked) and the lock, installed
+    with --no-index; returns the Dockerfile."""
+    (out / "wheels").mkdir(parents=True, exist_ok=True)
+    download_locked(fetched, out / "wheels", out)  # the image installs with --no-index: every locked file goes in
+    shutil.copy2(fetched / LOCK, out / LOCK)
+    dockerfile = out / "Dockerfile"
+    dockerfile.write_text(render_dockerfile(profile, lock_directory(out / "wheels", ())))
+    return dockerfile

@@ -1,0 +1,54 @@
+"""A published night becomes a runtime image in one step, and the CPU entry served from it with
+`launch.target: docker` passes golden and perf: the Docker path for real, no registry asked.
+
+It needs a container engine (`./scripts/container-engine` makes one where none answers, and the base image) and
+about six minutes, so `./scripts/test-containers` runs it rather than the default suite.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import yaml
+
+from pipeline.cli import main
+from tests.integration.conftest import CPU_ENTRY, ROOT, CpuEngine, Place, bench_one_case
+
+pytestmark = [pytest.mark.integration, pytest.mark.quiet_host, pytest.mark.container]
+
+ENGINE = ROOT / ".venv" / "containers" / "bin"
+
+
+def test_a_fetched_night_builds_an_image_whose_container_passes_golden_and_perf(
+    place: Place, cpu_engine: CpuEngine, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if not (ENGINE / "docker").exists():
+        pytest.fail("no container engine: run ./scripts/container-engine first (./scripts/test-containers does)")
+    monkeypatch.setenv("PATH", f"{ENGINE}{os.pathsep}{os.environ['PATH']}")
+    bench_one_case(place)
+    assert main(["nightly", "--profile", "cpu"]) == 0  # a published night, as users find it
+    capsys.readouterr()
+
+    assert main(["image", "--night", "latest", "--dest", str(place.root / "nightly")]) == 0
+    built = capsys.readouterr().out
+    tag = built.split()[1]
+    assert tag.startswith("spark-nightly/runtime:"), built
+    context = next((place.root / "nightly").glob("*-image"))
+    dockerfile = (context / "Dockerfile").read_text()
+    assert "FROM spark-nightly/base:bookworm" in dockerfile and "--require-hashes --no-index" in dockerfile
+
+    models = place.root / "config" / "models.yaml"
+    data = yaml.safe_load(models.read_text())
+    (entry,) = [e for e in data["models"] if e["id"] == CPU_ENTRY]
+    entry["launch"] |= {"target": "docker", "image": tag}
+    models.write_text(yaml.safe_dump(data, sort_keys=False))
+    assert main(["nightly", "--profile", "cpu"]) == 0
+    run = place.last_run()
+    (outcome,) = run["entries"]  # type: ignore[misc]
+    assert (outcome["status"], outcome["stage"]) == ("PASS", "perf"), outcome["reason"]
+    log = next((place.runs / str(run["run_id"]) / "logs" / CPU_ENTRY).glob("*-server.log")).read_text()
+    assert log.startswith("$ docker run") and f" {tag} python3 -m vllm.entrypoints.openai.api_server" in log
+    assert "--host 127.0.0.1" in log and "0.0.0.0" not in log
+    print(json.dumps({"image": tag, "reason": outcome["reason"]}, indent=1))
