@@ -85,7 +85,6 @@ class NightRun:
     progress: Progress
     publish: bool  # False for a shard: publishing and alerts are left to the merge
     durations: Durations
-    merge: bool = False  # the merge of shards: an entry no shard handed over is ABORTED, never run here
     night: NightCandidate | None = None
     outcomes: list[Outcome] = field(default_factory=list)
     verdict: str = Status.SKIPPED.value
@@ -95,6 +94,7 @@ class NightRun:
     events: list[AlertEvent] = field(default_factory=list)
     alert_problems: list[str] = field(default_factory=list)
     report: Path | None = None
+    merge: bool = False  # the merge of shards: an entry no shard handed over is ABORTED, never run here
 
     @property
     def built(self) -> bool:
