@@ -18,6 +18,7 @@ from pipeline.config.bundle import Config
 from pipeline.config.matrix import ModelEntry, Profile
 from pipeline.errors import UsageError
 from pipeline.infra.confirmed import BuildRef, ConfirmedBook
+from pipeline.infra.cpu_class import cpu_class
 from pipeline.infra.history import History
 from pipeline.infra.runtime import load_runtime
 from pipeline.progress import to_stderr
@@ -82,7 +83,7 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
             ctx,
             profile=profile,
             spec=spec,
-            thresholds=config.thresholds_for(entry.id),
+            thresholds=config.thresholds_for(entry.id, cpu_class()),
             before=before,
             cache_dir=settings.path("cache_dir"),
             log_dir=log_dir,

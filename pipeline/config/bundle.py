@@ -36,9 +36,12 @@ class Config:
     thresholds: Mapping[tuple[str, str], Thresholds]
     golden: Mapping[str, GoldenSet]
 
-    def thresholds_for(self, entry_id: str) -> Thresholds:
+    def thresholds_for(self, entry_id: str, cpu: str | None = None) -> Thresholds:
+        """An entry's references; on a CPU profile, those measured on a host of the class `cpu` where there are."""
         entry = self.matrix.entry(entry_id)
-        return self.thresholds[(self.matrix.profiles[entry.profile].hardware, entry.id)]
+        profile = self.matrix.profiles[entry.profile]
+        thresholds = self.thresholds[(profile.hardware, entry.id)]
+        return thresholds.on_host(cpu if profile.accelerator == "cpu" else None)
 
 
 class _Collector:

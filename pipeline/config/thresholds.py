@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 HIGHER_IS_BETTER_UNITS = frozenset({"t/s"})
@@ -55,10 +55,17 @@ class Reference:
     fail: Level
     xfail: str | None = None
     pending: str | None = None
+    by_host: Mapping[str, float] = field(default_factory=dict)  # CPU class -> the reference measured on one
 
     @property
     def higher_is_better(self) -> bool:
         return self.unit in HIGHER_IS_BETTER_UNITS
+
+    def on_host(self, host: str | None) -> Reference:
+        """The reference for a class of CPU host where one was measured on such a host; itself otherwise."""
+        if host is None or host not in self.by_host:
+            return self
+        return replace(self, ref=self.by_host[host], by_host={})
 
 
 @dataclass(frozen=True)
@@ -69,6 +76,10 @@ class Thresholds:
     model_id: str
     cells: Mapping[str, Reference]
     source: str = ""
+
+    def on_host(self, host: str | None) -> Thresholds:
+        """Every cell's reference for this class of CPU host (see Reference.on_host)."""
+        return replace(self, cells={name: ref.on_host(host) for name, ref in self.cells.items()})
 
 
 def default_metric(cell_name: str) -> str:
@@ -88,6 +99,7 @@ def build_thresholds(hardware: str, model_id: str, data: Mapping[str, Any]) -> T
             Level.parse(raw["fail"]),
             raw.get("xfail"),
             raw.get("pending"),
+            {host: float(other["ref"]) for host, other in raw.get("by_host", {}).items()},
         )
         for name, raw in data["cells"].items()
     }

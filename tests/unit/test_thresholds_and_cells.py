@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from pipeline.config.matrix import BenchSpec
-from pipeline.config.thresholds import Level, Reference, level_problems
+from pipeline.config.thresholds import Level, Reference, build_thresholds, level_problems
+from pipeline.infra.cpu_class import cpu_class
 
 
 def test_cells_are_named_and_ordered_like_llama_benchy() -> None:
@@ -46,3 +47,22 @@ def test_fail_must_be_at_least_as_far_as_warn() -> None:
 def test_a_pending_reference_takes_only_relative_levels() -> None:
     pending = Reference("c", "tg_tps", None, "t/s", Level.parse("-5%"), Level.parse(40), pending="not measured yet")
     assert [f for f, _ in level_problems(pending)] == ["fail"]
+
+
+def test_a_cpu_host_class_is_read_from_its_flags() -> None:
+    assert cpu_class("processor\t: 0\nflags\t\t: fpu sse2 avx avx2 fma\n") == "avx2"
+    assert cpu_class("flags\t: avx2 avx512f avx512bw\n") == "avx512"
+    assert cpu_class("flags\t: avx2 avx512f amx_tile amx_bf16\n") == "amx"
+    assert cpu_class("flags\t: sse2\n") == "baseline"
+
+
+def test_a_cpu_profile_takes_the_reference_measured_on_its_class_of_host() -> None:
+    data = {
+        "cells": {
+            "tg32": {"ref": 18.7, "unit": "t/s", "warn": "-35%", "fail": "-60%", "by_host": {"avx2": {"ref": 14.6}}}
+        }
+    }
+    thresholds = build_thresholds("cpu-x86", "m", data)
+    assert thresholds.on_host("avx2").cells["tg32"].ref == 14.6
+    assert thresholds.on_host("amx").cells["tg32"].ref == 18.7
+    assert thresholds.on_host(None).cells["tg32"].warn == Level(relative=-0.35)

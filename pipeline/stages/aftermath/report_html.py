@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline.config.bundle import Config
+from pipeline.infra.cpu_class import cpu_class
 from pipeline.infra.history import History
 from pipeline.outcome import Outcome
 
@@ -57,7 +58,7 @@ def collect_series(history: History, config: Config, hardware: str, entries: Seq
     """Every cell of every entry: throughput (the judged metric) and, for prefill cells, time to first token."""
     found = []
     for entry_id in entries:
-        thresholds = config.thresholds_for(entry_id)
+        thresholds = config.thresholds_for(entry_id, cpu_class())  # collected on the host that ran the entry
         for cell, reference in sorted(thresholds.cells.items()):
             metric = "pp_tps" if cell.startswith("pp") else "tg_tps"
             charts = [(metric, "t/s", reference.ref)]
