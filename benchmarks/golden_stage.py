@@ -1,8 +1,9 @@
 """Benchmark: the golden stage on the CPU profile, rerun N times, each on a fresh boot (as nights are).
 
-The first run records the drift reference; every later run is judged against it, so a false
-failure from nondeterminism across boots would show. Prints per run: checks, failures, tokens
-generated and seconds; then medians, to plan the golden budget on a Spark.
+The first run has no drift reference: the judge (transformers on the entry's weights) scores it, and it
+records the reference; every later run is judged against that reference (its answers scored again under
+the run's build), so a false failure from nondeterminism across boots would show. Prints per run: checks,
+failures, tokens generated and seconds; then medians, to plan the golden budget on a Spark.
 Run: .venv/bin/python benchmarks/golden_stage.py [RUNS]
 """
 
@@ -20,6 +21,7 @@ from pipeline.infra.weights import model_reference
 from pipeline.settings import from_environment
 from pipeline.stages.prove.boot import boot, prepare_candidate
 from pipeline.stages.prove.golden_run import run_golden
+from pipeline.stages.prove.judge import transformers_judge
 
 ROOT = Path(__file__).parents[1]
 
@@ -35,23 +37,29 @@ def main() -> None:
         store = ReferenceStore(Path(scratch) / "history")
         candidate = prepare_candidate(config.matrix.profiles[entry.profile], cache, Path(scratch))
         model_ref = model_reference(entry, cache, Path(scratch))
+        profile = config.matrix.profiles[entry.profile]
+        judge = transformers_judge(entry, profile, model_ref, cache, Path(scratch))
         for index in range(runs):
+            references = store.load(hardware, entry.id)
             with boot(entry, candidate, cache_dir=cache, log_dir=Path(scratch) / f"run{index}") as server:
                 result = run_golden(
                     server.client,
                     entry,
                     config.golden[entry.golden],
                     model_ref=model_ref,
-                    references=store.load(hardware, entry.id),
+                    references=references,
+                    judge=judge if references is None else None,
                 )
-            if index == 0 and result.passed:
-                store.save(hardware, entry.id, time.strftime("%Y-%m-%d"), result.generations)
+            if index == 0 and result.recordable:
+                store.save(hardware, entry.id, time.strftime("%Y-%m-%d"), result.generations, result.identity_files)
             false_failures += len(result.failures)
             durations.append(result.duration_s)
             tokens.append(result.tokens_generated)
             failed = "; ".join(f"{v.check}/{v.subject}: {v.reason}" for v in result.failures) or "none"
+            judged_by = "the judge" if references is None else "the reference"
             print(
-                f"run {index + 1}: {len(result.verdicts)} checks, failures: {failed}; {result.tokens_generated} tokens "
+                f"run {index + 1} ({judged_by}): {len(result.verdicts)} checks, failures: {failed}; "
+                f"{result.tokens_generated} tokens "
                 f"in {result.duration_s:.1f} s (boot {server.boot_s:.1f} s)",
                 flush=True,
             )

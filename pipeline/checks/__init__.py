@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-VerdictStatus = Literal["PASS", "FAIL", "SKIPPED"]
+VerdictStatus = Literal["PASS", "FAIL", "SKIPPED", "INCONCLUSIVE"]
 
 
 @dataclass(frozen=True)
@@ -21,7 +21,7 @@ class Verdict:
 
     @property
     def passed(self) -> bool:
-        return self.status != "FAIL"
+        return self.status != "FAIL"  # INCONCLUSIVE: not judged, so not failed (and never recorded as good)
 
 
 def passed(check: str, subject: str, reason: str, **evidence: Any) -> Verdict:

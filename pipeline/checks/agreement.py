@@ -9,10 +9,11 @@ shift in the numbers is a change in the numerics even when the tokens survive it
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pipeline.checks import Verdict, failed, passed
-from pipeline.infra.openai_client import Generation
+from pipeline.infra.openai_client import Generation, Scored
 
 TOP_K = 5
 # nats: mean |difference| of chosen-token logprobs over the shared prefix. The same build on the same host gives
@@ -121,33 +122,116 @@ def check_batch_invariance(alone: Generation, batched: Generation) -> Verdict:
     )
 
 
+@dataclass(frozen=True)
+class Shift:
+    """How far one set of logprobs of a token sequence moved from another, token for token."""
+
+    tokens: int
+    mean_abs: float | None
+    max_abs: float | None
+    non_finite: int  # positions where one side has no finite value (NaN under one build)
+
+    def evidence(self, prefix: str) -> dict[str, object]:
+        out: dict[str, object] = {f"{prefix}_tokens": self.tokens, f"{prefix}_non_finite": self.non_finite}
+        if self.mean_abs is not None:
+            out |= {
+                f"{prefix}_mean_abs_diff": round(self.mean_abs, 4),
+                f"{prefix}_max_abs_diff": round(self.max_abs or 0, 4),
+            }
+        return out
+
+
+def shift(ours: Sequence[float | None], theirs: Sequence[float | None]) -> Shift:
+    """Token-for-token |difference| of two logprob sequences of the same tokens."""
+    pairs = list(zip(ours, theirs, strict=False))
+    finite = [abs(a - b) for a, b in pairs if a is not None and b is not None and math.isfinite(a - b)]
+    return Shift(
+        len(pairs),
+        sum(finite) / len(finite) if finite else None,
+        max(finite) if finite else None,
+        len(pairs) - len(finite),
+    )
+
+
 def check_drift(
     current: Generation,
-    reference: Generation | None,
+    reference: Generation,
+    rescored: Scored | None,
     *,
     tolerance: float = DRIFT_LOGPROB_TOLERANCE,
     reference_night: str = "",
 ) -> Verdict:
-    """Tonight against the last good night: the token rule, then the logprob tolerance on the shared prefix."""
-    if reference is None:
-        return passed("drift", current.prompt_id, "no reference yet: tonight's output becomes the reference")
+    """Tonight against the last good night, at the level of whole answers.
+
+    The reference night's answer is scored again under tonight's build (teacher-forced, token for token), so a
+    different answer is caught even where its first token was a near tie: the token rule alone stops there.
+    """
     result = compare(current, reference)
     evidence = result.evidence() | {"reference_night": reference_night, "tolerance": tolerance}
+    if (
+        current.prompt_token_ids
+        and reference.prompt_token_ids
+        and current.prompt_token_ids != reference.prompt_token_ids
+    ):
+        evidence["prompt_rendering"] = "tonight renders the prompt to other token ids than the reference night"
+    problems = []
     if not result.within_top_k:
-        return failed(
-            "drift",
-            current.prompt_id,
+        problems.append(
             f"token {result.first_divergence} is {result.ours!r}, the last good night had {result.theirs!r}, "
-            f"and neither is in the other's top-{TOP_K}",
-            **evidence,
+            f"and neither is in the other's top-{TOP_K}"
         )
-    if result.mean_abs_logprob_diff is not None and result.mean_abs_logprob_diff > tolerance:
-        return failed(
-            "drift",
-            current.prompt_id,
-            f"logprobs moved by {result.mean_abs_logprob_diff:.3f} nats on average over {result.compared} "
-            f"shared tokens (tolerance {tolerance:g})",
-            **evidence,
-        )
+    if rescored is None:
+        # no ids to score (a server without return_token_ids): the shared prefix is all there is to compare
+        moved, scope = result.mean_abs_logprob_diff, f"{result.compared} shared tokens"
+    else:
+        sequence = shift(rescored.logprobs, reference.logprobs[: len(rescored.logprobs)])
+        evidence |= sequence.evidence("rescored")
+        moved, scope = sequence.mean_abs, f"the reference night's {sequence.tokens} tokens scored under tonight's build"
+        if sequence.non_finite:
+            problems.append(f"{sequence.non_finite} of the reference night's tokens score non-finite tonight")
+    if moved is not None and moved > tolerance:
+        problems.append(f"logprobs moved by {moved:.3f} nats on average over {scope} (tolerance {tolerance:g})")
+    if problems:
+        return failed("drift", current.prompt_id, "; ".join(problems), **evidence)
     note = "tokens identical" if result.identical else f"diverged at token {result.first_divergence} within top-{TOP_K}"
-    return passed("drift", current.prompt_id, f"{note}; logprobs within {tolerance:g} nats", **evidence)
+    return passed("drift", current.prompt_id, f"{note}; {scope} within {tolerance:g} nats", **evidence)
+
+
+def check_judged(current: Generation, judged: Scored, *, judge: str, tolerance: float, margin: float) -> Verdict:
+    """A night with no reference: tonight's tokens scored by an independent judge on the same weights.
+
+    The judge must give tonight's tokens the logprobs tonight gave them (within `tolerance` nats on average)
+    and would have chosen each of them itself (its best is at most `margin` nats above tonight's token).
+    """
+    ours = current.logprobs[: len(judged.logprobs)]
+    moved = shift(ours, judged.logprobs)
+    evidence = moved.evidence("judge") | {"judge": judge, "tolerance": tolerance, "margin": margin}
+    unchosen = [
+        i
+        for i, (own, best) in enumerate(zip(judged.logprobs, judged.best, strict=False))
+        if own is not None and best is not None and math.isfinite(own) and math.isfinite(best) and best - own > margin
+    ]
+    problems = []
+    if moved.non_finite:
+        problems.append(f"{moved.non_finite} of {moved.tokens} tokens have no finite logprob on one side")
+    if moved.mean_abs is not None and moved.mean_abs > tolerance:
+        problems.append(
+            f"logprobs differ from {judge} by {moved.mean_abs:.3f} nats on average over {moved.tokens} tokens "
+            f"(tolerance {tolerance:g})"
+        )
+    if unchosen:
+        first = unchosen[0]
+        token = current.tokens[first] if first < len(current.tokens) else "?"
+        evidence |= {"judge_would_not_choose": len(unchosen), "first_unchosen": first, "first_unchosen_token": token}
+        problems.append(
+            f"{judge} would not have chosen {len(unchosen)} of {moved.tokens} tokens; the first is token {first} "
+            f"({token!r})"
+        )
+    if problems:
+        return failed("drift", current.prompt_id, "no reference; " + "; ".join(problems), **evidence)
+    return passed("drift", current.prompt_id, f"no reference; {judge} agrees on all {moved.tokens} tokens", **evidence)
+
+
+def unjudged(current: Generation, why: str) -> Verdict:
+    """Neither a reference nor a judge: the night cannot say whether the numerics moved, and records nothing."""
+    return Verdict("drift", current.prompt_id, "INCONCLUSIVE", f"not judged: {why}")

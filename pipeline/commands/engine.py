@@ -13,7 +13,7 @@ from pipeline.config.matrix import ModelEntry
 from pipeline.errors import EngineError, UsageError
 from pipeline.infra.openai_client import OpenAIClient
 from pipeline.infra.runtime import Runtime, runtime_root
-from pipeline.infra.weights import package_folder
+from pipeline.infra.weights import model_reference, package_folder
 from pipeline.progress import to_stderr
 from pipeline.settings import Settings
 from pipeline.stages.prove.boot import (
@@ -22,7 +22,6 @@ from pipeline.stages.prove.boot import (
     placeholder_candidate,
     plan_launch,
     prepare_candidate,
-    served_model_ref,
 )
 from pipeline.stages.prove.smoke import smoke
 
@@ -116,13 +115,13 @@ def served(
     url: str | None, settings: Settings, config: Config, entry: ModelEntry, label: str
 ) -> Iterator[tuple[OpenAIClient, str]]:
     """A client and the model reference: for a running server at `url`, or for the entry booted here."""
-    if url:
-        with OpenAIClient(url) as client:
-            roots = [m.root for m in client.models() if m.id == entry.served_model_name]
-            yield client, (roots[0] if roots and roots[0] else entry.model)
-        return
     cache_dir = settings.path("cache_dir")
     log_dir = settings.path("runs_dir") / time.strftime(f"{label}-%Y%m%d-%H%M%S") / entry.id
+    model_ref = model_reference(entry, cache_dir, log_dir, say=to_stderr)  # what the entry configures
+    if url:
+        with OpenAIClient(url) as client:
+            yield client, model_ref
+        return
     candidate = prepare_candidate(config.matrix.profiles[entry.profile], cache_dir, log_dir, say=to_stderr)
     with boot(entry, candidate, cache_dir=cache_dir, log_dir=log_dir, say=to_stderr) as server:
-        yield server.client, served_model_ref(server, entry)
+        yield server.client, model_ref

@@ -15,6 +15,7 @@ from pipeline.infra.references import ReferenceStore
 from pipeline.progress import to_stderr
 from pipeline.settings import Settings
 from pipeline.stages.prove.golden_run import GoldenResult, run_golden
+from pipeline.stages.prove.judge import transformers_judge
 from pipeline.status import Status
 
 
@@ -40,9 +41,21 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
     hardware = config.matrix.profiles[entry.profile].hardware
     store = ReferenceStore(settings.path("state_dir"))
     references = store.load(hardware, entry.id)
+    profile = config.matrix.profiles[entry.profile]
     with served(args.url, settings, config, entry, "golden") as (client, model_ref):
+        judge = None
+        if references is None:
+            judge = transformers_judge(
+                entry, profile, model_ref, settings.path("cache_dir"), settings.path("runs_dir"), say=to_stderr
+            )
         result = run_golden(
-            client, entry, config.golden[entry.golden], model_ref=model_ref, references=references, say=to_stderr
+            client,
+            entry,
+            config.golden[entry.golden],
+            model_ref=model_ref,
+            references=references,
+            judge=judge,
+            say=to_stderr,
         )
     print(render_table(result.verdicts))
     print(
@@ -51,9 +64,11 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
     )
     if args.json:
         Path(args.json).write_text(json.dumps(_as_json(entry, result), indent=2) + "\n")
-    if args.record and result.passed:
-        path = store.save(hardware, entry.id, time.strftime("%Y-%m-%d"), result.generations)
+    if args.record and result.recordable:
+        path = store.save(hardware, entry.id, time.strftime("%Y-%m-%d"), result.generations, result.identity_files)
         print(f"recorded tonight's outputs as the drift reference: {path}")
+    elif args.record:
+        print("not recorded: a reference is kept only when every check passed and every answer was judged")
     return (Status.PASS if result.passed else Status.FAIL).exit_code
 
 

@@ -32,6 +32,11 @@ class GoldenPrompt:
     system: str | None = None
     expect: Expectation | None = None
     expect_by: Mapping[str, Expectation] = field(default_factory=dict)
+    stops: bool | None = None  # None: chat answers must stop, completions may run to max_tokens
+
+    @property
+    def should_stop(self) -> bool:
+        return self.api == "chat" if self.stops is None else self.stops
 
     def expectation_for(self, engine: str, dtype: str) -> Expectation | None:
         """The expectation keyed by `engine/dtype`, falling back to the general one."""
@@ -86,6 +91,7 @@ def build_golden(name: str, data: Mapping[str, Any]) -> GoldenSet:
             system=raw.get("system"),
             expect=_expectation(raw["expect"]) if "expect" in raw else None,
             expect_by=MappingProxyType({k: _expectation(v) for k, v in raw.get("expect_by", {}).items()}),
+            stops=raw.get("stops"),
         )
         for raw in data["prompts"]
     )

@@ -135,7 +135,8 @@ class ModelEntry:
     engine: str = "vllm"
     required: bool = True
     tags: tuple[str, ...] = ()
-    identity: Mapping[str, Any] = field(default_factory=dict)
+    identity: Mapping[str, Any] = field(default_factory=dict)  # config.json keys and values
+    identity_files: Mapping[str, str] = field(default_factory=dict)  # file name -> sha256
     description: str = ""
     index: int = 0
 
@@ -234,7 +235,8 @@ def _entry(index: int, raw: Mapping[str, Any]) -> ModelEntry:
         engine=raw.get("engine", "vllm"),
         required=raw.get("required", True),
         tags=tuple(raw.get("tags", ())),
-        identity=MappingProxyType(dict(raw.get("identity", {}))),
+        identity=MappingProxyType(dict(raw.get("identity", {}).get("config", {}))),
+        identity_files=MappingProxyType(dict(raw.get("identity", {}).get("files", {}))),
         description=raw.get("description", ""),
         index=index,
     )

@@ -95,6 +95,13 @@ class ConfirmedBook:
             return None
         return BuildRef.from_json(data["builds"][cell["build"]]), Acceptance(**cell)
 
+    def newest_for_entry(self, hardware: str, entry: str) -> BuildRef | None:
+        """The most recently accepted A of any of an entry's cells: a build trusted to serve that entry."""
+        data = self._load()
+        prefix = series_key(hardware, entry, "", "").rsplit("|", 2)[0] + "|"
+        cells = sorted((c for k, c in data["cells"].items() if k.startswith(prefix)), key=lambda c: c["night"])
+        return BuildRef.from_json(data["builds"][cells[-1]["build"]]) if cells else None
+
     def accept(self, key: str, build: BuildRef, *, night: str, run_id: str, how: str) -> None:
         """Tonight's build becomes the cell's A; builds no cell names any more are forgotten.
 

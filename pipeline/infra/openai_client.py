@@ -33,6 +33,14 @@ class TokenLogprob:
 
 
 @dataclass(frozen=True)
+class Scored:
+    """A fixed token sequence scored teacher-forced: each token's logprob and the best logprob at its position."""
+
+    logprobs: tuple[float | None, ...]
+    best: tuple[float | None, ...]
+
+
+@dataclass(frozen=True)
 class Completion:
     """A finished, non-streamed answer."""
 
@@ -42,6 +50,8 @@ class Completion:
     completion_tokens: int
     logprobs: tuple[TokenLogprob, ...] = ()
     raw: Mapping[str, Any] = field(default_factory=dict)
+    token_ids: tuple[int, ...] = ()  # with return_token_ids (vLLM): the generated ids and the rendered prompt's
+    prompt_token_ids: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -55,6 +65,8 @@ class Generation:
     top: tuple[Mapping[str, float | None], ...] = ()
     finish_reason: str | None = None
     logprob_error: str | None = None  # the server refused to return logprobs (NaN or inf in JSON)
+    token_ids: tuple[int, ...] = ()  # what a judge or tomorrow's build scores again, token for token
+    prompt_token_ids: tuple[int, ...] = ()
 
     @classmethod
     def from_completion(cls, prompt_id: str, completion: Completion) -> Generation:
@@ -65,7 +77,14 @@ class Generation:
             logprobs=tuple(t.logprob for t in completion.logprobs),
             top=tuple(dict(t.top) for t in completion.logprobs),
             finish_reason=completion.finish_reason,
+            token_ids=completion.token_ids,
+            prompt_token_ids=completion.prompt_token_ids,
         )
+
+    @property
+    def scored_ids(self) -> tuple[int, ...]:
+        """The generated ids that have a logprob (a stop token the server drops from logprobs is left out)."""
+        return self.token_ids[: len(self.logprobs)]
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -75,6 +94,8 @@ class Generation:
             "logprobs": list(self.logprobs),
             "top": [dict(t) for t in self.top],
             "finish_reason": self.finish_reason,
+            "token_ids": list(self.token_ids),
+            "prompt_token_ids": list(self.prompt_token_ids),
         }
 
     @classmethod
@@ -86,13 +107,21 @@ class Generation:
             tuple(raw["logprobs"]),
             tuple(dict(t) for t in raw["top"]),
             raw.get("finish_reason"),
+            token_ids=tuple(raw.get("token_ids", ())),
+            prompt_token_ids=tuple(raw.get("prompt_token_ids", ())),
         )
 
     def window(self, start: int, stop: int | None = None) -> Generation:
         """The same generation cut to tokens [start:stop] (text rebuilt from those tokens)."""
         tokens = self.tokens[start:stop]
         return Generation(
-            self.prompt_id, "".join(tokens), tokens, self.logprobs[start:stop], self.top[start:stop], self.finish_reason
+            self.prompt_id,
+            "".join(tokens),
+            tokens,
+            self.logprobs[start:stop],
+            self.top[start:stop],
+            self.finish_reason,
+            token_ids=self.token_ids[start:stop],
         )
 
 
@@ -217,7 +246,7 @@ class OpenAIClient:
         choice = body["choices"][0]
         content = choice.get("logprobs", {}) or {}
         tokens = tuple(_token_logprob(t) for t in content.get("content") or [])
-        return _completion(str(choice["message"].get("content") or ""), choice, body, tokens)
+        return _completion(str(choice["message"].get("content") or ""), choice, body, tokens, body)
 
     def complete(
         self,
@@ -246,7 +275,26 @@ class OpenAIClient:
             TokenLogprob(tok, value, dict(top or {}))
             for tok, value, top in zip(lp.get("tokens") or [], lp.get("token_logprobs") or [], tops, strict=False)
         )
-        return _completion(str(choice.get("text") or ""), choice, body, tokens)
+        return _completion(str(choice.get("text") or ""), choice, body, tokens, choice)
+
+    def score(self, model: str, token_ids: Sequence[int], start: int) -> Scored:
+        """token_ids[start:] scored teacher-forced, each given the ids before it (vLLM's prompt_logprobs).
+
+        Nothing generated matters: one token is asked for because the server needs a request to run.
+        """
+        payload = {
+            "model": model,
+            "prompt": list(token_ids),
+            "max_tokens": 1,
+            "temperature": 0.0,
+            "prompt_logprobs": 1,  # the scored token's own logprob and the position's best
+        }
+        choice = self._post_json("/v1/completions", payload)["choices"][0]
+        positions = choice.get("prompt_logprobs") or []
+        if len(positions) != len(token_ids):
+            raise EngineError(f"asked to score {len(token_ids)} tokens, the server scored {len(positions)}")
+        pairs = [scored_position(p, token) for p, token in zip(positions[start:], token_ids[start:], strict=True)]
+        return Scored(tuple(own for own, _ in pairs), tuple(best for _, best in pairs))
 
     def stream(self, path: str, payload: Mapping[str, Any]) -> Iterator[StreamChunk]:
         """POST with stream=true; yield each event with its arrival time, until `data: [DONE]`."""
@@ -294,9 +342,24 @@ def _token_logprob(raw: Mapping[str, Any]) -> TokenLogprob:
     return TokenLogprob(raw["token"], raw.get("logprob"), top)
 
 
+def scored_position(position: Mapping[str, Any] | None, token: int) -> tuple[float | None, float | None]:
+    """One position of prompt_logprobs ({"<id>": {"logprob": ...}, ...}): the token's logprob and the best one."""
+    if not position:
+        return None, None
+    values = {key: entry.get("logprob") for key, entry in position.items() if isinstance(entry, Mapping)}
+    own = values.get(str(token))
+    present = [float(v) for v in values.values() if v is not None]
+    return (float(own) if own is not None else None), (max(present) if present else None)
+
+
 def _completion(
-    text: str, choice: Mapping[str, Any], body: Mapping[str, Any], tokens: tuple[TokenLogprob, ...]
+    text: str,
+    choice: Mapping[str, Any],
+    body: Mapping[str, Any],
+    tokens: tuple[TokenLogprob, ...],
+    prompt_holder: Mapping[str, Any],
 ) -> Completion:
+    """`prompt_holder` is where the server put prompt_token_ids: the body for chat, the choice for completions."""
     usage = body.get("usage") or {}
     return Completion(
         text,
@@ -305,4 +368,6 @@ def _completion(
         int(usage.get("completion_tokens", 0)),
         tokens,
         body,
+        tuple(int(i) for i in choice.get("token_ids") or ()),
+        tuple(int(i) for i in prompt_holder.get("prompt_token_ids") or ()),
     )

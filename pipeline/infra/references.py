@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline.infra.openai_client import Generation
 from pipeline.infra.runtime import write_atomically
 
-FORMAT = 1
+# 2: each output carries its prompt and token ids (scored again by the next build), and the served folder's
+# identity files. A reference of another format is no reference: that night is judged by the judge instead.
+FORMAT = 2
 
 
 @dataclass(frozen=True)
@@ -19,6 +21,7 @@ class References:
 
     night: str
     outputs: Mapping[str, Generation]
+    identity_files: Mapping[str, str] = field(default_factory=dict)
 
 
 class ReferenceStore:
@@ -37,11 +40,27 @@ class ReferenceStore:
             return None
         if raw.get("version") != FORMAT:
             return None  # an older format: tonight records a fresh reference
-        return References(raw["night"], {o["prompt_id"]: Generation.from_json(o) for o in raw["outputs"]})
+        return References(
+            raw["night"],
+            {o["prompt_id"]: Generation.from_json(o) for o in raw["outputs"]},
+            dict(raw.get("identity_files", {})),
+        )
 
-    def save(self, hardware: str, entry_id: str, night: str, outputs: Sequence[Generation]) -> Path:
+    def save(
+        self,
+        hardware: str,
+        entry_id: str,
+        night: str,
+        outputs: Sequence[Generation],
+        identity_files: Mapping[str, str] | None = None,
+    ) -> Path:
         path = self._path(hardware, entry_id)
         path.parent.mkdir(parents=True, exist_ok=True)
-        body = {"version": FORMAT, "night": night, "outputs": [o.to_json() for o in outputs]}
+        body = {
+            "version": FORMAT,
+            "night": night,
+            "outputs": [o.to_json() for o in outputs],
+            "identity_files": dict(identity_files or {}),
+        }
         write_atomically(path, json.dumps(body, indent=1, sort_keys=True) + "\n")
         return path

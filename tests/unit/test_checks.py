@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
+from pathlib import Path
 
-from pipeline.checks.agreement import check_batch_invariance, check_determinism, check_drift
+from pipeline.checks.agreement import check_batch_invariance, check_determinism, check_drift, check_judged, unjudged
 from pipeline.checks.answers import check_answer, check_corrupted_counter, check_finite_logprobs
-from pipeline.checks.garbage import check_garbage, check_long_decode, text_stats
-from pipeline.checks.identity import check_identity
+from pipeline.checks.garbage import check_garbage, check_long_decode, text_stats, token_stats
+from pipeline.checks.identity import check_identity, identity_files
+from pipeline.checks.stops import check_stop, invented_turn
 from pipeline.checks.tools import check_reasoning, check_tool_call
 from pipeline.config.canaries import generate
 from pipeline.config.golden_sets import Expectation
-from pipeline.infra.openai_client import Generation, ServedModel
+from pipeline.infra.openai_client import Generation, Scored, ServedModel, scored_position
 
 GOOD = Generation(
     "france",
@@ -85,11 +88,16 @@ def _long(tokens: list[str], logprobs: list[float]) -> Generation:
     return Generation("long", "".join(tokens), tuple(tokens), tuple(logprobs), tuple({} for _ in tokens), "length")
 
 
-def test_long_decode_allows_late_loops_but_not_late_collapse() -> None:
+def test_long_decode_allows_a_good_models_late_repetition_but_not_a_confident_loop_or_collapse() -> None:
     words = [" the", " river", " runs", " to", " the", " sea", " and", " back"] * 20
-    looping_tail = _long(words[:64] + [" again"] * 96, [-0.5] * 64 + [-0.1] * 96)
-    assert check_long_decode(looping_tail, window=32).status == "PASS"
-    collapsed = _long(words[:64] + ["ж", "ッ", "ק", "ʘ"] * 24, [-0.5] * 64 + [-7.0] * 96)
+    story = [f" w{i}" for i in range(64)]
+    # a sentence of eight tokens said again and again: a good small model's late repetition
+    repeating_tail = _long(story + words[:96], [-0.5] * 64 + [-0.1] * 96)
+    assert check_long_decode(repeating_tail, window=32).status == "PASS"
+    looping_tail = _long(story + [" again"] * 96, [-0.5] * 64 + [-0.1] * 96)
+    verdict = check_long_decode(looping_tail, window=32)
+    assert verdict.status == "FAIL" and verdict.reason.startswith("tail: degenerate: ")
+    collapsed = _long(story + ["ж", "ッ", "ק", "ʘ"] * 24, [-0.5] * 64 + [-7.0] * 96)
     verdict = check_long_decode(collapsed, window=32)
     assert verdict.status == "FAIL" and verdict.reason.startswith("tail: ")
     short = check_long_decode(_long(words[:10], [-0.5] * 10), window=32)
@@ -113,15 +121,84 @@ def test_determinism_and_batch_invariance_use_the_top_k_rule() -> None:
     assert check_batch_invariance(GOOD, far).status == "FAIL"
 
 
-def test_drift_passes_identical_outputs_and_fails_moved_logprobs_or_foreign_tokens() -> None:
-    assert check_drift(GOOD, None).status == "PASS"
-    assert check_drift(GOOD, GOOD).reason == "tokens identical; logprobs within 0.1 nats"
-    moved = _variant(GOOD.tokens, tuple(v - 0.5 for v in GOOD.logprobs), GOOD.top)
-    verdict = check_drift(moved, GOOD, reference_night="2026-11-20")
-    assert verdict.status == "FAIL" and "moved by 0.500 nats" in verdict.reason
-    assert verdict.evidence["reference_night"] == "2026-11-20"
+def _scored(logprobs: tuple[float | None, ...], best: tuple[float | None, ...] | None = None) -> Scored:
+    return Scored(logprobs, best if best is not None else logprobs)
+
+
+def test_drift_scores_the_reference_answer_again_tonight() -> None:
+    same = check_drift(GOOD, GOOD, _scored(GOOD.logprobs))
+    assert same.status == "PASS"
+    assert (
+        same.reason == "tokens identical; the reference night's 7 tokens scored under tonight's build within 0.1 nats"
+    )
+    moved = check_drift(GOOD, GOOD, _scored(tuple(v - 0.5 for v in GOOD.logprobs)), reference_night="2026-11-20")
+    assert moved.status == "FAIL" and "moved by 0.500 nats" in moved.reason
+    assert moved.evidence["reference_night"] == "2026-11-20" and moved.evidence["rescored_mean_abs_diff"] == 0.5
     foreign = _variant((*GOOD.tokens[:5], " Lyon", "."), GOOD.logprobs, tuple({t: 0.0} for t in GOOD.tokens))
-    assert "neither is in the other's top-5" in check_drift(foreign, GOOD).reason
+    assert "neither is in the other's top-5" in check_drift(foreign, GOOD, _scored(GOOD.logprobs)).reason
+    nan = check_drift(GOOD, GOOD, _scored((None, *GOOD.logprobs[1:])))
+    assert nan.status == "FAIL" and "1 of the reference night's tokens score non-finite tonight" in nan.reason
+
+
+def test_a_different_answer_after_a_near_tie_at_token_0_is_caught_by_the_rescored_reference() -> None:
+    # tonight starts with "Paris" where the reference started with "The": each in the other's top-5, so the token
+    # rule alone has nothing more to compare; the reference's answer scored tonight shows how far the numbers moved
+    tops = tuple({"The": -0.7, "Paris": -0.69} for _ in range(4))
+    tonight = Generation("france", "Paris, of course", ("Paris", ",", " of", " course"), (-0.69, -2, -2, -2), tops)
+    reference = Generation(
+        "france", "The capital", ("The", " capital", " is", " Paris"), (-0.7, -0.1, -0.1, -0.1), tops
+    )
+    assert check_drift(tonight, reference, None).status == "PASS"  # what the token rule alone concluded
+    verdict = check_drift(tonight, reference, _scored((-0.7, -2.5, -3.0, -4.0)))
+    assert verdict.status == "FAIL" and verdict.evidence["first_divergence"] == 0
+    assert "over the reference night's 4 tokens scored under tonight's build" in verdict.reason
+
+
+def test_a_night_without_reference_is_judged_or_left_unjudged() -> None:
+    agree = check_judged(
+        GOOD, _scored(tuple(v + 0.001 for v in GOOD.logprobs)), judge="hf", tolerance=0.02, margin=0.05
+    )
+    assert agree.status == "PASS" and agree.reason == "no reference; hf agrees on all 7 tokens"
+    scaled = check_judged(GOOD, _scored(tuple(v * 5 for v in GOOD.logprobs)), judge="hf", tolerance=0.02, margin=0.05)
+    assert scaled.status == "FAIL" and "logprobs differ from hf by" in scaled.reason
+    # the judge would have chosen another token at position 5: it puts " Paris" 2 nats below its best
+    own = (*GOOD.logprobs[:5], -2.05, GOOD.logprobs[6])
+    best = (*GOOD.logprobs[:5], -0.05, GOOD.logprobs[6])
+    other = check_judged(replace(GOOD, logprobs=own), _scored(own, best), judge="hf", tolerance=0.02, margin=0.05)
+    assert other.status == "FAIL" and "hf would not have chosen 1 of 7 tokens; the first is token 5 (' Paris')" in (
+        other.reason
+    )
+    assert unjudged(GOOD, "no reference night and no judge").status == "INCONCLUSIVE"
+    assert unjudged(GOOD, "x").passed  # not a failure of the night, but never recorded as its reference
+
+
+def test_scored_positions_read_the_token_and_the_best_of_vllm_prompt_logprobs() -> None:
+    position = {"42": {"logprob": -1.5, "rank": 3, "decoded_token": " a"}, "7": {"logprob": -0.2, "rank": 1}}
+    assert scored_position(position, 42) == (-1.5, -0.2)
+    assert scored_position(None, 42) == (None, None)
+
+
+def test_answers_that_should_finish_must_stop_without_inventing_a_turn() -> None:
+    assert check_stop(GOOD, should_stop=True, max_tokens=24).status == "PASS"
+    endless = replace(GOOD, text="The capital of France is Paris.\nuser\nWhat about Spain?", finish_reason="length")
+    verdict = check_stop(endless, should_stop=True, max_tokens=24)
+    assert verdict.status == "FAIL"
+    assert "ran to max_tokens (7 of 24 tokens, finish_reason 'length') instead of stopping" in verdict.reason
+    assert "invents a new turn: ' of France is Paris.\\nuser\\nWhat about Spain?'" in verdict.reason
+    marker = replace(GOOD, text="Paris.<|im_start|>assistant", finish_reason="stop")
+    assert "invents a new turn" in check_stop(marker, should_stop=True, max_tokens=24).reason
+    assert check_stop(endless, should_stop=False, max_tokens=24).status == "SKIPPED"
+    assert invented_turn("Users of the metro say it is fast.") is None  # a word, not a speaker
+
+
+def test_confident_loops_fail_as_degenerate_in_answers_and_long_decodes() -> None:
+    loop_tokens = (" piece", " and", " piece", ".") * 6
+    loop = Generation("p", "".join(loop_tokens), loop_tokens, tuple(-0.01 for _ in loop_tokens), (), "length")
+    verdict = check_garbage(loop)
+    assert verdict.status == "FAIL" and "degenerate: " in verdict.reason
+    assert verdict.evidence["distinct_token_share"] == round(3 / 24, 3)
+    stats = token_stats((" (", " piece") * 192)
+    assert stats.repeated_ngram_share > 0.97 and stats.distinct_share < 0.01
 
 
 def test_identity_compares_the_server_with_models_yaml() -> None:
@@ -190,3 +267,45 @@ def test_canaries_are_reproducible_and_carry_exact_answers() -> None:
     reverse = first[2]
     word = reverse.prompt.split("'")[1]
     assert reverse.expect is not None and reverse.expect.contains == (word[::-1],)
+
+
+def test_identity_fails_a_folder_whose_config_or_tokenizer_is_not_the_pinned_one(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text('{"rope_theta": 100000}')
+    (tmp_path / "tokenizer.json").write_text("{}")
+    (tmp_path / "model.safetensors").write_bytes(b"weights are not identity files")
+    files = identity_files(tmp_path)
+    assert sorted(files) == ["config.json", "tokenizer.json"]
+    served = [ServedModel("org/m", 2048, str(tmp_path))]
+    common = {"name": "org/m", "max_model_len": 2048, "model_ref": str(tmp_path), "config": {}, "expected": {}}
+    assert check_identity(served, files=files, expected_files=files, **common).status == "PASS"  # type: ignore[arg-type]
+    pinned = dict(files) | {"config.json": "0" * 64}
+    verdict = check_identity(
+        served,
+        files=files,
+        expected_files=pinned,
+        files_from="the reference night 2026-11-20",
+        **common,  # type: ignore[arg-type]
+    )
+    assert verdict.status == "FAIL"
+    assert (
+        verdict.reason
+        == f"config.json has sha256 {files['config.json'][:12]}, the reference night 2026-11-20 pins 000000000000"
+    )
+    assert identity_files(tmp_path / "absent") == {}
+
+
+def test_identity_reads_nested_config_keys_by_their_dotted_path() -> None:
+    served = [ServedModel("org/m", None, "/m")]
+    config = {"rope_parameters": {"rope_theta": 10000.0, "rope_type": "default"}}
+    verdict = check_identity(
+        served,
+        name="org/m",
+        max_model_len=None,
+        model_ref="/m",
+        config=config,
+        expected={"rope_parameters.rope_theta": 100000.0, "rope_scaling.factor": 2},
+    )
+    assert verdict.reason == (
+        "config.json rope_parameters.rope_theta is 10000.0, models.yaml expects 100000.0; "
+        "config.json rope_scaling.factor is None, models.yaml expects 2"
+    )

@@ -9,6 +9,7 @@ import pytest
 
 from pipeline.config.matrix import Profile, TorchExpectation
 from pipeline.errors import HistoryError
+from pipeline.infra.confirmed import BuildRef, ConfirmedBook, series_key
 from pipeline.infra.history import History, Sample
 from pipeline.stages.prove.health import GpuFacts, HostFacts, WindowFacts, judge_health, parse_nvidia_smi
 
@@ -194,3 +195,36 @@ def test_foreign_cpu_time_over_the_measurement_window_makes_the_host_unhealthy()
     assert judge_health(profile, HostFacts(2, 0.0, (), window=quiet), under_load=True).healthy
     strict = Profile("cpu", "cpu-x86", "cpu", TorchExpectation("2.13.0"), "pip", health={"max_load_per_core": 0.02})
     assert not judge_health(strict, HostFacts(2, 0.0, (), window=quiet), under_load=True).healthy
+
+
+def test_the_newest_confirmed_build_of_an_entry_is_the_one_a_judge_serves(tmp_path: Path) -> None:
+    book = ConfirmedBook(tmp_path / "confirmed.json")
+    assert book.newest_for_entry("spark-gb10", "m") is None
+
+    def build(name: str, night: str) -> BuildRef:
+        return BuildRef(name, "image", f"spark-nightly/runtime:{name}", "0" * 64, {}, {}, night)
+
+    book.accept(
+        series_key("spark-gb10", "m", "tg32", "tg_tps"),
+        build("old", "2026-11-01"),
+        night="2026-11-01",
+        run_id="r1",
+        how="pairs",
+    )
+    book.accept(
+        series_key("spark-gb10", "m", "pp2048", "pp_tps"),
+        build("new", "2026-11-03"),
+        night="2026-11-03",
+        run_id="r3",
+        how="pairs",
+    )
+    book.accept(
+        series_key("spark-gb10", "other", "tg32", "tg_tps"),
+        build("x", "2026-11-05"),
+        night="2026-11-05",
+        run_id="r5",
+        how="pairs",
+    )
+    newest = book.newest_for_entry("spark-gb10", "m")
+    assert newest is not None and newest.id == "new"
+    assert book.newest_for_entry("cpu-x86", "m") is None

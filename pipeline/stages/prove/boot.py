@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,6 +11,7 @@ from pipeline.config.matrix import ModelEntry, Profile
 from pipeline.errors import EngineError
 from pipeline.infra import launch
 from pipeline.infra.image import image_tag
+from pipeline.infra.openai_client import OpenAIClient
 from pipeline.infra.runtime import Runtime, ensure_pip_runtime
 from pipeline.infra.server import Server, free_port, owner_token, running_server
 from pipeline.infra.weights import model_reference
@@ -121,6 +122,37 @@ def boot(
         yield server
 
 
-def served_model_ref(server: Server, entry: ModelEntry) -> str:
-    """What the server says it loaded (the converted folder, for packaged weights), else the configured model."""
-    return next((m.root for m in server.client.models() if m.root), entry.model)
+class Restartable:
+    """A served entry that can be stopped and booted again in place: a request that poisons it is not the last."""
+
+    def __init__(self, start: Callable[[int], AbstractContextManager[Server]]) -> None:
+        self._start = start
+        self._stack = ExitStack()
+        self.restarts = 0
+        self.server = self._stack.enter_context(start(0))
+
+    def restart(self) -> OpenAIClient:
+        self._stack.close()
+        self.restarts += 1
+        self.server = self._stack.enter_context(self._start(self.restarts))
+        return self.server.client
+
+    def close(self) -> None:
+        self._stack.close()
+
+
+@contextmanager
+def restartable(
+    entry: ModelEntry, candidate: Candidate, *, cache_dir: Path, log_dir: Path, say: Say = quiet
+) -> Iterator[Restartable]:
+    """`boot`, with a restart that boots the same entry again (its log beside the first, numbered)."""
+
+    def start(restarts: int) -> AbstractContextManager[Server]:
+        logs = log_dir if restarts == 0 else log_dir / f"restart-{restarts}"
+        return boot(entry, candidate, cache_dir=cache_dir, log_dir=logs, say=say)
+
+    serving = Restartable(start)
+    try:
+        yield serving
+    finally:
+        serving.close()

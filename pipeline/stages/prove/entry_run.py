@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -12,13 +13,16 @@ from pipeline.config.bundle import Config
 from pipeline.config.matrix import ModelEntry
 from pipeline.errors import BootError, EngineError, ProcessError, SparkNightlyError
 from pipeline.infra.confirmed import BuildRef, ConfirmedBook
+from pipeline.infra.cpu_class import cpu_class
 from pipeline.infra.history import History
 from pipeline.infra.references import ReferenceStore
+from pipeline.infra.weights import model_reference
 from pipeline.outcome import Failure, Outcome
 from pipeline.progress import Say, quiet
-from pipeline.stages.prove.boot import Candidate, boot, served_model_ref
+from pipeline.stages.prove.boot import Candidate, restartable
 from pipeline.stages.prove.golden_run import GoldenResult, run_golden
 from pipeline.stages.prove.health import health_facts_for_history, judge_health, read_host_facts
+from pipeline.stages.prove.judge import Judge, last_confirmed_judge, transformers_judge
 from pipeline.stages.prove.perf_judge import CellOutcome, PerfContext
 from pipeline.stages.prove.perf_run import measure_and_judge
 from pipeline.stages.prove.smoke import smoke
@@ -63,20 +67,32 @@ def run_entry(entry: ModelEntry, ctx: EntryContext) -> Outcome:
     stage = "boot"
     ctx.on_stage(stage)
     try:
-        with boot(entry, ctx.candidate, cache_dir=ctx.cache_dir, log_dir=ctx.log_dir, say=ctx.say) as server:
+        with restartable(entry, ctx.candidate, cache_dir=ctx.cache_dir, log_dir=ctx.log_dir, say=ctx.say) as serving:
+            server = serving.server
             boot_s = server.boot_s
             stage = "golden"
             ctx.on_stage(stage)
             store = ReferenceStore(ctx.state_dir)
-            golden = run_golden(
-                server.client,
-                entry,
-                ctx.config.golden[entry.golden],
-                model_ref=served_model_ref(server, entry),
-                references=store.load(profile.hardware, entry.id),
-                say=ctx.say,
-            )
+            references = store.load(profile.hardware, entry.id)
+            model_ref = model_reference(entry, ctx.cache_dir, ctx.log_dir)
+            with ExitStack() as judge_serving:  # a judge served beside tonight's is stopped before perf
+                judge = None if references is not None else _judge(entry, model_ref, ctx, judge_serving)
+                golden = run_golden(
+                    server.client,
+                    entry,
+                    ctx.config.golden[entry.golden],
+                    model_ref=model_ref,
+                    references=references,
+                    judge=judge,
+                    restart=serving.restart,
+                    say=ctx.say,
+                )
+            server = serving.server  # a NaN may have restarted it
             numbers: dict[str, Any] = {"boot_s": round(boot_s, 1), "golden_s": round(golden.duration_s, 1)}
+            unjudged = [v.subject for v in golden.verdicts if v.status == "INCONCLUSIVE"]
+            if unjudged:  # no reference and no judge: the outputs are not recorded as tomorrow's reference
+                numbers["drift"] = f"INCONCLUSIVE: {len(unjudged)} answers not judged, nothing recorded"
+                ctx.say(f"{entry.id}: drift INCONCLUSIVE (no reference night, no judge); the outputs are not recorded")
             if not golden.passed:
                 reason, failures = _golden_failures(entry, golden)
                 return outcome(Status.FAIL, "golden", reason, numbers=numbers, failures=failures)
@@ -90,8 +106,8 @@ def run_entry(entry: ModelEntry, ctx: EntryContext) -> Outcome:
                 "health": perf["health"],
             }
             status = perf["status"]
-            if status == Status.PASS and ctx.record:
-                store.save(profile.hardware, entry.id, ctx.night, golden.generations)  # tonight is the new reference
+            if status == Status.PASS and ctx.record and golden.recordable:  # tonight is the new reference
+                store.save(profile.hardware, entry.id, ctx.night, golden.generations, golden.identity_files)
             return outcome(status, "perf", perf["reason"], numbers=numbers, failures=perf["failures"])
     except BootError as exc:
         return outcome(Status.FAIL, "boot", f"{exc.cause}: {exc.detail}")
@@ -99,6 +115,25 @@ def run_entry(entry: ModelEntry, ctx: EntryContext) -> Outcome:
         return outcome(Status.FAIL, stage, f"the engine failed during {stage}: {exc}")
     except SparkNightlyError as exc:
         return outcome(Status.ABORTED, stage, f"{type(exc).__name__}: {exc}")
+
+
+def _judge(entry: ModelEntry, model_ref: str, ctx: EntryContext, stack: ExitStack) -> Judge | None:
+    """A night with no drift reference: transformers on the CPU profile, the last confirmed build elsewhere."""
+    profile = ctx.config.matrix.profiles[entry.profile]
+    judge = transformers_judge(entry, profile, model_ref, ctx.cache_dir, ctx.log_dir, say=ctx.say)
+    if judge is not None:
+        return judge
+    book = ConfirmedBook(ctx.state_dir / "confirmed.json")
+    return last_confirmed_judge(
+        entry,
+        profile,
+        book=book,
+        tonight=ctx.build,
+        stack=stack,
+        cache_dir=ctx.cache_dir,
+        log_dir=ctx.log_dir / "judge",
+        say=ctx.say,
+    )
 
 
 def _golden_failures(entry: ModelEntry, golden: GoldenResult) -> tuple[str, tuple[Failure, ...]]:
@@ -135,7 +170,7 @@ def _perf(entry: ModelEntry, client: Any, ctx: EntryContext, *, profile_hardware
         perf_ctx,
         profile=ctx.config.matrix.profiles[entry.profile],
         spec=entry.bench,
-        thresholds=ctx.config.thresholds_for(entry.id),
+        thresholds=ctx.config.thresholds_for(entry.id, cpu_class()),
         before=before,
         cache_dir=ctx.cache_dir,
         log_dir=ctx.log_dir,

