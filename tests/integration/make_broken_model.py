@@ -7,8 +7,9 @@ random: same architecture, freshly initialised weights; nan: one layer's MLP out
 perturb: every weight multiplied by (1 + SCALE * noise), a small numeric drift; scale-head: the output head
 (untied from the embeddings) times SCALE; zero-attention: every layer's attention output projection zeroed;
 scale-norm: the final RMSNorm weight times SCALE; nan-token: the input embedding of token SCALE set to NaN
-(the output head keeps the good row); no-eos: the output head's row of the end-of-turn token negated, so it
-is never chosen; reverse-layers: the decoder layers in reverse order; swap-layers: layers 10 and 20 swapped;
+(the output head keeps the good row); no-eos: the output head's row of the end-of-turn token negated, so the
+model ends its turn where it should not and runs on where it should end; reverse-layers: the decoder layers in
+reverse order; swap-layers: layers 10 and 20 swapped;
 rope-theta: RoPE's theta divided by SCALE in config.json; bf16: every weight rounded to bfloat16 and back
 (benign). Never shipped: made in the test, in its temporary folder.
 """

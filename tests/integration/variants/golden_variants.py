@@ -36,7 +36,7 @@ class Variant:
 VARIANTS = {
     "scaled output head": Variant("scale-head", 3.0, ("drift",)),
     "final norm x5": Variant("scale-norm", 5.0, ("drift",)),
-    "end of turn never produced": Variant("no-eos", 0.0, ("stop",)),
+    "end-of-turn logit negated": Variant("no-eos", 0.0, ("stop",)),
     "zeroed attention projections": Variant("zero-attention", 0.0, ("garbage",)),
     "layers reversed": Variant("reverse-layers", 0.0, ("answer",)),
     "two layers swapped": Variant("swap-layers", 0.0, ("drift",)),
