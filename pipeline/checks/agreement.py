@@ -3,7 +3,8 @@
 The token rule is the one vLLM's own CI uses against Hugging Face: identical tokens, or at the first
 divergent position each side's token is within the other side's top-k alternatives. Drift adds a
 logprob tolerance, because the same build on the same host gives bit-identical logprobs, so a
-shift in the numbers is a change in the numerics even when the tokens survive it.
+shift in the numbers is a change in the numerics even when the tokens survive it. The reference night's whole
+answer is scored again under tonight's build; a night with no reference is compared with an independent judge.
 """
 
 from __future__ import annotations
