@@ -89,9 +89,8 @@ def run_entry(entry: ModelEntry, ctx: EntryContext) -> Outcome:
                 )
             server = serving.server  # a NaN may have restarted it
             numbers: dict[str, Any] = {"boot_s": round(boot_s, 1), "golden_s": round(golden.duration_s, 1)}
-            unjudged = [v.subject for v in golden.verdicts if v.status == "INCONCLUSIVE"]
-            if unjudged:  # no reference and no judge: the outputs are not recorded as tomorrow's reference
-                numbers["drift"] = f"INCONCLUSIVE: {len(unjudged)} answers not judged, nothing recorded"
+            if golden.unjudged:  # no reference and no judge: the outputs are not recorded as tomorrow's reference
+                numbers["drift"] = f"INCONCLUSIVE: {len(golden.unjudged)} answers not judged, nothing recorded"
                 ctx.say(f"{entry.id}: drift INCONCLUSIVE (no reference night, no judge); the outputs are not recorded")
             if not golden.passed:
                 reason, failures = _golden_failures(entry, golden)

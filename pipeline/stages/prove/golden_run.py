@@ -55,10 +55,14 @@ class GoldenResult:
         return [v for v in self.verdicts if not v.passed]
 
     @property
+    def unjudged(self) -> list[str]:
+        """Answers neither a reference nor a judge could judge (drift INCONCLUSIVE)."""
+        return [v.subject for v in self.verdicts if v.status == "INCONCLUSIVE"]
+
+    @property
     def recordable(self) -> bool:
         """Passed, and every answer was judged (by a reference or a judge): only then may it become the reference."""
-        unjudged = [v for v in self.verdicts if v.check == "drift" and v.status in {"INCONCLUSIVE", "SKIPPED"}]
-        return self.passed and not unjudged
+        return self.passed and not self.unjudged
 
 
 def all_prompts(golden: GoldenSet) -> tuple[GoldenPrompt, ...]:
@@ -224,7 +228,7 @@ def judge_golden(
     )
     for prompt, generation, drift_verdict in zip(answers.prompts, answers.alone, drift, strict=False):
         cause = generation.prompt_id in answers.causes
-        verdicts += _judge(prompt, generation, entry, references, drift_verdict, cause=cause)
+        verdicts += _prompt_verdicts(prompt, generation, entry, references, drift_verdict, cause=cause)
     verdicts += [_not_judged(p, answers.poisoned_by) for p in answers.prompts[len(answers.alone) :]]
     clean = [g for g in answers.alone if g.prompt_id not in answers.causes]
     if answers.repeat is not None:
@@ -333,7 +337,7 @@ def _drift_verdicts(
     ]
 
 
-def _judge(
+def _prompt_verdicts(
     prompt: GoldenPrompt,
     generation: Generation,
     entry: ModelEntry,
