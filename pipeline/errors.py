@@ -26,6 +26,7 @@ The tree (exit code beside each class):
     │   └── NonFiniteLogprobsError 3 the server computed logprobs JSON cannot hold (NaN logits)
     ├── PublishRefused            1  publishing refused before anything was uploaded
     ├── TamperedAsset             1  a downloaded file does not match its manifest
+    │   └── StoreContentError     1  a store served malformed JSON, an unsafe name or a link
     ├── ReleaseStoreError         1  a release store failed an operation after its retries
     │   └── TagTaken              1  the tag has (or had) a release: a new night takes the next suffix
     ├── GitHubIssueError          1  an alert issue could not be found, opened, commented on or closed
@@ -187,6 +188,12 @@ class TamperedAsset(SparkNightlyError):
 
     exit_code = ExitCode.ERROR
     hint = "do not use this night; report it, and fetch another night or retry the download"
+
+
+class StoreContentError(TamperedAsset):
+    """A release store served something malformed (a JSON file, a name, a link): nothing of it is used."""
+
+    hint = "do not use this store's night; report it to whoever keeps the store"
 
 
 class ReleaseStoreError(SparkNightlyError):

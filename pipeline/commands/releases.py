@@ -6,16 +6,20 @@ import argparse
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from pipeline.config.bundle import Config
+from pipeline.config.matrix import Profile
 from pipeline.errors import UsageError
 from pipeline.infra.image import build_image, image_tag
 from pipeline.infra.runtime import sha256_of
+from pipeline.infra.safe_files import shown
 from pipeline.progress import to_stderr
 from pipeline.settings import Settings
-from pipeline.stages.release.fetch import LOCK, fetch_night, install, write_image_context
+from pipeline.stages.release.fetch import fetch_night, install, write_image_context
 from pipeline.stages.release.publish import apply_retention, read_index
 from pipeline.stages.release.stores import open_store
+from pipeline.stages.release.verify import LOCK, verify_fetched
 
 Runner = Callable[[argparse.Namespace, Settings, Config], int]
 
@@ -98,8 +102,7 @@ def _install(args: argparse.Namespace, settings: Settings, config: Config) -> in
 
 def _dockerfile(args: argparse.Namespace, settings: Settings, config: Config) -> int:
     source, out = Path(args.source), Path(args.out)
-    manifest = json.loads((source / "manifest.json").read_text())
-    profile = config.matrix.profiles[manifest.get("profile", settings.profile)]
+    profile = _profile_of(verify_fetched(source).manifest, config)
     dockerfile = write_image_context(source, out, profile)
     print(f"wrote {dockerfile} and its context; build it with: docker build -t spark-nightly/runtime {out}")
     return 0
@@ -107,7 +110,7 @@ def _dockerfile(args: argparse.Namespace, settings: Settings, config: Config) ->
 
 def _image(args: argparse.Namespace, settings: Settings, config: Config) -> int:
     fetched = fetch_night(open_store(settings), args.night, Path(args.dest), say=to_stderr)
-    profile = config.matrix.profiles[fetched.manifest.get("profile", settings.profile)]
+    profile = _profile_of(fetched.manifest, config)
     context = Path(args.dest) / f"{fetched.tag}-image"
     write_image_context(fetched.folder, context, profile)
     tag = args.tag or image_tag(sha256_of(fetched.lock)[:16])
@@ -115,6 +118,15 @@ def _image(args: argparse.Namespace, settings: Settings, config: Config) -> int:
     build_image(context, tag)
     print(f"built {tag} from {fetched.tag} ({len(fetched.wheels)} wheel(s) and {LOCK}, all verified)")
     return 0
+
+
+def _profile_of(manifest: dict[str, Any], config: Config) -> Profile:
+    """The hardware profile the night was tested on, which decides the image's base and torch."""
+    name = manifest["profile"]
+    if name not in config.matrix.profiles:
+        known = ", ".join(sorted(config.matrix.profiles))
+        raise UsageError(f"the night was tested on profile {shown(name)!r}, which models.yaml lacks ({known})")
+    return config.matrix.profiles[name]
 
 
 def _retain(args: argparse.Namespace, settings: Settings, config: Config) -> int:

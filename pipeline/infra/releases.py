@@ -8,14 +8,18 @@ the same interface, and both pass the same contract tests.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
-from pipeline.errors import ReleaseStoreError, TagTaken
+from pipeline.errors import ReleaseStoreError, StoreContentError, TagTaken
 from pipeline.infra.runtime import sha256_of, write_atomically
+from pipeline.infra.safe_files import UnsafeName, check_name, is_regular_file, open_regular, read_regular, shown
 
 MAX_ASSET_BYTES = 2 * 1024**3  # GitHub refuses release assets of 2 GiB or more
 
@@ -68,6 +72,17 @@ class ReleaseStore(Protocol):
         ...
 
 
+_RELEASE_FIELDS = {"id": int, "tag": str, "name": str, "body": str, "draft": bool, "prerelease": bool}
+
+
+@contextmanager
+def _unsafe_as_store_error() -> Iterator[None]:
+    try:
+        yield
+    except (UnsafeName, OSError) as exc:
+        raise StoreContentError(f"the local release store: {exc}") from None
+
+
 def find(store: ReleaseStore, tag: str) -> Release | None:
     return next((r for r in store.releases() if r.tag == tag), None)
 
@@ -81,7 +96,11 @@ class LocalReleaseStore:
     def releases(self) -> list[Release]:
         if not self.root.is_dir():
             return []
-        found = [self._read(folder) for folder in sorted(self.root.iterdir()) if (folder / "release.json").exists()]
+        found = [
+            self._read(folder)
+            for folder in sorted(self.root.iterdir())
+            if folder.is_symlink() or (folder / "release.json").exists()
+        ]
         return sorted(found, key=lambda r: r.id, reverse=True)  # newest first, as GitHub lists them
 
     def create_draft(self, tag: str, name: str, body: str) -> Release:
@@ -102,7 +121,7 @@ class LocalReleaseStore:
             raise ReleaseStoreError(f"release {release.tag} is published: its assets are immutable")
         if any(a.name == name for a in current.assets):
             raise ReleaseStoreError(f"release {release.tag} already has an asset named {name}")
-        assets = self.root / release.tag / "assets"
+        assets = self._asset_path(release.tag, name).parent
         partial = assets / f".{name}.part"  # seen as a 'starter' asset if the upload breaks off
         shutil.copyfile(path, partial)
         partial.replace(assets / name)
@@ -115,7 +134,14 @@ class LocalReleaseStore:
 
     def download(self, release: Release, asset: Asset, dest: Path) -> None:
         dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(self.root / release.tag / "assets" / asset.name, dest)
+        source = self._asset_path(release.tag, asset.name)
+        with (
+            _unsafe_as_store_error(),
+            open_regular(source) as descriptor,
+            os.fdopen(os.dup(descriptor), "rb") as handle,
+            dest.open("wb") as sink,
+        ):
+            shutil.copyfileobj(handle, sink)
 
     def publish(self, release: Release) -> Release:
         current = self._current(release)
@@ -135,9 +161,30 @@ class LocalReleaseStore:
         return self._read(folder)
 
     def _read(self, folder: Path) -> Release:
-        data = json.loads((folder / "release.json").read_text())
-        assets = tuple(self._asset(path) for path in sorted((folder / "assets").iterdir()))
-        return Release(**(data | {"assets": assets}))
+        """A release folder as written by this store; links, malformed JSON or fields are refused, never followed."""
+        with _unsafe_as_store_error():
+            if folder.is_symlink():
+                raise UnsafeName(f"release folder {folder} is a symbolic link")
+            check_name(folder.name, "release folder")
+            raw = read_regular(folder / "release.json")
+            paths = sorted((folder / "assets").iterdir())
+            for path in paths:
+                check_name(path.name.removeprefix("."), "asset name")
+                if not is_regular_file(path):
+                    raise UnsafeName(f"asset {path} is not a regular file (a link or a folder)")
+        try:
+            data = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise StoreContentError(f"{folder / 'release.json'} is not valid JSON ({exc})") from None
+        if not isinstance(data, dict) or {k: type(v) for k, v in data.items()} != _RELEASE_FIELDS:
+            raise StoreContentError(f"{folder / 'release.json'} does not hold the fields this store writes")
+        if data["tag"] != folder.name:
+            raise StoreContentError(f"{folder / 'release.json'} names tag {shown(data['tag'])!r}, not its folder")
+        return Release(**(data | {"assets": tuple(self._asset(path) for path in paths)}))
+
+    def _asset_path(self, tag: str, name: str) -> Path:
+        with _unsafe_as_store_error():
+            return self.root / check_name(tag, "release tag") / "assets" / check_name(name, "asset name")
 
     def _asset(self, path: Path) -> Asset:
         partial = path.name.startswith(".") and path.name.endswith(".part")

@@ -15,6 +15,7 @@ from pipeline.infra.runtime import sha256_of
 from pipeline.stages.release.fetch import fetch_night
 from pipeline.stages.release.publish import Night, apply_retention, publish_night
 from tests.fakes.github import TOKEN, StandIn
+from tests.published import schema_valid_manifest
 
 pytestmark = pytest.mark.integration
 
@@ -38,13 +39,7 @@ def _night(tmp_path: Path, day: str = "2026-11-21", run_id: str = "run-1") -> tu
     wheel.write_bytes(b"tested wheel bytes " * 5000)
     lock = tmp_path / "lock.txt"
     lock.write_text(f"flashinfer-python==0.7.2 --hash=sha256:{sha256_of(wheel)}\n")
-    manifest = {
-        "version": 1,
-        "night": day,
-        "wheels": [{"name": wheel.name, "size": wheel.stat().st_size, "sha256": sha256_of(wheel)}],
-        "lock": {"name": "lock.txt", "sha256": sha256_of(lock), "files": 1},
-        "entries": [{"id": "m", "status": "PASS"}],
-    }
+    manifest = schema_valid_manifest(day, run_id, [wheel], lock)
     return Night(day, run_id, True, manifest), [wheel, lock]
 
 

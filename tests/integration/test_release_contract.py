@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,6 +25,7 @@ from pipeline.stages.release.publish import (
     read_index,
 )
 from tests.fakes.github import TOKEN, StandIn
+from tests.published import night_files
 
 pytestmark = pytest.mark.integration
 
@@ -37,27 +39,18 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ReleaseSto
     yield GitHubReleaseStore(server.repo, TOKEN, api_url=server.url, sleep=lambda seconds: None)
 
 
-def _files(tmp_path: Path, night: str) -> tuple[list[Path], dict[str, object]]:
-    folder = tmp_path / f"wheels-{night}"
-    folder.mkdir(parents=True, exist_ok=True)
-    wheel = folder / "vllm-0.27.2.dev1+g0123456.d20261121-cp38-abi3-linux_aarch64.whl"
-    wheel.write_bytes(f"wheel of {night}".encode() * 1000)
-    lock = folder / "lock.txt"
-    lock.write_text(f"vllm==0.27.2.dev1 --hash=sha256:{sha256_of(wheel)}\n")
-    manifest = {
-        "version": 1,
-        "night": night,
-        "wheels": [{"name": wheel.name, "size": wheel.stat().st_size, "sha256": sha256_of(wheel)}],
-        "lock": {"name": "lock.txt", "sha256": sha256_of(lock)},
-        "plan": {"sources": [{"name": "vllm", "commit": "c" * 40}]},
-        "entries": [{"id": "smollm2-135m-instruct", "status": "PASS"}],
-        "verdict": "PASS",
-    }
-    return [wheel, lock], manifest
+def _files(tmp_path: Path, night: str, run_id: str = "run-1") -> tuple[list[Path], Mapping[str, Any]]:
+    built, files = night_files(
+        tmp_path / f"wheels-{night}",
+        night,
+        ["vllm-0.27.2.dev1+g0123456.d20261121-cp38-abi3-linux_aarch64.whl"],
+        run_id=run_id,
+    )
+    return files, built.manifest
 
 
 def _publish(store: ReleaseStore, tmp_path: Path, night: str, run_id: str, *, keep: bool = False) -> str:
-    files, manifest = _files(tmp_path, night)
+    files, manifest = _files(tmp_path, night, run_id)
     return publish_night(store, Night(night, run_id, True, manifest), files, keep=keep).tag
 
 

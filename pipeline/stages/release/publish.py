@@ -13,9 +13,10 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from pipeline.errors import PublishRefused, SparkNightlyError, TagTaken
+from pipeline.errors import PublishRefused, SparkNightlyError, StoreContentError, TagTaken
 from pipeline.infra.releases import MAX_ASSET_BYTES, Asset, Release, ReleaseStore
 from pipeline.infra.runtime import sha256_of, write_atomically
+from pipeline.infra.safe_files import read_regular, shown
 from pipeline.progress import Say, quiet
 
 MANIFEST_VERSION = 1
@@ -24,9 +25,14 @@ MANIFEST = "manifest.json"
 _TAG_TRIES = 20
 INDEX = "index.json"
 _TAG = re.compile(r"^nightly-(\d{8})(?:\.(\d+))?$")
-MANIFEST_SCHEMA = Draft202012Validator(
-    json.loads(resources.files("pipeline.config").joinpath("schemas", "manifest.schema.json").read_text())
-)
+
+
+def _schema(name: str) -> Draft202012Validator:
+    return Draft202012Validator(json.loads(resources.files("pipeline.config").joinpath("schemas", name).read_text()))
+
+
+MANIFEST_SCHEMA = _schema("manifest.schema.json")
+INDEX_SCHEMA = _schema("index.schema.json")
 
 
 @dataclass(frozen=True)
@@ -120,6 +126,8 @@ def publish_night(
     """
     if not night.passed:
         raise PublishRefused(f"night {night.night} (run {night.run_id}) did not pass: nothing is published")
+    if problem := next(iter(sorted(MANIFEST_SCHEMA.iter_errors(dict(night.manifest)), key=str)), None):
+        raise PublishRefused(f"the manifest breaks its schema ({problem.message}): fetch would refuse the night")
     for path in files:
         if path.stat().st_size >= MAX_ASSET_BYTES:
             raise PublishRefused(f"{path.name} is {path.stat().st_size} bytes: over GitHub's 2 GiB asset limit")
@@ -221,10 +229,27 @@ def _index_entries(store: ReleaseStore, releases: Sequence[Release], *, exclude:
             continue
         with tempfile.TemporaryDirectory(prefix="spark-nightly-index-") as scratch:
             store.download(release, asset, Path(scratch) / INDEX)
-            data = json.loads((Path(scratch) / INDEX).read_text())
+            data = parse_store_json(Path(scratch) / INDEX, f"{INDEX} of {release.tag}", INDEX_SCHEMA)
+        if release.tag not in {entry["tag"] for entry in data["nights"]}:
+            raise StoreContentError(f"{INDEX} of {release.tag} does not list {release.tag} itself")
         alive = {r.tag for r in published}
-        return [entry for entry in data.get("nights", []) if entry["tag"] in alive]
+        return [entry for entry in data["nights"] if entry["tag"] in alive]
     return []
+
+
+def parse_store_json(path: Path, what: str, schema: Draft202012Validator) -> dict[str, Any]:
+    """A JSON document a release store served, held to its schema; StoreContentError naming it otherwise."""
+    try:
+        data = json.loads(read_regular(path).decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise StoreContentError(f"{what} is not valid JSON ({shown(str(exc))})") from None
+    problems = sorted(schema.iter_errors(data), key=lambda e: list(e.absolute_path))
+    if problems:
+        where = "/".join(str(part) for part in problems[0].absolute_path) or "(root)"
+        raise StoreContentError(f"{what} breaks its schema at {where}: {shown(problems[0].message[:200])}")
+    if not isinstance(data, dict):
+        raise StoreContentError(f"{what} is not a JSON object")
+    return data
 
 
 def read_index(store: ReleaseStore) -> dict[str, Any]:
