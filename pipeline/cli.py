@@ -15,9 +15,10 @@ import yaml
 from pipeline import __version__
 from pipeline.commands import bench, build, engine, golden, inspect, nightly, pipeline_failed, releases
 from pipeline.config.bundle import Config, ConfigPaths, load_config
-from pipeline.config.recipes import ImportOptions, import_recipe
+from pipeline.config.recipes import ImportOptions, give_unique_ids, import_recipe
 from pipeline.config.thresholds import Reference
 from pipeline.errors import ConfigError, ExitCode, PipelineCrash, SparkNightlyError, UsageError
+from pipeline.infra.safe_files import shown
 from pipeline.settings import Resolved, Settings, declarations, from_environment
 
 Handler = Callable[[argparse.Namespace, Resolved], int]
@@ -200,23 +201,32 @@ def _import_recipe(args: argparse.Namespace, resolved: Resolved) -> int:
     options = ImportOptions(
         profile=resolved.settings.profile if resolved.sources["profile"] != "default" else "spark", golden=args.golden
     )
-    entries, issues = [], []
+    imported, issues = [], []
     for file in args.files:
         try:
-            imported = import_recipe(Path(file), options)
+            imported.append(import_recipe(Path(file), options))
         except ConfigError as exc:
             issues.extend(exc.issues)
-            continue
-        entries.append(imported.entry)
-        for line in imported.dropped:
-            print(f"{imported.source}: dropped: {line}", file=sys.stderr)
-        for line in imported.notes:
-            print(f"{imported.source}: note: {line}", file=sys.stderr)
-    if entries:
+    give_unique_ids(imported, taken=_matrix_ids(resolved))
+    for recipe in imported:
+        for line in recipe.dropped:
+            print(f"{recipe.source}: dropped: {shown(line)}", file=sys.stderr)
+        for line in recipe.notes:
+            print(f"{recipe.source}: note: {shown(line)}", file=sys.stderr)
+    if imported:
+        entries = [recipe.entry for recipe in imported]
         sys.stdout.write(yaml.safe_dump({"models": entries}, sort_keys=False, allow_unicode=True, width=100))
     if issues:
         raise ConfigError(issues)
     return 0
+
+
+def _matrix_ids(resolved: Resolved) -> set[str]:
+    """The ids models.yaml already uses (none when there is no valid models.yaml here): imports must not reuse them."""
+    try:
+        return {entry.id for entry in load_config(config_paths(resolved)).matrix.entries}
+    except ConfigError:
+        return set()
 
 
 def _install_signal_handlers() -> tuple[Any, Any]:
@@ -252,6 +262,8 @@ def _run(argv: Sequence[str] | None) -> int:
     handler: Handler = args.handler
     try:
         resolved = from_environment(getattr(args, "settings", None), _cli_values(args))
+        for note in resolved.notes:
+            print(note, file=sys.stderr)
         return handler(args, resolved)
     except SparkNightlyError as exc:
         if debug:

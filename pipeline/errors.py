@@ -88,8 +88,9 @@ class ConfigIssue:
 
     def __str__(self) -> str:
         # line 0 marks a value that came from no file (an environment variable, a flag)
-        where = f"{self.file}:{self.line}:{self.column}" if self.line else self.file
-        return f"{where}: {self.path}: {self.message}" if self.path else f"{where}: {self.message}"
+        if not self.line:  # an environment variable or a flag: the origin names the setting
+            return f"{self.file}: {self.path}: {self.message}" if self.path else f"{self.file}: {self.message}"
+        return f"{self.file}:{self.line}:{self.column}: {self.path or '(root)'}: {self.message}"
 
 
 class ConfigError(SparkNightlyError):

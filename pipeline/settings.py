@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 from pipeline.config.load import Document, display_name, parse_yaml, read_text, schema_issues, suggest
 from pipeline.errors import ConfigError, ConfigIssue
 from pipeline.infra.procs import OWNER_ENV  # marks spark-nightly's own processes; not a setting
+from pipeline.infra.safe_files import shown
 
 ENV_PREFIX = "SPARK_NIGHTLY_"
 SETTINGS_FILE_ENV = "SPARK_NIGHTLY_SETTINGS"
@@ -23,12 +25,32 @@ NOT_SETTINGS = frozenset({SETTINGS_FILE_ENV, OWNER_ENV})
 DEFAULT_SETTINGS_FILE = "spark-nightly.yaml"
 
 
+# Values that reach an argv position, a Dockerfile line or a URL: no leading '-' (it would be read as an option), no
+# whitespace or control character (it would split an argument or start a new Dockerfile line).
+ARGUMENT = r"^[A-Za-z0-9_./~+@:=%^][^\s]*$"
+IMAGE = r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$"
+REPOSITORY = r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$"
+PULL_REQUEST = r"^(#?[1-9][0-9]*|https?://[^\s/]+/[^\s/]+/[^\s/]+/pull/[1-9][0-9]*/?)(@[0-9a-fA-F]{40})?$"
+ENV_NAME = r"^[A-Z_][A-Z0-9_]*$"
+# where a GitHub token may be sent without an explicit opt-in, and the variables it may be read from
+PUBLIC_API = "https://api.github.com"
+TOKEN_VARIABLES = ("GITHUB_TOKEN", "GH_TOKEN", "SPARK_NIGHTLY_TOKEN")
+RUNNER_API_ENV = "GITHUB_API_URL"  # set by Actions to the runner's own GitHub (github.com or an Enterprise server)
+
+
 def _setting(
-    default: Any, help: str, *, key: str, choices: tuple[str, ...] = (), flag: str | None = None, secret: bool = False
+    default: Any,
+    help: str,
+    *,
+    key: str,
+    choices: tuple[str, ...] = (),
+    flag: str | None = None,
+    secret: bool = False,
+    pattern: str | None = None,
+    minimum: int | None = None,
 ) -> Any:
-    return field(
-        default=default, metadata={"key": key, "help": help, "choices": choices, "flag": flag, "secret": secret}
-    )
+    metadata = {"key": key, "help": help, "choices": choices, "flag": flag, "secret": secret}
+    return field(default=default, metadata=metadata | {"pattern": pattern, "minimum": minimum})
 
 
 @dataclass(frozen=True)
@@ -49,19 +71,30 @@ class Settings:
     )
     cache_dir: str = _setting("~/.cache/spark-nightly", "mirrors, runtimes, converted models", key="paths.cache")
     vllm_repo: str = _setting(
-        "https://github.com/vllm-project/vllm.git", "vLLM repository to build", key="sources.vllm.repo"
+        "https://github.com/vllm-project/vllm.git",
+        "vLLM repository to build",
+        key="sources.vllm.repo",
+        pattern=ARGUMENT,
     )
-    vllm_ref: str = _setting("main", "vLLM branch or commit to build", key="sources.vllm.ref")
+    vllm_ref: str = _setting("main", "vLLM branch or commit to build", key="sources.vllm.ref", pattern=ARGUMENT)
     vllm_prs: tuple[str, ...] = _setting(
-        (), "unmerged vLLM PRs to graft (numbers or URLs, #N@SHA pins a head)", key="sources.vllm.prs"
+        (),
+        "unmerged vLLM PRs to graft (numbers or URLs, #N@SHA pins a head)",
+        key="sources.vllm.prs",
+        pattern=PULL_REQUEST,
     )
     flashinfer_repo: str = _setting(
         "https://github.com/flashinfer-ai/flashinfer.git",
         "FlashInfer repository to build",
         key="sources.flashinfer.repo",
+        pattern=ARGUMENT,
     )
-    flashinfer_ref: str = _setting("main", "FlashInfer branch or commit to build", key="sources.flashinfer.ref")
-    flashinfer_prs: tuple[str, ...] = _setting((), "unmerged FlashInfer PRs to graft", key="sources.flashinfer.prs")
+    flashinfer_ref: str = _setting(
+        "main", "FlashInfer branch or commit to build", key="sources.flashinfer.ref", pattern=ARGUMENT
+    )
+    flashinfer_prs: tuple[str, ...] = _setting(
+        (), "unmerged FlashInfer PRs to graft", key="sources.flashinfer.prs", pattern=PULL_REQUEST
+    )
     build_mode: str = _setting(
         "host",
         "build on the host or inside the rendered build image",
@@ -72,22 +105,29 @@ class Settings:
         0,
         "parallel compile jobs (0: half the cores, as a full vLLM build runs out of memory with more)",
         key="build.max_jobs",
+        minimum=0,
     )
     build_image: str = _setting(
-        "nvidia/cuda:13.0.1-devel-ubuntu24.04", "base of the build image (docker mode)", key="build.image"
+        "nvidia/cuda:13.0.1-devel-ubuntu24.04",
+        "base of the build image (docker mode)",
+        key="build.image",
+        pattern=IMAGE,
     )
     publish_target: str = _setting(
         "local", "where passing nights are published", key="publish.target", choices=("local", "github")
     )
     publish_local_dir: str = _setting("releases", "the local release store", key="publish.local_dir")
-    publish_repo: str = _setting("", "GitHub repository (owner/name) for releases", key="publish.repo")
+    publish_repo: str = _setting(
+        "", "GitHub repository (owner/name) for releases", key="publish.repo", pattern=REPOSITORY
+    )
     publish_keep_nights: int = _setting(
-        30, "nights kept by retention (plus those marked to keep)", key="publish.keep_nights"
+        30, "nights kept by retention (plus those marked to keep)", key="publish.keep_nights", minimum=1
     )
     culprit_max_builds: int = _setting(
         6,
         "extra builds a failing night with grafted PRs may spend finding the PR that broke it (0: no search)",
         key="culprit.max_builds",
+        minimum=0,
     )
     culprit_publish: str = _setting(
         "nothing",
@@ -98,13 +138,31 @@ class Settings:
     alert_target: str = _setting(
         "local", "where regressions are raised", key="alert.target", choices=("local", "github", "webhook")
     )
-    alert_repo: str = _setting("", "GitHub repository (owner/name) for alert issues", key="alert.repo")
+    alert_repo: str = _setting(
+        "", "GitHub repository (owner/name) for alert issues", key="alert.repo", pattern=REPOSITORY
+    )
     alert_webhook_url: str = _setting(
         "", "Slack- or Discord-compatible webhook URL", key="alert.webhook_url", secret=True
     )
-    github_api_url: str = _setting("https://api.github.com", "GitHub API base URL", key="github.api_url")
+    github_api_url: str = _setting(
+        PUBLIC_API,
+        "GitHub API base URL: https://api.github.com or the runner's own $GITHUB_API_URL, unless"
+        " github.allow_custom_api",
+        key="github.api_url",
+        pattern=r"^https?://[^\s/@]+(/[^\s]*)?$",
+    )
     github_token_env: str = _setting(
-        "GITHUB_TOKEN", "name of the environment variable holding the GitHub token", key="github.token_env"
+        "GITHUB_TOKEN",
+        "name of the environment variable holding the GitHub token: GITHUB_TOKEN, GH_TOKEN or SPARK_NIGHTLY_TOKEN,"
+        " unless github.allow_custom_api",
+        key="github.token_env",
+        pattern=ENV_NAME,
+    )
+    github_allow_custom_api: bool = _setting(
+        False,
+        "send the token to another github.api_url (plain http included) or read it from another variable; never"
+        " taken from a spark-nightly.yaml found in the working folder",
+        key="github.allow_custom_api",
     )
 
     def path(self, name: str) -> Path:
@@ -124,6 +182,8 @@ class Declared:
     choices: tuple[str, ...]
     flag: str | None
     secret: bool
+    pattern: str | None = None
+    minimum: int | None = None
 
     @property
     def env(self) -> str:
@@ -137,7 +197,18 @@ def declarations() -> list[Declared]:
         kind = {"str": "string", "int": "integer", "bool": "boolean"}.get(str(f.type), "list")
         meta = f.metadata
         out.append(
-            Declared(f.name, meta["key"], meta["help"], f.default, kind, meta["choices"], meta["flag"], meta["secret"])
+            Declared(
+                f.name,
+                meta["key"],
+                meta["help"],
+                f.default,
+                kind,
+                meta["choices"],
+                meta["flag"],
+                meta["secret"],
+                meta["pattern"],
+                meta["minimum"],
+            )
         )
     return out
 
@@ -148,6 +219,7 @@ class Resolved:
 
     settings: Settings
     sources: Mapping[str, str]
+    notes: tuple[str, ...] = ()  # warnings to show once, before the command runs
 
     def rows(self) -> list[tuple[str, str, str]]:
         """(key, shown value, source) for every setting; secrets are never shown."""
@@ -177,11 +249,17 @@ def settings_schema() -> dict[str, Any]:
             )
         leaf_schema: dict[str, Any] = {"description": decl.help}
         if decl.kind == "list":
-            leaf_schema |= {"type": "array", "items": {"type": ["string", "integer"]}}
+            items: dict[str, Any] = {"type": ["string", "integer"]}
+            leaf_schema |= {"type": "array", "items": items | ({"pattern": decl.pattern} if decl.pattern else {})}
         else:
             leaf_schema["type"] = decl.kind
         if decl.choices:
             leaf_schema["enum"] = list(decl.choices)
+        if decl.pattern and decl.kind == "string":
+            # an empty string is 'not set' (publish.repo, alert.repo); anything else must be a safe value
+            leaf_schema["pattern"] = f"(^$)|({decl.pattern})"
+        if decl.minimum is not None:
+            leaf_schema["minimum"] = decl.minimum
         node["properties"][leaf] = leaf_schema
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "spark-nightly settings file"} | root
 
@@ -194,15 +272,32 @@ def _coerce(decl: Declared, raw: Any, origin: str) -> Any:
 
     if decl.kind == "list":
         items = raw if isinstance(raw, list) else [part.strip() for part in str(raw).split(",")]
-        return tuple(str(item) for item in items if str(item))
+        values = tuple(str(item) for item in items if str(item))
+        for value in values:
+            if decl.pattern and not re.match(decl.pattern, value):
+                raise bad(f"{shown(value)!r} is not a valid item ({decl.help})")
+        return values
+    if decl.kind == "boolean":
+        if isinstance(raw, bool):
+            return raw
+        if str(raw).lower() in {"1", "true", "yes"}:
+            return True
+        if str(raw).lower() in {"0", "false", "no", ""}:
+            return False
+        raise bad(f"expected true or false, got {shown(str(raw))!r}")
     if decl.kind == "integer":
         try:
-            return int(raw)
+            number = int(raw)
         except (TypeError, ValueError):
-            raise bad(f"expected an integer, got {raw!r}") from None
+            raise bad(f"expected an integer, got {shown(str(raw))!r}") from None
+        if decl.minimum is not None and number < decl.minimum:
+            raise bad(f"{number} is less than the minimum of {decl.minimum}")
+        return number
     value = str(raw)
     if decl.choices and value not in decl.choices:
-        raise bad(f"{value!r} is not allowed; {suggest(value, list(decl.choices))}")
+        raise bad(f"{shown(value)!r} is not allowed; {suggest(value, list(decl.choices))}")
+    if decl.pattern and value and not re.match(decl.pattern, value):
+        raise bad(f"{shown(value)!r} is not valid: no leading '-', spaces or control characters ({decl.help})")
     return value
 
 
@@ -213,20 +308,30 @@ def resolve(*, settings_file: str | None, environ: Mapping[str, str], cli: Seque
     sources: dict[str, str] = {d.name: "default" for d in decls.values()}
     issues: list[ConfigIssue] = []
 
-    def apply(key: str, raw: Any, origin: str) -> None:
+    def apply(key: str, raw: Any, origin: str, doc: Document | None = None) -> None:
         try:
             values[decls[key].name] = _coerce(decls[key], raw, origin)
             sources[decls[key].name] = origin
         except ConfigError as exc:
-            issues.extend(exc.issues)
+            if doc is None:
+                issues.extend(exc.issues)
+            else:  # located in the file, with its path, like every other issue of a file
+                issues.extend(doc.issue(key.split("."), i.message) for i in exc.issues)
 
+    explicit = settings_file or environ.get(SETTINGS_FILE_ENV)
     doc = _settings_document(settings_file, environ)
+    notes: list[str] = []
     if doc is not None:
+        if not explicit:
+            notes.append(
+                f"settings: using {doc.file} found in the working folder; name it with --settings (or "
+                f"{SETTINGS_FILE_ENV}) to make that explicit"
+            )
         for key in decls:
             found = _lookup(doc.data, key.split("."))
             if found is not None:
                 line, _ = doc.locate(key.split("."))
-                apply(key, found, f"{doc.file}:{line}")
+                apply(key, found, f"{doc.file}:{line}", doc)
     by_env = {d.env: d.key for d in decls.values()}
     for name, raw in sorted(environ.items()):
         if not name.startswith(ENV_PREFIX) or name in NOT_SETTINGS:
@@ -240,9 +345,64 @@ def resolve(*, settings_file: str | None, environ: Mapping[str, str], cli: Seque
             apply(key, raw, origin)
         else:
             issues.append(ConfigIssue(origin, 0, 0, "", f"unknown setting '{key}'; {suggest(key, sorted(decls))}"))
+    if not issues:
+        implicit = doc if doc is not None and not explicit else None
+        issues.extend(_rule_issues(values, sources, environ, doc, implicit))
     if issues:
         raise ConfigError(issues)
-    return Resolved(Settings(**values), sources)
+    return Resolved(Settings(**values), sources, tuple(notes))
+
+
+def _rule_issues(
+    values: Mapping[str, Any],
+    sources: Mapping[str, str],
+    environ: Mapping[str, str],
+    doc: Document | None,
+    implicit: Document | None,
+) -> list[ConfigIssue]:
+    """Rules across settings: a GitHub target needs its repository, and where a token may be sent."""
+    keys = {d.name: d.key for d in declarations()}
+
+    def issue(name: str, message: str) -> ConfigIssue:
+        origin = sources[name]
+        if doc is not None and origin.startswith(f"{doc.file}:"):
+            return doc.issue(keys[name].split("."), message)
+        return ConfigIssue(origin, 0, 0, keys[name] if origin == "default" else "", message)
+
+    found = []
+    for target, repo in (("publish_target", "publish_repo"), ("alert_target", "alert_repo")):
+        if values[target] == "github" and not values[repo]:
+            found.append(issue(target, f"{keys[target]} is github but {keys[repo]} is not set; set it to owner/name"))
+    if implicit is not None and _lookup(implicit.data, ["github", "allow_custom_api"]) is not None:
+        found.append(
+            implicit.issue(
+                ["github", "allow_custom_api"],
+                "not taken from a settings file found in the working folder: name the file with --settings, or set "
+                "SPARK_NIGHTLY_GITHUB_ALLOW_CUSTOM_API=1",
+            )
+        )
+    elif not values["github_allow_custom_api"]:
+        trusted = {PUBLIC_API} | (
+            {runner} if (runner := environ.get(RUNNER_API_ENV, "")).startswith("https://") else set()
+        )
+        if values["github_api_url"].rstrip("/") not in trusted:
+            found.append(
+                issue(
+                    "github_api_url",
+                    f"{shown(values['github_api_url'])!r} is not {' or '.join(sorted(trusted))}: the GitHub token would"
+                    " be sent there; set github.allow_custom_api (not from the working folder's file) if you mean it",
+                )
+            )
+        if values["github_token_env"] not in TOKEN_VARIABLES:
+            found.append(
+                issue(
+                    "github_token_env",
+                    f"{values['github_token_env']!r} is not one of {', '.join(TOKEN_VARIABLES)}: set"
+                    " github.allow_custom_api (not from the working folder's file) to read the token from another"
+                    " variable",
+                )
+            )
+    return found
 
 
 def _settings_document(settings_file: str | None, environ: Mapping[str, str]) -> Document | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -11,6 +12,7 @@ from pipeline.config.bundle import Config
 from pipeline.errors import UsageError
 from pipeline.infra.git import mirror_dir
 from pipeline.infra.pypi import download_sdist
+from pipeline.infra.safe_files import shown
 from pipeline.progress import Say, to_stderr
 from pipeline.settings import Settings
 from pipeline.stages.build.build_plan import BuildPlan
@@ -116,19 +118,20 @@ def _build_sources(
 
 
 def print_report(report: ArtifactReport, say: Say = print) -> None:
+    # names inside a wheel are the wheel author's: control characters are shown escaped, never sent to the terminal
     for wheel in report.wheels:
-        say(f"{wheel.status.value:4}  {wheel.wheel}")
+        say(f"{wheel.status.value:4}  {shown(wheel.wheel)}")
         for library in wheel.libraries:
             say(
-                f"      {library.status:8} {library.member}: cubins {', '.join(library.cubins) or 'none'}"
+                f"      {library.status:8} {shown(library.member)}: cubins {', '.join(library.cubins) or 'none'}"
                 + (f"; PTX {', '.join(library.ptx)}" if library.ptx else "")
             )
         for problem in wheel.problems:
-            say(f"      problem: {problem}")
+            say(f"      problem: {shown(problem)}")
         for note in wheel.notes:
-            say(f"      note: {note}")
+            say(f"      note: {shown(note)}")
     for problem in report.problems:
-        say(f"FAIL  {problem}")
+        say(f"FAIL  {shown(problem)}")
     say(f"inspection: {report.status.value}")
 
 
@@ -141,10 +144,13 @@ def _print_dry_run(families: Sequence[str], settings: Settings, toolchain: Toolc
         if source.name not in families:
             continue
         mirror = mirror_dir(cache_dir, source.repo)
-        prs = " ".join(f"refs/pull/{parse_pull_request(spec, source).number}/head" for spec in source.prs)
-        print(f"# {source.name}: resolve {source.ref} and PRs [{', '.join(source.prs) or 'none'}]")
-        print(f"git -C {mirror} ls-remote origin refs/heads/{source.ref} {prs}".rstrip())
-        print(f"git -C {mirror} fetch --no-tags --progress origin <each ref found>")
+        prs = [f"refs/pull/{parse_pull_request(spec, source).number}/head" for spec in source.prs]
+        # values from settings are shown quoted, as a shell would need them: what is printed can be pasted
+        print(f"# {source.name}: resolve {shlex.quote(source.ref)} and PRs {shlex.join(source.prs) or '(none)'}")
+        print(shlex.join(["git", "-C", str(mirror), "ls-remote", "origin", f"refs/heads/{source.ref}", *prs]))
+        print(
+            f"{shlex.join(['git', '-C', str(mirror), 'fetch', '--no-tags', '--progress', 'origin'])} <each ref found>"
+        )
         print("# each PR: git cherry-pick --no-commit <its tree on its merge-base with main> in a worktree of main")
         placeholder = BuildSource(
             source.name,
@@ -170,10 +176,10 @@ def _print_dry_run(families: Sequence[str], settings: Settings, toolchain: Toolc
                 out_dir="<staging>",
                 ccache_dir=str(toolchain.ccache_dir) if toolchain.ccache_dir else None,
             ):
-                print(" ".join(argv))
+                print(shlex.join(argv))
         else:
             runtime = f"{cache_dir}/runtimes/build-{source.name}-<key of its build requirements>"
             paths = Paths(f"{runtime}/bin/python", f"{runtime}/bin/uv", "<staging>")
             for step in builder.steps(None, placeholder, toolchain, paths):
-                env = " ".join(f"{k}={v}" for k, v in sorted(step.env.items()))
-                print(f"(cd {src}/{step.cwd} && env {env} {' '.join(step.argv)})")
+                env = [f"{k}={v}" for k, v in sorted(step.env.items())]
+                print(f"(cd {shlex.quote(f'{src}/{step.cwd}')} && {shlex.join(['env', *env, *step.argv])})")

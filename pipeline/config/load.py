@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -86,11 +87,12 @@ class _Builder:
         if self.nodes_seen > MAX_NODES:
             raise _TooLargeError(
                 node,
+                path,
                 f"more than {MAX_NODES} values after expanding aliases "
                 "(an alias bomb?); write the values out or use fewer anchors",
             )
         if depth > MAX_DEPTH:
-            raise _TooLargeError(node, f"nested deeper than {MAX_DEPTH} levels (a recursive alias?)")
+            raise _TooLargeError(node, path, f"nested deeper than {MAX_DEPTH} levels (a recursive alias?)")
         self.positions.setdefault(path, _position(node))
         if isinstance(node, yaml.MappingNode):
             return self._mapping(node, path, depth)
@@ -98,7 +100,18 @@ class _Builder:
             return [self.build(item, (*path, i), depth + 1) for i, item in enumerate(node.value)]
         if node.tag == _TIMESTAMP_TAG:
             return str(node.value)  # keep dates as the text the maintainer wrote
-        return self._scalars.construct_object(node)
+        return self._scalar(node, path)
+
+    def _scalar(self, node: yaml.Node, path: JsonPath) -> Any:
+        """A plain scalar; a tag PyYAML's safe loader does not know (`!env`) or a NaN or infinity is an issue."""
+        try:
+            value = self._scalars.construct_object(node)
+        except yaml.YAMLError:
+            self.issues.append(self._issue(node, path, f"unknown tag {node.tag!r}: configuration is plain YAML"))
+            return None
+        if isinstance(value, float) and not math.isfinite(value):
+            self.issues.append(self._issue(node, path, f"{node.value} is not a finite number; write a number"))
+        return value
 
     def _mapping(self, node: yaml.MappingNode, path: JsonPath, depth: int) -> dict[str, Any]:
         result: dict[str, Any] = {}
@@ -107,7 +120,7 @@ class _Builder:
             if key_node.tag == _MERGE_TAG:
                 merged.update(self._merge_sources(value_node, path, depth))
                 continue
-            key = self._scalars.construct_object(key_node) if isinstance(key_node, yaml.ScalarNode) else None
+            key = self._scalar(key_node, path) if isinstance(key_node, yaml.ScalarNode) else None
             if not isinstance(key, str):
                 self.issues.append(self._issue(key_node, path, "keys must be plain strings"))
                 continue
@@ -139,9 +152,10 @@ class _Builder:
 
 
 class _TooLargeError(Exception):
-    def __init__(self, node: yaml.Node, message: str) -> None:
+    def __init__(self, node: yaml.Node, path: JsonPath, message: str) -> None:
         super().__init__(message)
         self.node = node
+        self.path = path
 
 
 def _position(node: yaml.Node) -> tuple[int, int]:
@@ -185,8 +199,16 @@ def parse_yaml(text: str, name: str) -> Document:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as exc:
         raise ConfigError([_syntax_issue(exc, name)]) from None
+    except yaml.reader.ReaderError as exc:  # a NUL or another character YAML does not allow
+        line, column = _line_and_column(text, exc.position)
+        code = exc.character if isinstance(exc.character, int) else ord(exc.character)
+        message = f"character {code:#06x} is not allowed in YAML; remove it"
+        raise ConfigError([ConfigIssue(name, line, column, "", message)]) from None
     except yaml.YAMLError as exc:
         raise ConfigError([ConfigIssue(name, 1, 1, "", f"invalid YAML: {exc}")]) from None
+    except RecursionError:  # the composer recurses once per level: a file nested hundreds deep
+        message = f"nested deeper than {MAX_DEPTH} levels; configuration is never that deep"
+        raise ConfigError([ConfigIssue(name, 1, 1, "", message)]) from None
     if root is None:
         raise ConfigError([ConfigIssue(name, 1, 1, "", "file is empty; it needs at least `version: 1`")])
     builder = _Builder(name)
@@ -194,10 +216,16 @@ def parse_yaml(text: str, name: str) -> Document:
         data = builder.build(root, ())
     except _TooLargeError as exc:
         line, column = _position(exc.node)
-        raise ConfigError([ConfigIssue(name, line, column, "", str(exc))]) from None
+        where = format_path(exc.path[:6]) + ("[...]" if len(exc.path) > 6 else "")  # a loop's path never ends
+        raise ConfigError([ConfigIssue(name, line, column, where, str(exc))]) from None
     if builder.issues:
         raise ConfigError(builder.issues)
     return Document(name, data, builder.positions, builder.key_positions)
+
+
+def _line_and_column(text: str, position: int) -> tuple[int, int]:
+    line = text.count("\n", 0, position) + 1
+    return line, position - (text.rfind("\n", 0, position) + 1) + 1
 
 
 def _syntax_issue(exc: yaml.MarkedYAMLError, name: str) -> ConfigIssue:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -91,6 +91,16 @@ def import_recipe(path: Path, options: ImportOptions = ImportOptions()) -> Impor
     model = str(doc.data.get("model") or model or "")
     if not model:
         raise ConfigError([doc.issue(("command",), "no model: give 'model' or a model after 'vllm serve'")])
+    if pooling := _pooling_model(serve, model):
+        raise ConfigError(
+            [
+                doc.issue(
+                    ("command",),
+                    f"{pooling}: an embedding or scoring model has no chat answers for the golden and benchmark "
+                    "checks; not imported",
+                )
+            ]
+        )
     result.entry = _entry(doc, version=version, model=model, serve=serve, result=result, options=options)
     _check_entry(doc, result.entry)
     return result
@@ -100,17 +110,35 @@ def _v1_command(doc: Document) -> str:
     missing = [key for key in ("name", "container", "command") if key not in doc.data]
     if missing:
         raise ConfigError([doc.issue((), f"a v1 recipe needs '{key}'") for key in missing])
-    defaults = doc.data.get("defaults") or {}
-    try:
-        return str(doc.data["command"]).format(**defaults)  # v1 is plain str.format: literal braces are doubled
-    except KeyError as exc:
-        raise ConfigError(
-            [doc.issue(("command",), f"placeholder {{{exc.args[0]}}} has no value in 'defaults'; add it there")]
-        ) from None
-    except (ValueError, IndexError) as exc:
-        raise ConfigError(
-            [doc.issue(("command",), f"command is not a valid template ({exc}); double literal braces: {{{{ }}}}")]
-        ) from None
+    defaults = {str(k): v for k, v in (doc.data.get("defaults") or {}).items()}
+    return fill_template(doc, str(doc.data["command"]), defaults)
+
+
+_TEMPLATE = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
+
+
+def fill_template(doc: Document, command: str, defaults: Mapping[str, Any]) -> str:
+    """v1's placeholders filled by name: `{name}` from defaults, `{{` and `}}` for literal braces. Nothing else of
+    str.format is honoured (no format specs, no attribute or index walks): a recipe is data, never code."""
+
+    def fill(match: re.Match[str]) -> str:
+        token = match.group(0)
+        if token in ("{{", "}}"):
+            return token[0]
+        name = match.group(1)
+        if name is None:
+            raise _template_error(doc, f"a single '{token}' is not a placeholder; double literal braces: {{{{ }}}}")
+        if not re.fullmatch(r"\w+", name):
+            raise _template_error(doc, f"placeholder {{{name[:40]}}} is not a plain name; write {{name}} only")
+        if name not in defaults:
+            raise _template_error(doc, f"placeholder {{{name}}} has no value in 'defaults'; add it there")
+        return str(defaults[name])
+
+    return _TEMPLATE.sub(fill, command)
+
+
+def _template_error(doc: Document, message: str) -> ConfigError:
+    return ConfigError([doc.issue(("command",), message)])
 
 
 def _v2_command(doc: Document) -> str:
@@ -171,7 +199,7 @@ def _parse_command(doc: Document, command: str, result: ImportedRecipe) -> tuple
                     result.dropped.append(f"{flag} {value} (the harness chooses it)")
                 continue
             key, kind = _VALUE_FLAGS[flag]
-            serve[key] = _convert(doc, flag, value, kind)
+            serve[key] = "auto" if key == "max_model_len" and value == "auto" else _convert(doc, flag, value, kind)
         else:
             extra.append(token)
             if not inline and tokens and not tokens[0].startswith("-"):
@@ -180,6 +208,23 @@ def _parse_command(doc: Document, command: str, result: ImportedRecipe) -> tuple
         serve["extra_args"] = extra
         result.notes.append(f"kept as serve.extra_args, not checked by the schema: {' '.join(extra)}")
     return serve, model
+
+
+_POOLING_FLAGS = {"--task", "--runner", "--convert"}
+_POOLING_VALUES = {"embed", "embedding", "score", "classify", "reward", "pooling", "rerank"}
+
+
+def _pooling_model(serve: Mapping[str, Any], model: str) -> str | None:
+    """Why the model is not a chat model (a vLLM pooling runner, or an embedding or reranker by name), else None."""
+    extra = [str(a) for a in serve.get("extra_args", ())]
+    for index, argument in enumerate(extra):
+        flag, _, inline = argument.partition("=")
+        value = inline or (extra[index + 1] if index + 1 < len(extra) else "")
+        if flag in _POOLING_FLAGS and value.lower() in _POOLING_VALUES:
+            return f"{flag} {value}"
+    if re.search(r"embed|rerank", model, re.IGNORECASE):
+        return f"{model} is named an embedding or reranker model"
+    return None
 
 
 def _serve_start(tokens: list[str]) -> tuple[int, int] | None:
@@ -210,16 +255,18 @@ def _entry(
     name = str(data.get("name") or model.rsplit("/", maxsplit=1)[-1])
     parallel = int(serve.get("tensor_parallel_size", 1)) * int(serve.get("pipeline_parallel_size", 1))
     cluster = _is_cluster(data, version, parallel, result)
-    entry: dict[str, Any] = {"id": re.sub(r"[^a-z0-9._-]+", "-", name.lower()).strip("-"), "model": model}
+    entry: dict[str, Any] = {"id": _slug(name), "model": model}
     if data.get("description"):
         entry["description"] = str(data["description"])
     if data.get("model_revision"):
         entry["revision"] = str(data["model_revision"])
     entry["profile"] = options.profile
-    launch: dict[str, Any] = {"target": "ray" if cluster else "docker"}
+    entry["launch"] = {"target": "ray" if cluster else "docker"}  # the image of tonight's tested wheels
     if data.get("container"):
-        launch["image"] = str(data["container"])
-    entry["launch"] = launch
+        result.notes.append(
+            f"the recipe's container {data['container']} is not used: the entry runs tonight's build in the runtime "
+            "image made from its wheels (launch.image is left unset on purpose)"
+        )
     if not cluster:
         for key in ("tensor_parallel_size", "pipeline_parallel_size", "distributed_executor_backend"):
             if key in serve:
@@ -248,6 +295,7 @@ def _entry(
                 else "spark-nightly builds its own wheels"
             )
             result.dropped.append(f"{key} {list(data[key])} ({why})")
+    result.notes.extend(_what_dropped_parts_provided(data, serve))
     known = {
         "recipe_version",
         "name",
@@ -271,6 +319,23 @@ def _entry(
     for key in sorted(set(data) - known):
         result.dropped.append(f"{key} (no models.yaml equivalent)")
     return entry
+
+
+def _what_dropped_parts_provided(data: Mapping[str, Any], serve: Mapping[str, Any]) -> list[str]:
+    """Notes for what the dropped mods and build args gave the recipe's image: each one, and every serve value that
+    names a file of a mod (the entry cannot boot until that file exists some other way)."""
+    notes = []
+    mods = [str(m) for m in data.get("mods") or []]
+    for mod in mods:
+        notes.append(f"mod {mod} patched the recipe's image; tonight's wheels lack it unless it is merged upstream")
+    for argument in data.get("build_args") or []:
+        notes.append(f"build arg {argument} shaped the recipe's image build; spark-nightly builds from its settings")
+    values = [str(v) for k, v in serve.items() if k != "extra_args"] + [str(a) for a in serve.get("extra_args", ())]
+    for value in values:
+        for mod in mods:
+            if "/" in value and (mod in value or Path(mod).name in value.split("/")):
+                notes.append(f"serve value {value} names a file of the dropped mod {mod}: provide it another way")
+    return notes
 
 
 def _is_cluster(data: Mapping[str, Any], version: str, parallel: int, result: ImportedRecipe) -> bool:
@@ -297,6 +362,38 @@ def _bench(data: Mapping[str, Any], result: ImportedRecipe) -> dict[str, Any]:
         bench = {"pp": [2048], "tg": [32]} | bench
         result.notes.append("no benchmark args in the recipe; using pp2048 and tg32")
     return bench
+
+
+def give_unique_ids(imported: Sequence[ImportedRecipe], taken: Collection[str] = ()) -> None:
+    """Variants of one model (quantisations, modes) get ids of their own: suffixed by quantisation, then by the
+    recipe's file name, then by a number; `taken` holds ids models.yaml already uses."""
+    used = set(taken)
+    counts: dict[str, int] = {}
+    for recipe in imported:
+        counts[recipe.entry["id"]] = counts.get(recipe.entry["id"], 0) + 1
+    for recipe in imported:
+        base = recipe.entry["id"]
+        if counts[base] == 1 and base not in used:
+            used.add(base)
+            continue
+        quantization = str(recipe.entry.get("serve", {}).get("quantization", ""))
+        stem = _slug(Path(recipe.source).stem)
+        candidates = [
+            f"{base}-{quantization}" if quantization else "",
+            stem if stem.startswith(base) else f"{base}-{stem}",
+        ]
+        chosen = next((c for c in candidates if c and c not in used), "")
+        number = 2
+        while not chosen:
+            chosen = f"{base}-{number}" if f"{base}-{number}" not in used else ""
+            number += 1
+        used.add(chosen)
+        recipe.entry["id"] = chosen
+        recipe.notes.append(f"id {chosen}: another recipe (or models.yaml) already gives this model the id {base}")
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9._-]+", "-", text.lower()).strip("-")
 
 
 def _check_entry(doc: Document, entry: dict[str, Any]) -> None:

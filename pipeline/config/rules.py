@@ -7,7 +7,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from pipeline.config.load import Document, suggest
+from pipeline.config.load import Document, schema, suggest
 from pipeline.config.matrix import Matrix, ModelEntry
 from pipeline.config.thresholds import build_thresholds, level_problems
 from pipeline.errors import ConfigIssue
@@ -45,6 +45,49 @@ def matrix_issues(doc: Document, matrix: Matrix) -> Iterator[ConfigIssue]:
             yield doc.issue(
                 ("profiles", name, "torch"), "a cuda profile must say which CUDA torch is built for (torch.cuda)"
             )
+        if (
+            profile.driver_min
+            and profile.driver_below
+            and _release(profile.driver_below) <= _release(profile.driver_min)
+        ):
+            yield doc.issue(
+                ("profiles", name, "driver"),
+                f"no driver is at least {profile.driver_min} and below {profile.driver_below}; "
+                "'below' must be the higher version",
+            )
+    for entry in matrix.entries:
+        yield from _extra_args_issues(doc, entry)
+
+
+# vLLM flags the harness sets for every boot, and why a maintainer may not set them in extra_args
+_HARNESS_FLAGS = {
+    "--host": "the server binds the profile's listen address",
+    "--port": "the harness picks a free port for each boot",
+    "--model": "the entry's model (or its weights) is the model",
+    "--served-model-name": "set serve.served_model_name",
+    "--revision": "set the entry's revision",
+    "--api-key": "a key is made for each boot that listens beyond loopback; one written here would reach every log",
+}
+
+
+def _extra_args_issues(doc: Document, entry: ModelEntry) -> Iterator[ConfigIssue]:
+    """extra_args may add vLLM flags, never override what the harness or a typed serve option decides."""
+    typed = {
+        "--" + key.replace("_", "-") for key in schema("models")["$defs"]["model"]["properties"]["serve"]["properties"]
+    }
+    for index, argument in enumerate(entry.serve.get("extra_args", ())):
+        flag = str(argument).split("=", 1)[0]
+        flag = "--" + flag.removeprefix("--").replace("_", "-") if flag.startswith("--") else flag
+        where = ("models", entry.index, "serve", "extra_args", index)
+        if flag in _HARNESS_FLAGS:
+            yield doc.issue(where, f"{flag} is set by the harness ({_HARNESS_FLAGS[flag]}); remove it")
+        elif flag in typed - {"--extra-args"}:
+            key = flag.removeprefix("--").replace("-", "_")
+            yield doc.issue(where, f"{flag} has its own option: set serve.{key} instead of passing it in extra_args")
+
+
+def _release(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
 
 
 def _cluster_issues(doc: Document, entry: ModelEntry, profile_nodes: int) -> Iterator[ConfigIssue]:
@@ -79,6 +122,13 @@ def _cluster_issues(doc: Document, entry: ModelEntry, profile_nodes: int) -> Ite
         if entry.nodes != 1:
             yield doc.issue(
                 (*where, "topology", "nodes"), f"a solo entry runs on 1 node, got {entry.nodes}; use mode: cluster"
+            )
+        parallel = int(entry.serve.get("tensor_parallel_size", 1)) * int(entry.serve.get("pipeline_parallel_size", 1))
+        if parallel > 1:  # a Spark has one GPU: parallelism over GPUs needs a cluster entry
+            yield doc.issue(
+                (*where, "serve"),
+                f"tensor_parallel_size x pipeline_parallel_size is {parallel} on a solo entry, which has one GPU; "
+                "use topology mode: cluster with that many nodes",
             )
         if entry.launch.target == "ray":
             yield doc.issue((*where, "launch", "target"), "ray launches a cluster; a solo entry uses local or docker")

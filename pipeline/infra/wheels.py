@@ -8,15 +8,30 @@ import email.parser
 import hashlib
 import io
 import zipfile
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.infra.runtime import normalize
+from pipeline.infra.safe_files import shown
 
 _SIGNATURES = (".jws", ".p7s")  # RECORD never lists its own signatures
 NATIVE_SUFFIXES = (".so", ".cubin", ".fatbin")
+# Caps that keep a hostile wheel from costing more than a real one: the largest real member (a FlashInfer JIT cache
+# library) is well under 4 GiB, and real native code compresses 3-10x, never 200x.
+MAX_MEMBER_BYTES = 4 * 1024**3
+MAX_TOTAL_BYTES = 16 * 1024**3
+MAX_RATIO = 200
+_RATIO_FLOOR = 1024**2  # tiny members (an empty __init__.py) compress absurdly well and cost nothing
+_COMPRESSIONS = {zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED}  # what the wheel format and pip accept
+# Everything reading a malformed archive can raise; inspection turns each into a refusal naming wheel and member.
+READ_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, KeyError, ValueError, NotImplementedError, RuntimeError,
+               EOFError, OSError, csv.Error, zlib.error)  # fmt: skip
+# ELF e_machine by the architecture ending a platform tag (the ELF specification's values)
+_ELF_MACHINES = {"aarch64": 183, "x86_64": 62, "i686": 3, "ppc64le": 21, "s390x": 22, "riscv64": 243}
+_ELF_NAMES = {number: name for name, number in _ELF_MACHINES.items()}
 
 
 @dataclass(frozen=True)
@@ -57,11 +72,63 @@ def read_metadata(wheel: Path) -> WheelMetadata:
     )
 
 
+def member_problems(archive: zipfile.ZipFile) -> list[str]:
+    """What makes the archive unsafe to read or install, before any member is read: names outside the wheel,
+    encryption, compressions pip refuses, and sizes past the caps."""
+    problems = []
+    total = 0
+    for info in archive.infolist():
+        name = shown(info.filename)
+        parts = info.filename.replace("\\", "/").split("/")
+        if info.filename.startswith(("/", "\\")) or ".." in parts or (parts and parts[0].endswith(":")):
+            problems.append(f"{name}: not a relative path inside the wheel")
+        elif name != info.filename:
+            problems.append(f"{name}: the member name holds control characters")
+        if info.flag_bits & 0x1:
+            problems.append(f"{name}: encrypted")
+        if info.compress_type not in _COMPRESSIONS:
+            problems.append(f"{name}: compression method {info.compress_type} (a wheel is stored or deflated)")
+        if info.file_size > MAX_MEMBER_BYTES:
+            problems.append(f"{name}: {info.file_size} bytes unpacked, over the {MAX_MEMBER_BYTES}-byte cap")
+        elif info.file_size > _RATIO_FLOOR and info.file_size > MAX_RATIO * max(info.compress_size, 1):
+            problems.append(
+                f"{name}: {info.file_size} bytes from {info.compress_size} compressed (over {MAX_RATIO}:1, a zip bomb?)"
+            )
+        total += info.file_size
+    if total > MAX_TOTAL_BYTES:
+        problems.append(f"{total} bytes unpacked in all, over the {MAX_TOTAL_BYTES}-byte cap")
+    return problems
+
+
+def elf_problems(archive: zipfile.ZipFile, platform_tag: str) -> list[str]:
+    """Native libraries (.so) that are not ELF, or are ELF for another machine than the platform tag names."""
+    wanted = next((number for arch, number in _ELF_MACHINES.items() if platform_tag.endswith(arch)), None)
+    problems = []
+    for info in archive.infolist():
+        base = Path(info.filename).name
+        if info.is_dir() or not (base.endswith(".so") or ".so." in base):
+            continue
+        with archive.open(info) as member:
+            header = member.read(20)
+        name = shown(info.filename)
+        if len(header) < 20 or header[:4] != b"\x7fELF":
+            problems.append(f"{name}: named like a shared library but not an ELF file")
+            continue
+        machine = int.from_bytes(header[18:20], "little" if header[5] == 1 else "big")
+        if wanted is not None and machine != wanted:
+            found = _ELF_NAMES.get(machine, f"ELF machine {machine}")
+            problems.append(f"{name}: built for {found}, but the wheel is tagged {platform_tag}")
+    return problems
+
+
 def check_archive(wheel: Path) -> ArchiveCheck:
-    """Read every member (which checks its CRC) and compare it with its RECORD row, both ways."""
+    """Read every member (which checks its CRC) and compare it with its RECORD row, both ways; an unsafe archive
+    (see member_problems) is refused before any member is read."""
     problems: list[str] = []
     try:
         with zipfile.ZipFile(wheel) as archive:
+            if unsafe := member_problems(archive):
+                return ArchiveCheck(0, tuple(unsafe))
             record_name = f"{_dist_info(archive)}/RECORD"
             rows = _record_rows(archive.read(record_name).decode("utf-8"))
             rows.pop(record_name, None)  # RECORD lists itself without a hash
@@ -80,29 +147,28 @@ def check_archive(wheel: Path) -> ArchiveCheck:
                         f"{name}: RECORD size {expected[1]} but the file has {archive.getinfo(name).file_size}"
                     )
             problems.extend(f"{name}: listed in RECORD but missing from the archive" for name in rows)
-    except (zipfile.BadZipFile, KeyError, OSError, ValueError) as exc:
-        return ArchiveCheck(0, (f"unreadable archive: {exc}",))
+    except READ_ERRORS as exc:
+        return ArchiveCheck(0, (f"unreadable archive: {shown(str(exc))[:300]}",))
     return ArchiveCheck(len(names), tuple(problems))
 
 
-@contextmanager
-def extracted_natives(wheel: Path, into: Path) -> Iterator[list[tuple[str, Path]]]:
-    """Extract the native libraries (.so, .cubin, .fatbin) of a wheel, yielding (member name, extracted path)."""
-    found: list[tuple[str, Path]] = []
+def native_members(wheel: Path) -> list[str]:
+    """The native libraries (.so, .cubin, .fatbin) of a wheel, by member name."""
     with zipfile.ZipFile(wheel) as archive:
-        for index, info in enumerate(archive.infolist()):
-            if info.is_dir() or not _is_native(info.filename):
-                continue
-            target = into / f"{index:05d}-{Path(info.filename).name}"  # flat: no member name can escape `into`
-            with archive.open(info) as source, target.open("wb") as sink:
-                while block := source.read(1 << 20):
-                    sink.write(block)
-            found.append((info.filename, target))
+        return [info.filename for info in archive.infolist() if not info.is_dir() and _is_native(info.filename)]
+
+
+@contextmanager
+def extracted_member(wheel: Path, member: str, into: Path) -> Iterator[Path]:
+    """One member extracted under a flat name of its own in `into` (no member name can escape it), removed after."""
+    target = into / f"member-{hashlib.sha256(member.encode()).hexdigest()[:16]}{Path(member).suffix}"
     try:
-        yield found
+        with zipfile.ZipFile(wheel) as archive, archive.open(member) as source, target.open("xb") as sink:
+            while block := source.read(1 << 20):
+                sink.write(block)
+        yield target
     finally:
-        for _, path in found:
-            path.unlink(missing_ok=True)
+        target.unlink(missing_ok=True)
 
 
 def _is_native(name: str) -> bool:

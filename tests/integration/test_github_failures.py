@@ -148,6 +148,7 @@ def test_the_commands_read_github_through_the_settings_and_never_print_the_token
     monkeypatch.setenv("SPARK_NIGHTLY_PUBLISH_TARGET", "github")
     monkeypatch.setenv("SPARK_NIGHTLY_PUBLISH_REPO", stand_in.repo)
     monkeypatch.setenv("SPARK_NIGHTLY_GITHUB_API_URL", stand_in.url)
+    monkeypatch.setenv("SPARK_NIGHTLY_GITHUB_ALLOW_CUSTOM_API", "1")  # plain http, a token variable of our own
     monkeypatch.setenv("NIGHTLY_TOKEN", TOKEN)
     monkeypatch.setenv("SPARK_NIGHTLY_GITHUB_TOKEN_ENV", "NIGHTLY_TOKEN")
     assert main(["list"]) == 0

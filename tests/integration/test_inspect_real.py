@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import platform
 import shutil
 import sys
 from dataclasses import replace
@@ -62,14 +63,20 @@ def cuobjdump(tmp_path_factory: pytest.TempPathFactory) -> Cuobjdump:
     return ensure_cuobjdump(cache_dir, tmp_path_factory.mktemp("cuobjdump-logs"))
 
 
+# nvcc here compiles the host code for this machine: the wheels carry this machine's platform tag, and the Spark's
+# target is judged on their device code (the ELF machine of a library must match the wheel's tag)
+HOST_PLATFORM = f"linux_{platform.machine()}"
+
+
 @pytest.fixture(scope="module")
 def spark() -> Target:
     config = load_config(ConfigPaths(ROOT / "models.yaml", ROOT / "thresholds", ROOT / "golden"))
-    return Target.of(config.matrix.profiles["spark"])
+    return replace(Target.of(config.matrix.profiles["spark"]), platform=HOST_PLATFORM)
 
 
 def _kernel_wheel(tmp_path: Path, so: Path, *, requires: tuple[str, ...] = ("torch==2.13.0",)) -> Path:
-    return make_wheel(tmp_path, "vllm", "0.27.2.dev1+g0123456", {f"_C{so.stem}.so": so.read_bytes()}, requires=requires)
+    files = {f"_C{so.stem}.so": so.read_bytes()}
+    return make_wheel(tmp_path, "vllm", "0.27.2.dev1+g0123456", files, requires=requires, platform=HOST_PLATFORM)
 
 
 def test_a_wheel_with_an_sm_121a_cubin_is_accepted(

@@ -23,6 +23,7 @@ def test_two_refused_nights_open_one_labelled_issue_then_comment_on_it(
     monkeypatch.setenv("SPARK_NIGHTLY_ALERT_TARGET", "github")
     monkeypatch.setenv("SPARK_NIGHTLY_ALERT_REPO", stand_in.repo)
     monkeypatch.setenv("SPARK_NIGHTLY_GITHUB_API_URL", stand_in.url)
+    monkeypatch.setenv("SPARK_NIGHTLY_GITHUB_ALLOW_CUSTOM_API", "1")  # plain http, a token variable of our own
     monkeypatch.setenv("SPARK_NIGHTLY_GITHUB_TOKEN_ENV", "NIGHTLY_ALERT_TOKEN")
     monkeypatch.setenv("NIGHTLY_ALERT_TOKEN", TOKEN)
 

@@ -46,4 +46,5 @@ def runner_environment(cache: Path, config: Path, stand_in: StandIn) -> dict[str
         "SPARK_NIGHTLY_PATHS_CACHE": str(cache),
         "SPARK_NIGHTLY_PATHS_CONFIG": str(config),
         "SPARK_NIGHTLY_GITHUB_API_URL": stand_in.url,
+        "SPARK_NIGHTLY_GITHUB_ALLOW_CUSTOM_API": "1",  # the stand-in answers on plain http
     }

@@ -65,7 +65,7 @@ def test_schema_issues_are_all_reported_and_located() -> None:
     doc = parse_yaml("count: 0\nnmae: x\n", "f.yaml")
     messages = sorted(str(i) for i in schema_issues(doc, schema))
     assert messages == [
-        "f.yaml:1:1: missing required key 'name'",
+        "f.yaml:1:1: (root): missing required key 'name'",
         "f.yaml:1:8: count: 0 is less than the minimum of 1",
         "f.yaml:2:1: nmae: unknown key; did you mean 'name'?",
     ]

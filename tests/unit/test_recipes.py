@@ -10,18 +10,19 @@ import yaml
 
 from pipeline.config.bundle import ConfigPaths, load_config
 from pipeline.config.matrix import build_matrix
-from pipeline.config.recipes import import_recipe
+from pipeline.config.recipes import give_unique_ids, import_recipe
 from pipeline.errors import ConfigError
 from tests.corpus import BASE
 
 RECIPES = Path(__file__).parents[1] / "data" / "recipes"
 
 
-def test_a_solo_recipe_keeps_its_serve_options_env_and_image() -> None:
+def test_a_solo_recipe_keeps_its_serve_options_and_env_and_runs_tonights_build_not_its_image() -> None:
     imported = import_recipe(RECIPES / "qwen3.5-35b-fp8-solo.yaml")
     entry = imported.entry
     assert entry["id"] == "qwen3.5-35b-a3b-fp8"
-    assert entry["launch"] == {"target": "docker", "image": "vllm-node"}
+    assert entry["launch"] == {"target": "docker"}  # the recipe's image would serve its own vLLM, not tonight's
+    assert any(note.startswith("the recipe's container vllm-node is not used") for note in imported.notes)
     assert entry["topology"] == {"mode": "solo"}
     assert entry["serve"] == {
         "gpu_memory_utilization": 0.85,
@@ -43,6 +44,7 @@ def test_a_cluster_only_recipe_becomes_a_two_node_ray_entry_and_reports_its_mods
     assert entry["serve"]["tensor_parallel_size"] == 2
     assert entry["serve"]["distributed_executor_backend"] == "ray"
     assert any(line.startswith("mods ['mods/fix-qwen3-moe-marlin']") for line in imported.dropped)
+    assert any(note.startswith("mod mods/fix-qwen3-moe-marlin patched the recipe's image") for note in imported.notes)
 
 
 def test_doubled_braces_in_a_v1_command_become_json_options() -> None:
@@ -110,3 +112,71 @@ def test_imported_entries_pass_validate_once_they_have_references(tmp_path: Path
 def _cell_names(entry: dict[str, object]) -> list[str]:
     profiles = yaml.safe_load((BASE / "models.yaml").read_text())["profiles"]
     return [c.name for c in build_matrix({"profiles": profiles, "models": [entry]}).entries[0].bench.cells()]
+
+
+def _recipe(tmp_path: Path, text: str, name: str = "r.yaml") -> Path:
+    recipe = tmp_path / name
+    recipe.write_text(text)
+    return recipe
+
+
+def test_a_v1_template_is_filled_by_name_never_evaluated(tmp_path: Path) -> None:
+    """str.format took 1 GiB and 55 s for `{port:>200000000}` and walked attributes; names only, now."""
+    head = 'recipe_version: "1"\nname: m\ncontainer: c\ndefaults: {port: 8000, n: 2}\ncommand: '
+    for template, why in [
+        ("vllm serve org/m --port {port:>200000000}", "placeholder {port:>200000000} is not a plain name"),
+        ("vllm serve org/m --x {port.__class__}", "placeholder {port.__class__} is not a plain name"),
+        ("vllm serve org/m --x {n[0]}", "placeholder {n[0]} is not a plain name"),
+        ("vllm serve org/m --x {", "a single '{' is not a placeholder"),
+    ]:
+        with pytest.raises(ConfigError) as caught:
+            import_recipe(_recipe(tmp_path, head + f"'{template}'\n"))
+        assert why in str(caught.value.issues[0]), template
+    entry = import_recipe(_recipe(tmp_path, head + "'vllm serve org/m --max-num-seqs {n} --x {{}}'\n")).entry
+    assert entry["serve"] == {"max_num_seqs": 2, "extra_args": ["--x", "{}"]}
+
+
+def test_variants_of_one_model_get_ids_of_their_own(tmp_path: Path) -> None:
+    fp8 = 'recipe_version: "2"\nmodel: org/big\ncommand: vllm serve org/big --quantization fp8\n'
+    awq = 'recipe_version: "2"\nmodel: org/big\ncommand: vllm serve org/big --quantization awq\n'
+    plain = 'recipe_version: "2"\nmodel: org/big\ncommand: vllm serve org/big\n'
+    imported = [import_recipe(_recipe(tmp_path, text, f"{n}.yaml")) for n, text in enumerate((fp8, awq, plain))]
+    give_unique_ids(imported, taken={"big"})
+    assert [r.entry["id"] for r in imported] == ["big-fp8", "big-awq", "big-2"]
+    assert all(any("already gives this model the id big" in n for n in r.notes) for r in imported)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "vllm serve org/m --task embed",
+        "vllm serve org/m --runner pooling",
+        "vllm serve org/m --convert=classify",
+        "vllm serve BAAI/bge-reranker-v2-m3",
+        "vllm serve Qwen/Qwen3-Embedding-8B",
+    ],
+)
+def test_embedding_and_reranker_recipes_are_refused_not_imported_as_chat(tmp_path: Path, command: str) -> None:
+    model = command.split()[2]
+    with pytest.raises(ConfigError) as caught:
+        import_recipe(_recipe(tmp_path, f'recipe_version: "2"\nmodel: {model}\ncommand: {command}\n'))
+    assert "an embedding or scoring model has no chat answers" in str(caught.value.issues[0])
+
+
+def test_an_auto_context_length_is_accepted_and_validates(tmp_path: Path) -> None:
+    recipe = 'recipe_version: "2"\nmodel: org/m\ncommand: vllm serve org/m --max-model-len auto\n'
+    entry = import_recipe(_recipe(tmp_path, recipe)).entry
+    assert entry["serve"] == {"max_model_len": "auto"}
+
+
+def test_notes_name_what_dropped_mods_and_build_args_provided(tmp_path: Path) -> None:
+    recipe = (
+        'recipe_version: "1"\nname: m\ncontainer: c\nmods: [mods/chat-template-fix]\nbuild_args: [--pre-tf]\n'
+        "command: vllm serve org/m --chat-template /workspace/mods/chat-template-fix/template.jinja\n"
+    )
+    notes = import_recipe(_recipe(tmp_path, recipe)).notes
+    assert "build arg --pre-tf shaped the recipe's image build; spark-nightly builds from its settings" in notes
+    assert any(
+        n.startswith("serve value /workspace/mods/chat-template-fix/template.jinja names a file of the dropped mod")
+        for n in notes
+    )

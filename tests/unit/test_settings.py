@@ -27,7 +27,9 @@ def test_defaults_apply_when_nothing_is_set(tmp_path: Path, monkeypatch: pytest.
 
 def test_each_layer_overrides_the_one_below_and_names_itself(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    file = _settings_file(tmp_path, "version: 1\nprofile: spark\npublish:\n  keep_nights: 10\n  target: github\n")
+    file = _settings_file(
+        tmp_path, "version: 1\nprofile: spark\npublish:\n  keep_nights: 10\n  target: github\n  repo: o/r\n"
+    )
     environ = {"SPARK_NIGHTLY_PUBLISH_KEEP_NIGHTS": "20", "SPARK_NIGHTLY_SOURCES_VLLM_PRS": "101, 202"}
     resolved = resolve(
         settings_file=file, environ=environ, cli=[("publish.keep_nights", "40", "--set publish.keep_nights")]
@@ -59,7 +61,8 @@ def test_bad_values_from_env_and_cli_are_reported_together(tmp_path: Path, monke
         )
     assert sorted(str(i) for i in caught.value.issues) == [
         "--set nope: unknown setting 'nope'; expected one of 'alert.repo', 'alert.target', 'alert.webhook_url', "
-        "'build.image', 'build.max_jobs', 'build.mode', 'culprit.max_builds', 'culprit.publish', 'github.api_url', "
+        "'build.image', 'build.max_jobs', 'build.mode', 'culprit.max_builds', 'culprit.publish', "
+        "'github.allow_custom_api', 'github.api_url', "
         "'github.token_env', 'paths.cache', "
         "'paths.config', 'paths.runs', 'paths.state', "
         "'paths.wheels', 'profile', 'publish.keep_nights', 'publish.local_dir', 'publish.repo', 'publish.target', "

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 import tempfile
+import zipfile
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -14,8 +14,17 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
 from pipeline.config.matrix import Profile
+from pipeline.errors import EngineError
 from pipeline.infra.fatbin import Cuobjdump, Image, Inventory
-from pipeline.infra.wheels import check_archive, extracted_natives, read_metadata
+from pipeline.infra.safe_files import shown
+from pipeline.infra.wheels import (
+    READ_ERRORS,
+    check_archive,
+    elf_problems,
+    extracted_member,
+    native_members,
+    read_metadata,
+)
 from pipeline.progress import Say, quiet
 from pipeline.status import Status, worst
 
@@ -26,7 +35,6 @@ _PTX_TO_CUDA = {
     (8, 3): (12, 3), (8, 4): (12, 4), (8, 5): (12, 5), (8, 6): (12, 7), (8, 7): (12, 8), (8, 8): (12, 9),
     (9, 0): (13, 0),
 }  # fmt: skip
-_WORKERS = 4  # cuobjdump is short-lived and mostly reads: a few at once hide its start-up
 # flagged: usable, but only through a PTX JIT at first load
 Verdict = Literal["ok", "flagged", "refused"]
 
@@ -110,7 +118,19 @@ def inspect_wheels(
 
 
 def inspect_wheel(wheel: Path, target: Target, cuobjdump: Cuobjdump | None, *, say: Say = quiet) -> WheelReport:
-    """Archive, metadata, torch requirement and, for a GPU target, the fatbin inventory of every native library."""
+    """Archive, metadata, torch requirement and, for a GPU target, the fatbin inventory of every native library; a
+    wheel that cannot even be read (a bad name, METADATA missing or not UTF-8, a member pip would refuse) is FAIL
+    with the reason, never an error that stops the run."""
+    try:
+        report = _inspect_readable(wheel, target, cuobjdump)
+    except READ_ERRORS as exc:
+        report = WheelReport(wheel.name, "", "", Status.FAIL, (f"unreadable wheel: {shown(str(exc))[:300]}",), (), ())
+    shown_libraries = f" ({len(report.libraries)} native libraries)" if report.libraries else ""
+    say(f"inspect {shown(wheel.name)}: {report.status.value}{shown_libraries}")
+    return report
+
+
+def _inspect_readable(wheel: Path, target: Target, cuobjdump: Cuobjdump | None) -> WheelReport:
     archive = check_archive(wheel)
     if archive.problems and archive.members == 0:
         return WheelReport(wheel.name, "", "", Status.FAIL, archive.problems, (), ())
@@ -120,11 +140,13 @@ def inspect_wheel(wheel: Path, target: Target, cuobjdump: Cuobjdump | None, *, s
         problems.append(f"... and {len(archive.problems) - 20} more RECORD mismatches")
     if (meta.name, meta.version) != (meta.filename_name, meta.filename_version):
         problems.append(
-            f"METADATA says {meta.name} {meta.version} but the file name says {meta.filename_name} "
+            f"METADATA says {shown(meta.name)} {shown(meta.version)} but the file name says {meta.filename_name} "
             f"{meta.filename_version}"
         )
     if target.platform and meta.platform_tag != "any" and not meta.platform_tag.endswith(target.platform):
         problems.append(f"built for {meta.platform_tag}, the profile runs {target.platform}")
+    with zipfile.ZipFile(wheel) as opened:
+        problems.extend(elf_problems(opened, meta.platform_tag))
     notes, torch_problems = _torch_requirement(meta.requires, target)
     problems.extend(torch_problems)
     libraries: tuple[LibraryFinding, ...] = ()
@@ -133,7 +155,6 @@ def inspect_wheel(wheel: Path, target: Target, cuobjdump: Cuobjdump | None, *, s
         problems.extend(f"{lib.member}: {lib.reason}" for lib in libraries if lib.status == "refused")
         notes.extend(f"{lib.member}: {lib.reason}" for lib in libraries if lib.status == "flagged")
     status = Status.FAIL if problems else Status.PASS
-    say(f"inspect {wheel.name}: {status.value}" + (f" ({len(libraries)} native libraries)" if libraries else ""))
     return WheelReport(wheel.name, meta.name, meta.version, status, tuple(problems), tuple(notes), libraries)
 
 
@@ -166,15 +187,20 @@ def _torch_requirement(requires: Sequence[str], target: Target) -> tuple[list[st
 
 
 def _libraries(wheel: Path, target: Target, cuobjdump: Cuobjdump) -> tuple[LibraryFinding, ...]:
-    with (
-        tempfile.TemporaryDirectory(prefix="inspect-") as scratch,
-        extracted_natives(wheel, Path(scratch)) as natives,
-        ThreadPoolExecutor(_WORKERS) as pool,
-    ):
-        inventories = list(pool.map(lambda item: cuobjdump.inventory(item[1]), natives))
-    pairs = zip(natives, inventories, strict=True)
-    findings = [judge_library(member, inventory, target) for (member, _), inventory in pairs]
-    return tuple(f for f in findings if f is not None)
+    """Each native library extracted on its own, inventoried and removed, so the disk holds one at a time."""
+    findings = []
+    with tempfile.TemporaryDirectory(prefix="inspect-") as scratch:
+        for member in native_members(wheel):
+            try:
+                with extracted_member(wheel, member, Path(scratch)) as path:
+                    inventory = cuobjdump.inventory(path)
+            except EngineError as exc:  # a corrupt ELF: the member is refused, the run goes on
+                reason = str(exc).split(": ", 1)[-1][:300]
+                findings.append(LibraryFinding(shown(member), (), (), "refused", f"cuobjdump cannot read it: {reason}"))
+                continue
+            if (finding := judge_library(shown(member), inventory, target)) is not None:
+                findings.append(finding)
+    return tuple(findings)
 
 
 def judge_library(member: str, inventory: Inventory, target: Target) -> LibraryFinding | None:

@@ -112,7 +112,7 @@ def boot(
     with running_server(
         plan,
         model=entry.served_model_name,
-        max_model_len=int(max_len) if max_len else None,
+        max_model_len=max_len if isinstance(max_len, int) else None,  # 'auto': vLLM decides, nothing to compare
         port=chosen_port,
         deadline_s=deadline_s or entry.launch.boot_timeout_s,
         log_path=log_dir / f"{entry.id}-server.log",

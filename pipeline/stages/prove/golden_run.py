@@ -272,7 +272,7 @@ def _identity(
     verdict = check_identity(
         served,
         name=entry.served_model_name,
-        max_model_len=entry.serve.get("max_model_len"),
+        max_model_len=length if isinstance(length := entry.serve.get("max_model_len"), int) else None,
         model_ref=model_ref,
         config=model_config(str(folder)) if folder else None,
         expected=entry.identity,
