@@ -194,6 +194,16 @@ def test_the_cli_refuses_a_broken_store_with_exit_1_and_escapes_what_it_prints(
         assert "release.json is not valid JSON" in capsys.readouterr().err
 
 
+def test_a_destination_that_is_a_file_is_a_usage_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _store(tmp_path, "2026-11-21")
+    monkeypatch.setenv("SPARK_NIGHTLY_PUBLISH_LOCAL_DIR", str(tmp_path / "releases"))
+    (tmp_path / "a-file").write_text("")
+    assert main(["fetch", "--dest", str(tmp_path / "a-file")]) == 2
+    assert "name a folder you can write" in capsys.readouterr().err
+
+
 def test_an_empty_or_missing_store_is_a_clear_refusal(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.config.matrix import Profile
-from pipeline.errors import SparkNightlyError, StoreContentError, TamperedAsset
+from pipeline.errors import SparkNightlyError, StoreContentError, TamperedAsset, UsageError
 from pipeline.infra import procs
 from pipeline.infra.image import render_dockerfile
 from pipeline.infra.releases import Asset, Release, ReleaseStore
@@ -69,6 +69,8 @@ def fetch_night(store: ReleaseStore, night: str, dest: Path, *, say: Say = quiet
         folder = real_folder(dest / check_name(release.tag, "release tag"), "the night's folder")
     except UnsafeName as exc:
         raise StoreContentError(str(exc)) from None
+    except OSError as exc:  # --dest names a file, or a folder we may not write
+        raise UsageError(f"--dest {dest}: {exc.strerror}; name a folder you can write") from None
     assets = {a.name: a for a in release.assets}
     if MANIFEST not in assets:
         raise SparkNightlyError(f"{release.tag} has no {MANIFEST}: not a spark-nightly release")
