@@ -274,8 +274,8 @@ def _coerce(decl: Declared, raw: Any, origin: str) -> Any:
         items = raw if isinstance(raw, list) else [part.strip() for part in str(raw).split(",")]
         values = tuple(str(item) for item in items if str(item))
         for value in values:
-            if decl.pattern and not re.match(decl.pattern, value):
-                raise bad(f"{shown(value)!r} is not a valid item ({decl.help})")
+            if decl.pattern and not re.fullmatch(decl.pattern, value):
+                raise bad(f"'{shown(value)}' is not a valid item ({decl.help})")
         return values
     if decl.kind == "boolean":
         if isinstance(raw, bool):
@@ -284,20 +284,20 @@ def _coerce(decl: Declared, raw: Any, origin: str) -> Any:
             return True
         if str(raw).lower() in {"0", "false", "no", ""}:
             return False
-        raise bad(f"expected true or false, got {shown(str(raw))!r}")
+        raise bad(f"expected true or false, got '{shown(str(raw))}'")
     if decl.kind == "integer":
         try:
             number = int(raw)
         except (TypeError, ValueError):
-            raise bad(f"expected an integer, got {shown(str(raw))!r}") from None
+            raise bad(f"expected an integer, got '{shown(str(raw))}'") from None
         if decl.minimum is not None and number < decl.minimum:
             raise bad(f"{number} is less than the minimum of {decl.minimum}")
         return number
     value = str(raw)
     if decl.choices and value not in decl.choices:
-        raise bad(f"{shown(value)!r} is not allowed; {suggest(value, list(decl.choices))}")
-    if decl.pattern and value and not re.match(decl.pattern, value):
-        raise bad(f"{shown(value)!r} is not valid: no leading '-', spaces or control characters ({decl.help})")
+        raise bad(f"'{shown(value)}' is not allowed; {suggest(value, list(decl.choices))}")
+    if decl.pattern and value and not re.fullmatch(decl.pattern, value):
+        raise bad(f"'{shown(value)}' is not valid: no leading '-', spaces or control characters ({decl.help})")
     return value
 
 
@@ -373,7 +373,8 @@ def _rule_issues(
     for target, repo in (("publish_target", "publish_repo"), ("alert_target", "alert_repo")):
         if values[target] == "github" and not values[repo]:
             found.append(issue(target, f"{keys[target]} is github but {keys[repo]} is not set; set it to owner/name"))
-    if implicit is not None and _lookup(implicit.data, ["github", "allow_custom_api"]) is not None:
+    from_implicit = implicit is not None and sources["github_allow_custom_api"].startswith(f"{implicit.file}:")
+    if implicit is not None and from_implicit and values["github_allow_custom_api"]:
         found.append(
             implicit.issue(
                 ["github", "allow_custom_api"],
@@ -382,14 +383,14 @@ def _rule_issues(
             )
         )
     elif not values["github_allow_custom_api"]:
-        trusted = {PUBLIC_API} | (
-            {runner} if (runner := environ.get(RUNNER_API_ENV, "")).startswith("https://") else set()
-        )
+        runner = environ.get(RUNNER_API_ENV, "").rstrip("/")
+        # the runner's own GitHub: its API URL, or (as github3 takes it) the Enterprise server's base URL
+        trusted = {PUBLIC_API} | ({runner, runner.removesuffix("/api/v3")} if runner.startswith("https://") else set())
         if values["github_api_url"].rstrip("/") not in trusted:
             found.append(
                 issue(
                     "github_api_url",
-                    f"{shown(values['github_api_url'])!r} is not {' or '.join(sorted(trusted))}: the GitHub token would"
+                    f"'{shown(values['github_api_url'])}' is not {' or '.join(sorted(trusted))}: the GitHub token would"
                     " be sent there; set github.allow_custom_api (not from the working folder's file) if you mean it",
                 )
             )

@@ -125,7 +125,7 @@ def _profile_of(manifest: dict[str, Any], config: Config) -> Profile:
     name = manifest["profile"]
     if name not in config.matrix.profiles:
         known = ", ".join(sorted(config.matrix.profiles))
-        raise UsageError(f"the night was tested on profile {shown(name)!r}, which models.yaml lacks ({known})")
+        raise UsageError(f"the night was tested on profile '{shown(name)}', which models.yaml lacks ({known})")
     return config.matrix.profiles[name]
 
 

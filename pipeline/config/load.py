@@ -32,6 +32,7 @@ JsonPath = tuple[str | int, ...]
 
 _TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
+_COLLECTION_TAGS = {"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"}
 
 
 def format_path(path: Sequence[str | int]) -> str:
@@ -94,6 +95,8 @@ class _Builder:
         if depth > MAX_DEPTH:
             raise _TooLargeError(node, path, f"nested deeper than {MAX_DEPTH} levels (a recursive alias?)")
         self.positions.setdefault(path, _position(node))
+        if isinstance(node, yaml.CollectionNode) and node.tag not in _COLLECTION_TAGS:
+            self.issues.append(self._issue(node, path, f"unknown tag {node.tag!r}: configuration is plain YAML"))
         if isinstance(node, yaml.MappingNode):
             return self._mapping(node, path, depth)
         if isinstance(node, yaml.SequenceNode):
@@ -108,6 +111,9 @@ class _Builder:
             value = self._scalars.construct_object(node)
         except yaml.YAMLError:
             self.issues.append(self._issue(node, path, f"unknown tag {node.tag!r}: configuration is plain YAML"))
+            return None
+        except ValueError as exc:  # an integer of thousands of digits, past Python's conversion limit
+            self.issues.append(self._issue(node, path, f"not a usable value ({str(exc)[:80]})"))
             return None
         if isinstance(value, float) and not math.isfinite(value):
             self.issues.append(self._issue(node, path, f"{node.value} is not a finite number; write a number"))

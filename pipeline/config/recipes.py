@@ -110,8 +110,7 @@ def _v1_command(doc: Document) -> str:
     missing = [key for key in ("name", "container", "command") if key not in doc.data]
     if missing:
         raise ConfigError([doc.issue((), f"a v1 recipe needs '{key}'") for key in missing])
-    defaults = {str(k): v for k, v in (doc.data.get("defaults") or {}).items()}
-    return fill_template(doc, str(doc.data["command"]), defaults)
+    return fill_template(doc, str(doc.data["command"]), _defaults(doc))
 
 
 _TEMPLATE = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
@@ -137,6 +136,13 @@ def fill_template(doc: Document, command: str, defaults: Mapping[str, Any]) -> s
     return _TEMPLATE.sub(fill, command)
 
 
+def _defaults(doc: Document) -> dict[str, Any]:
+    defaults = doc.data.get("defaults") or {}
+    if not isinstance(defaults, dict):
+        raise ConfigError([doc.issue(("defaults",), "defaults is a mapping of placeholder names to values")])
+    return {str(k): v for k, v in defaults.items()}
+
+
 def _template_error(doc: Document, message: str) -> ConfigError:
     return ConfigError([doc.issue(("command",), message)])
 
@@ -144,7 +150,7 @@ def _template_error(doc: Document, message: str) -> ConfigError:
 def _v2_command(doc: Document) -> str:
     if "model" not in doc.data:
         raise ConfigError([doc.issue((), "a v2 recipe needs 'model'")])
-    defaults = {str(k): v for k, v in (doc.data.get("defaults") or {}).items()}
+    defaults = _defaults(doc)
     defaults.setdefault("model", doc.data["model"])
     command = doc.data.get("command")
     if not command:  # sparkrun builds the command from defaults; so do we, for the options we know
@@ -376,7 +382,7 @@ def give_unique_ids(imported: Sequence[ImportedRecipe], taken: Collection[str] =
         if counts[base] == 1 and base not in used:
             used.add(base)
             continue
-        quantization = str(recipe.entry.get("serve", {}).get("quantization", ""))
+        quantization = _slug(str(recipe.entry.get("serve", {}).get("quantization", "")))
         stem = _slug(Path(recipe.source).stem)
         candidates = [
             f"{base}-{quantization}" if quantization else "",

@@ -58,8 +58,10 @@ class _Connection:
         self._sleep = sleep
         self._slug = repo
         self._error = error
-        # GitHubEnterprise adds /api/v3 to its URL, which is how a GitHub Enterprise server (and the stand-in) serve
-        client = github3.GitHub() if api_url == PUBLIC_API else github3.GitHubEnterprise(api_url.removesuffix("/"))
+        # GitHubEnterprise adds /api/v3 to its URL, which is how a GitHub Enterprise server (and the stand-in) serve;
+        # a runner's $GITHUB_API_URL already ends in it
+        server = api_url.removesuffix("/").removesuffix("/api/v3")
+        client = github3.GitHub() if api_url == PUBLIC_API else github3.GitHubEnterprise(server)
         client.login(token=token)
         client.session.headers["X-GitHub-Api-Version"] = "2022-11-28"
         self.client = client

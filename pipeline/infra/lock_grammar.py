@@ -43,7 +43,7 @@ def parse_lock(text: str, source: str) -> tuple[LockLine, ...]:
     for number, line in enumerate(text.split("\n")[:-1], start=1):
         match = _LINE.fullmatch(line)
         if match is None:
-            raise LockRefused(f"{source}:{number}: {shown(line[:120])!r} is not a locked file ({_FORM})")
+            raise LockRefused(f"{source}:{number}: '{shown(line[:120])}' is not a locked file ({_FORM})")
         try:
             Version(match["version"])
         except InvalidVersion:

@@ -107,6 +107,11 @@ class LocalReleaseStore:
         folder = self.root / tag
         if (folder / "release.json").exists():
             raise TagTaken(f"tag {tag} already has a release: a tag is never reused")
+        with _unsafe_as_store_error():
+            check_name(tag, "release tag")
+            for own in (self.root, folder, folder / "assets"):
+                if own.is_symlink():  # a release is written inside the store, never where a link points
+                    raise UnsafeName(f"{own} is a symbolic link")
         (folder / "assets").mkdir(parents=True, exist_ok=True)
         release = Release(self._next_id(), tag, name, body, draft=True, prerelease=True)
         self._write(folder, release)
@@ -163,8 +168,9 @@ class LocalReleaseStore:
     def _read(self, folder: Path) -> Release:
         """A release folder as written by this store; links, malformed JSON or fields are refused, never followed."""
         with _unsafe_as_store_error():
-            if folder.is_symlink():
-                raise UnsafeName(f"release folder {folder} is a symbolic link")
+            for own in (folder, folder / "assets"):
+                if own.is_symlink():
+                    raise UnsafeName(f"{own} is a symbolic link")
             check_name(folder.name, "release folder")
             raw = read_regular(folder / "release.json")
             paths = sorted((folder / "assets").iterdir())
@@ -179,7 +185,7 @@ class LocalReleaseStore:
         if not isinstance(data, dict) or {k: type(v) for k, v in data.items()} != _RELEASE_FIELDS:
             raise StoreContentError(f"{folder / 'release.json'} does not hold the fields this store writes")
         if data["tag"] != folder.name:
-            raise StoreContentError(f"{folder / 'release.json'} names tag {shown(data['tag'])!r}, not its folder")
+            raise StoreContentError(f"{folder / 'release.json'} names tag '{shown(data['tag'])}', not its folder")
         return Release(**(data | {"assets": tuple(self._asset(path) for path in paths)}))
 
     def _asset_path(self, tag: str, name: str) -> Path:

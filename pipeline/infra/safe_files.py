@@ -30,11 +30,11 @@ def check_name(name: object, what: str) -> str:
     if not isinstance(name, str) or not name:
         raise UnsafeName(f"{what} {name!r} is not a file name")
     if name in {".", ".."} or "/" in name or "\\" in name:
-        raise UnsafeName(f"{what} {shown(name)!r} is not a single path component")
+        raise UnsafeName(f"{what} '{shown(name)}' is not a single path component")
     if any(unicodedata.category(char) in {"Cc", "Cf"} for char in name):
-        raise UnsafeName(f"{what} {shown(name)!r} holds control characters")
+        raise UnsafeName(f"{what} '{shown(name)}' holds control characters")
     if name.startswith(".") or len(name.encode()) > _MAX_NAME:
-        raise UnsafeName(f"{what} {shown(name)!r} is hidden or longer than {_MAX_NAME} bytes")
+        raise UnsafeName(f"{what} '{shown(name)}' is hidden or longer than {_MAX_NAME} bytes")
     return name
 
 
@@ -60,7 +60,8 @@ def real_folder(path: Path, what: str) -> Path:
 def open_regular(path: Path) -> Iterator[int]:
     """A read-only descriptor of `path`, refusing a link or anything but a regular file."""
     try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        # O_NONBLOCK: a FIFO planted under the name must not hang the open (regular files ignore the flag)
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError as exc:
         raise UnsafeName(f"{path} cannot be opened as a plain file: {exc.strerror}") from None
     try:

@@ -154,3 +154,10 @@ def test_retention_keeps_the_last_nights_and_the_marked_ones(store: ReleaseStore
         "nightly-20261120",
         "nightly-20261121",
     ]
+
+
+def test_a_runners_enterprise_api_url_reaches_the_same_server(stand_in: StandIn, tmp_path: Path) -> None:
+    """On an Enterprise runner $GITHUB_API_URL ends in /api/v3, which github3 adds itself: it is not added twice."""
+    store = GitHubReleaseStore(stand_in.repo, TOKEN, api_url=stand_in.url + "/api/v3", sleep=lambda seconds: None)
+    tag = _publish(store, tmp_path, "2026-11-21", "run-1")
+    assert [r.tag for r in store.releases()] == [tag]

@@ -4,6 +4,7 @@ local store refuse each with a clear error (exit 1, never a crash) and write not
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -212,3 +213,34 @@ def test_an_empty_or_missing_store_is_a_clear_refusal(
     assert "the release store has no published night" in capsys.readouterr().err
     with pytest.raises(SparkNightlyError):
         fetch_night(LocalReleaseStore(tmp_path / "no-store"), "2026-11-21", tmp_path / "dest")
+
+
+def test_a_run_id_with_any_printable_text_publishes_a_night_fetch_accepts(tmp_path: Path) -> None:
+    store = LocalReleaseStore(tmp_path / "releases")
+    built, files = night_files(tmp_path / "built", "2026-11-21", [WHEEL], run_id="2026-11-21T01:00:00+00:00")
+    publish_night(store, built, files)
+    assert fetch_night(store, "latest", tmp_path / "dest").tag == "nightly-20261121"
+
+
+def test_the_local_store_neither_reads_nor_writes_through_a_linked_folder(tmp_path: Path) -> None:
+    store = _store(tmp_path, "2026-11-21")
+    elsewhere = tmp_path / "elsewhere"
+    shutil.move(tmp_path / "releases" / "nightly-20261121" / "assets", elsewhere)
+    (tmp_path / "releases" / "nightly-20261121" / "assets").symlink_to(elsewhere)
+    with pytest.raises(StoreContentError, match="assets is a symbolic link"):
+        store.releases()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (tmp_path / "releases" / "nightly-20261122").symlink_to(outside)
+    with pytest.raises(StoreContentError, match="nightly-20261122 is a symbolic link"):
+        LocalReleaseStore(tmp_path / "releases").create_draft("nightly-20261122", "n", "b")
+    assert list(outside.iterdir()) == []
+
+
+def test_a_fifo_in_place_of_a_store_file_is_refused_without_hanging(tmp_path: Path) -> None:
+    store = _store(tmp_path, "2026-11-21")
+    release_json = tmp_path / "releases" / "nightly-20261121" / "release.json"
+    release_json.unlink()
+    os.mkfifo(release_json)
+    with pytest.raises(StoreContentError, match="is not a regular file"):
+        store.releases()

@@ -4,6 +4,7 @@ that used to crash validate. Each is refused with its location, exit 2, never 70
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -131,6 +132,8 @@ def test_build_dry_run_quotes_what_it_prints(
         ),
         ("version: 1\ndeep: " + "[" * 600 + "]" * 600 + "\n", "models.yaml:1:1: (root): nested deeper than 64 levels"),
         ("version: .nan\n", "models.yaml:1:10: version: .nan is not a finite number; write a number"),
+        ("version: " + "9" * 5000 + "\n", "models.yaml:1:10: version: not a usable value"),
+        ("version: 1\nprofiles: !env {}\n", "models.yaml:2:11: profiles: unknown tag '!env'"),
     ],
 )
 def test_yaml_that_crashed_validate_is_refused_at_its_position(
@@ -140,3 +143,40 @@ def test_yaml_that_crashed_validate_is_refused_at_its_position(
     (tmp_path / "models.yaml").write_text(text)
     assert main(["validate"]) == 2
     assert any(line.startswith(expected) for line in capsys.readouterr().err.splitlines())
+
+
+def test_a_trailing_newline_does_not_slip_past_a_pattern(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (issue,) = _issues(tmp_path, environ={"SPARK_NIGHTLY_BUILD_IMAGE": "nvidia/cuda:13.0\n"})
+    assert issue.startswith("env SPARK_NIGHTLY_BUILD_IMAGE: 'nvidia/cuda:13.0\\n' is not valid")
+    shutil.copytree(ROOT / "thresholds", tmp_path / "thresholds")
+    shutil.copytree(ROOT / "golden", tmp_path / "golden")
+    models = (ROOT / "models.yaml").read_text()
+    (tmp_path / "models.yaml").write_text(
+        models.replace("launch: {target: docker}", 'launch: {target: docker, image: "vllm-node\\n"}', 1)
+    )
+    assert main(["validate"]) == 2
+    assert "models[0].launch.image: 'vllm-node\\n' is not valid" in capsys.readouterr().err
+
+
+def test_an_enterprise_runners_own_api_is_trusted_in_both_forms(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    runner = {"GITHUB_API_URL": "https://ghe.example/api/v3"}
+    for url in ("https://ghe.example/api/v3", "https://ghe.example"):
+        resolved = resolve(settings_file=None, environ=runner | {"SPARK_NIGHTLY_GITHUB_API_URL": url}, cli=[])
+        assert resolved.settings.github_api_url == url
+
+
+def test_a_working_folder_file_saying_false_or_overridden_by_the_environment_is_not_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "spark-nightly.yaml").write_text("version: 1\ngithub:\n  allow_custom_api: false\n")
+    assert resolve(settings_file=None, environ={}, cli=[]).settings.github_allow_custom_api is False
+    (tmp_path / "spark-nightly.yaml").write_text("version: 1\ngithub:\n  allow_custom_api: true\n")
+    opted = resolve(settings_file=None, environ={"SPARK_NIGHTLY_GITHUB_ALLOW_CUSTOM_API": "1"}, cli=[])
+    assert opted.settings.github_allow_custom_api is True

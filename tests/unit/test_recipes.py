@@ -180,3 +180,13 @@ def test_notes_name_what_dropped_mods_and_build_args_provided(tmp_path: Path) ->
         n.startswith("serve value /workspace/mods/chat-template-fix/template.jinja names a file of the dropped mod")
         for n in notes
     )
+
+
+def test_defaults_that_are_not_a_mapping_and_an_upper_case_quantisation_are_handled(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        import_recipe(_recipe(tmp_path, 'recipe_version: "1"\nname: m\ncontainer: c\ndefaults: [1]\ncommand: x\n'))
+    assert "defaults is a mapping of placeholder names to values" in str(caught.value.issues[0])
+    fp8 = 'recipe_version: "2"\nmodel: org/big\ncommand: vllm serve org/big --quantization FP8\n'
+    imported = [import_recipe(_recipe(tmp_path, fp8, f"{n}.yaml")) for n in range(2)]
+    give_unique_ids(imported)
+    assert [r.entry["id"] for r in imported] == ["big-fp8", "big-1"]

@@ -148,6 +148,8 @@ def publish_night(
         index = Path(scratch) / INDEX
         entries = _index_entries(store, releases, exclude=release.tag)
         entries.append(_index_entry(release.tag, night, sha256_of(manifest), keep))
+        if problem := next(iter(INDEX_SCHEMA.iter_errors(_index(entries))), None):
+            raise PublishRefused(f"the night's index would break its schema ({problem.message}): nothing uploaded")
         write_atomically(index, json.dumps(_index(entries), indent=2, sort_keys=True) + "\n")
         for path in [*files, manifest, index]:
             _upload_verified(store, release, path, say)
