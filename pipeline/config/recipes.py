@@ -13,6 +13,7 @@ from typing import Any
 import jsonschema
 
 from pipeline.config.load import Document, display_name, format_path, parse_yaml, read_text, schema
+from pipeline.config.rules import HARNESS_FLAGS
 from pipeline.errors import ConfigError, ConfigIssue
 
 # vLLM flags that map to typed serve options, with the type of their value (None: a boolean switch).
@@ -45,7 +46,6 @@ _SWITCHES = {
     "--enable-auto-tool-choice": "enable_auto_tool_choice",
     "--enable-prefix-caching": "enable_prefix_caching",
 }
-_HARNESS_FLAGS = {"--host", "--port", "--model", "--revision"}  # the harness sets these itself
 _SHELL_TOKENS = {"&&", "||", ";", "|", ">", "<"}
 _VLLM_RUNTIMES = {"vllm", "vllm-ray", "vllm-distributed", "eugr-vllm"}  # sparkrun's names for vLLM
 
@@ -196,11 +196,13 @@ def _parse_command(doc: Document, command: str, result: ImportedRecipe) -> tuple
         flag, _, inline = token.partition("=")
         if flag in _SWITCHES:
             serve[_SWITCHES[flag]] = True
-        elif flag in _VALUE_FLAGS or flag in _HARNESS_FLAGS:
+        elif flag in _VALUE_FLAGS or flag in HARNESS_FLAGS:
             value = inline if inline else (tokens.pop(0) if tokens else "")
-            if flag in _HARNESS_FLAGS:
+            if flag not in _VALUE_FLAGS:  # set by the harness (validate refuses it in extra_args)
                 if flag == "--model":
                     model = value
+                elif flag == "--api-key":  # a secret: never repeated in what import prints
+                    result.dropped.append(f"{flag} (the harness makes a key for each boot; the value is not shown)")
                 else:
                     result.dropped.append(f"{flag} {value} (the harness chooses it)")
                 continue

@@ -60,7 +60,7 @@ def matrix_issues(doc: Document, matrix: Matrix) -> Iterator[ConfigIssue]:
 
 
 # vLLM flags the harness sets for every boot, and why a maintainer may not set them in extra_args
-_HARNESS_FLAGS = {
+HARNESS_FLAGS = {
     "--host": "the server binds the profile's listen address",
     "--port": "the harness picks a free port for each boot",
     "--model": "the entry's model (or its weights) is the model",
@@ -79,8 +79,8 @@ def _extra_args_issues(doc: Document, entry: ModelEntry) -> Iterator[ConfigIssue
         flag = str(argument).split("=", 1)[0]
         flag = "--" + flag.removeprefix("--").replace("_", "-") if flag.startswith("--") else flag
         where = ("models", entry.index, "serve", "extra_args", index)
-        if flag in _HARNESS_FLAGS:
-            yield doc.issue(where, f"{flag} is set by the harness ({_HARNESS_FLAGS[flag]}); remove it")
+        if flag in HARNESS_FLAGS:
+            yield doc.issue(where, f"{flag} is set by the harness ({HARNESS_FLAGS[flag]}); remove it")
         elif flag in typed - {"--extra-args"}:
             key = flag.removeprefix("--").replace("-", "_")
             yield doc.issue(where, f"{flag} has its own option: set serve.{key} instead of passing it in extra_args")

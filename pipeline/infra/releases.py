@@ -8,7 +8,6 @@ the same interface, and both pass the same contract tests.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import zlib
 from collections.abc import Iterator
@@ -19,7 +18,15 @@ from typing import Protocol
 
 from pipeline.errors import ReleaseStoreError, StoreContentError, TagTaken
 from pipeline.infra.runtime import sha256_of, write_atomically
-from pipeline.infra.safe_files import UnsafeName, check_name, is_regular_file, open_regular, read_regular, shown
+from pipeline.infra.safe_files import (
+    UnsafeName,
+    check_name,
+    is_regular_file,
+    open_regular,
+    read_regular,
+    refuse_links,
+    shown,
+)
 
 MAX_ASSET_BYTES = 2 * 1024**3  # GitHub refuses release assets of 2 GiB or more
 
@@ -109,9 +116,7 @@ class LocalReleaseStore:
             raise TagTaken(f"tag {tag} already has a release: a tag is never reused")
         with _unsafe_as_store_error():
             check_name(tag, "release tag")
-            for own in (self.root, folder, folder / "assets"):
-                if own.is_symlink():  # a release is written inside the store, never where a link points
-                    raise UnsafeName(f"{own} is a symbolic link")
+            refuse_links(self.root, folder, folder / "assets")  # a release is written inside the store only
         (folder / "assets").mkdir(parents=True, exist_ok=True)
         release = Release(self._next_id(), tag, name, body, draft=True, prerelease=True)
         self._write(folder, release)
@@ -140,12 +145,7 @@ class LocalReleaseStore:
     def download(self, release: Release, asset: Asset, dest: Path) -> None:
         dest.parent.mkdir(parents=True, exist_ok=True)
         source = self._asset_path(release.tag, asset.name)
-        with (
-            _unsafe_as_store_error(),
-            open_regular(source) as descriptor,
-            os.fdopen(os.dup(descriptor), "rb") as handle,
-            dest.open("wb") as sink,
-        ):
+        with _unsafe_as_store_error(), open_regular(source) as handle, dest.open("wb") as sink:
             shutil.copyfileobj(handle, sink)
 
     def publish(self, release: Release) -> Release:
@@ -168,9 +168,7 @@ class LocalReleaseStore:
     def _read(self, folder: Path) -> Release:
         """A release folder as written by this store; links, malformed JSON or fields are refused, never followed."""
         with _unsafe_as_store_error():
-            for own in (folder, folder / "assets"):
-                if own.is_symlink():
-                    raise UnsafeName(f"{own} is a symbolic link")
+            refuse_links(folder, folder / "assets")
             check_name(folder.name, "release folder")
             raw = read_regular(folder / "release.json")
             paths = sorted((folder / "assets").iterdir())

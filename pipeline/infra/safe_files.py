@@ -10,6 +10,7 @@ import unicodedata
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 _MAX_NAME = 255  # the longest file name Linux file systems accept
 
@@ -56,25 +57,31 @@ def real_folder(path: Path, what: str) -> Path:
     return path
 
 
+def refuse_links(*paths: Path) -> None:
+    """UnsafeName if any of `paths` is itself a symbolic link (a folder a store reads or writes in)."""
+    for path in paths:
+        if path.is_symlink():
+            raise UnsafeName(f"{path} is a symbolic link")
+
+
 @contextmanager
-def open_regular(path: Path) -> Iterator[int]:
-    """A read-only descriptor of `path`, refusing a link or anything but a regular file."""
+def open_regular(path: Path) -> Iterator[BinaryIO]:
+    """`path` opened for reading, refusing a link or anything but a regular file."""
     try:
         # O_NONBLOCK: a FIFO planted under the name must not hang the open (regular files ignore the flag)
         descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError as exc:
         raise UnsafeName(f"{path} cannot be opened as a plain file: {exc.strerror}") from None
-    try:
-        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-            raise UnsafeName(f"{path} is not a regular file")
-        yield descriptor
-    finally:
+    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
         os.close(descriptor)
+        raise UnsafeName(f"{path} is not a regular file")
+    with os.fdopen(descriptor, "rb") as handle:  # the file object owns the descriptor now
+        yield handle
 
 
 def read_regular(path: Path) -> bytes:
     """The bytes of `path`, which must be a regular file and not a link."""
-    with open_regular(path) as descriptor, os.fdopen(os.dup(descriptor), "rb") as handle:
+    with open_regular(path) as handle:
         return handle.read()
 
 

@@ -190,3 +190,11 @@ def test_defaults_that_are_not_a_mapping_and_an_upper_case_quantisation_are_hand
     imported = [import_recipe(_recipe(tmp_path, fp8, f"{n}.yaml")) for n in range(2)]
     give_unique_ids(imported)
     assert [r.entry["id"] for r in imported] == ["big-fp8", "big-1"]
+
+
+def test_an_api_key_in_a_recipe_is_dropped_like_the_other_flags_the_harness_sets(tmp_path: Path) -> None:
+    recipe = 'recipe_version: "2"\nmodel: org/m\ncommand: vllm serve org/m --api-key s3cret --served-model-name m\n'
+    imported = import_recipe(_recipe(tmp_path, recipe))
+    assert imported.entry["serve"] == {"served_model_name": "m"}
+    assert "--api-key (the harness makes a key for each boot; the value is not shown)" in imported.dropped
+    assert not any("s3cret" in line for line in imported.dropped + imported.notes)
