@@ -135,6 +135,12 @@ def run(
 ) -> Finished:
     """Run to completion; raise ProcessError (with the log's tail) on failure, timeout or silence."""
     process = Process(argv, log_path, env=env, cwd=cwd, owner=owner)
+    return finish(process, timeout_s=timeout_s, inactivity_s=inactivity_s, check=check)
+
+
+def finish(process: Process, *, timeout_s: float, inactivity_s: float | None = None, check: bool = True) -> Finished:
+    """Wait for a started process as `run` does: stopped and raised on a timeout, silence or Ctrl-C."""
+    log_path = process.log_path
     last_size, last_change = -1, time.monotonic()
     try:
         while (code := process.poll()) is None:

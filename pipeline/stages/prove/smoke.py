@@ -105,18 +105,32 @@ def check_entry_point(returncode: int, output: str, *, blocking: bool) -> SmokeC
 
 
 def smoke(runtime: Runtime, profile: Profile, log_dir: Path, *, entry_point_needed: bool) -> SmokeReport:
-    """Run the probe and the entry point inside the candidate environment; report every finding."""
-    log = log_dir / "smoke-probe.log"
+    """Run the probe and the entry point inside the candidate environment; report every finding.
+
+    The two start together: each spends its time importing torch and vLLM, one core each.
+    """
+    log, cli_log = log_dir / "smoke-probe.log", log_dir / "smoke-vllm-version.log"
     try:
-        procs.run([str(runtime.python), "-c", PROBE], log, timeout_s=300, env=_quiet_env())
-    except ProcessError as exc:
-        return SmokeReport((SmokeCheck("probe", False, f"{exc} | {exc.log_tail.splitlines()[-1:]}"),), {})
+        version: procs.Process | None = procs.Process(
+            [str(runtime.bin("vllm")), "--version"], cli_log, env=_quiet_env()
+        )
+    except ProcessError as exc:  # no console script at all: as broken an entry point as one that crashes
+        version, entry_point = None, (127, str(exc))
+    try:
+        try:
+            procs.run([str(runtime.python), "-c", PROBE], log, timeout_s=300, env=_quiet_env())
+        except ProcessError as exc:
+            return SmokeReport((SmokeCheck("probe", False, f"{exc} | {exc.log_tail.splitlines()[-1:]}"),), {})
+        if version is not None:
+            finished = procs.finish(version, timeout_s=300, check=False)
+            entry_point = (finished.returncode, procs.log_tail(cli_log))
+    finally:
+        if version is not None and version.poll() is None:  # the probe failed or was interrupted: not needed
+            version.stop()
     facts = _read_probe(log)
-    cli_log = log_dir / "smoke-vllm-version.log"
-    cli = procs.run([str(runtime.bin("vllm")), "--version"], cli_log, timeout_s=300, check=False, env=_quiet_env())
     checks = (
         check_vllm_import(facts),
-        check_entry_point(cli.returncode, procs.log_tail(cli_log), blocking=entry_point_needed),
+        check_entry_point(*entry_point, blocking=entry_point_needed),
         check_torch(profile, facts),
     )
     return SmokeReport(checks, facts)

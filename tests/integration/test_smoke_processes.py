@@ -1,0 +1,94 @@
+"""Smoke on real processes: the probe and the entry point run side by side, and neither outlives the stage."""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from pipeline.config.matrix import Profile, TorchExpectation
+from pipeline.infra import procs
+from pipeline.infra.runtime import Runtime
+from pipeline.stages.prove.smoke import smoke
+
+pytestmark = pytest.mark.integration
+
+CPU = Profile("cpu", "cpu-x86", "cpu", TorchExpectation("2.13.0", None), "pip")
+
+# what the probe imports, as a CPU candidate would have them
+FAKE_TORCH = """
+__version__ = "2.13.0+cpu"
+class version:
+    cuda = None
+class cuda:
+    @staticmethod
+    def is_available():
+        return False
+"""
+
+
+def _script(path: Path, body: str) -> None:
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+
+
+def _runtime(root: Path, *, python_body: str, vllm_body: str) -> Runtime:
+    modules = root / "site"
+    modules.mkdir(parents=True)
+    (modules / "torch.py").write_text(FAKE_TORCH)
+    (modules / "vllm.py").write_text('__version__ = "0.32.0"\n')
+    (root / "bin").mkdir()
+    _script(root / "bin" / "python", python_body.format(python=sys.executable, site=modules))
+    _script(root / "bin" / "vllm", vllm_body)
+    return Runtime(root, "fake", (), ())
+
+
+@pytest.fixture()
+def owner(monkeypatch: pytest.MonkeyPatch) -> str:
+    marker = f"smoke-{uuid.uuid4().hex[:8]}"
+    monkeypatch.setenv(procs.OWNER_ENV, marker)
+    return marker
+
+
+def test_smoke_reads_the_probe_and_the_entry_point(tmp_path: Path, owner: str) -> None:
+    runtime = _runtime(
+        tmp_path / "runtime",
+        python_body='PYTHONPATH={site} exec {python} "$@"\n',
+        vllm_body="sleep 1\necho 0.32.0\n",
+    )
+    report = smoke(runtime, CPU, tmp_path / "logs", entry_point_needed=True)
+    assert report.passed, report.reason
+    assert report.facts["torch"] == "2.13.0+cpu" and report.facts["vllm"] == "0.32.0"
+    assert [(c.name, c.ok, c.detail) for c in report.checks][1] == ("vllm --version", True, "0.32.0")
+    assert procs.owned_processes(owner) == []
+
+
+def test_a_failed_probe_stops_the_entry_point_still_running(tmp_path: Path, owner: str) -> None:
+    runtime = _runtime(
+        tmp_path / "runtime",
+        python_body="echo 'ImportError: libtorch_cpu.so: cannot open shared object file'\nexit 1\n",
+        vllm_body="sleep 60\necho finished\n",
+    )
+    report = smoke(runtime, CPU, tmp_path / "logs", entry_point_needed=True)
+    assert not report.passed
+    assert [c.name for c in report.checks] == ["probe"]
+    assert "libtorch_cpu.so" in report.reason
+    assert procs.owned_processes(owner) == []  # the entry point was stopped with the stage, not left to run
+    assert "finished" not in (tmp_path / "logs" / "smoke-vllm-version.log").read_text()
+
+
+def test_an_entry_point_that_cannot_start_is_a_finding_not_a_crash(tmp_path: Path, owner: str) -> None:
+    runtime = _runtime(
+        tmp_path / "runtime",
+        python_body='PYTHONPATH={site} exec {python} "$@"\n',
+        vllm_body="",
+    )
+    os.unlink(runtime.bin("vllm"))
+    report = smoke(runtime, CPU, tmp_path / "logs", entry_point_needed=True)
+    assert not report.passed
+    assert "vllm --version" in report.reason and "cannot start" in report.reason
+    assert procs.owned_processes(owner) == []
