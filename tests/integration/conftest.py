@@ -6,9 +6,10 @@ import json
 import os
 import shutil
 import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
+from types import MappingProxyType
 
 import pytest
 import yaml
@@ -67,11 +68,24 @@ def cpu_engine(tmp_path_factory: pytest.TempPathFactory) -> CpuEngine:
     """The CPU profile's runtime and weights, made (or reused from the cache) as the nightly would."""
     config = load_config(ConfigPaths(ROOT / "models.yaml", ROOT / "thresholds", ROOT / "golden"))
     entry = config.matrix.entry(CPU_ENTRY)
+    entry = replace(entry, env=MappingProxyType(on_this_workers_core(entry.env)))
     cache_dir = from_environment().settings.path("cache_dir")  # SPARK_NIGHTLY_PATHS_CACHE moves it
     log_dir = tmp_path_factory.mktemp("setup-logs")
     candidate = prepare_candidate(config.matrix.profiles[entry.profile], cache_dir, log_dir)
     model_reference(entry, cache_dir, log_dir)  # convert the weights now, so no test times the conversion
     return CpuEngine(config, entry, candidate, cache_dir)
+
+
+def on_this_workers_core(env: Mapping[str, str]) -> dict[str, str]:
+    """The CPU entry's environment, its server bound to this pytest-xdist worker's own core.
+
+    The shipped entry binds the server to the first core (one server at a time on a runner); in the suite's
+    parallel phase each worker boots its own, and two servers bound to one core would leave the other idle.
+    """
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker is None or "OMP_PLACES" not in env:
+        return dict(env)
+    return {**env, "OMP_PLACES": f"{{{int(worker.removeprefix('gw')) % (os.cpu_count() or 1)}}}"}
 
 
 def serve_good_build(engine: CpuEngine, log_dir: Path) -> Iterator[Server]:
@@ -108,7 +122,11 @@ class Place:
 def place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Place:
     config = tmp_path / "config"
     config.mkdir()
-    shutil.copy(ROOT / "models.yaml", config / "models.yaml")
+    models = yaml.safe_load((ROOT / "models.yaml").read_text())
+    for entry in models["models"]:
+        if entry["id"] == CPU_ENTRY:
+            entry["env"] = on_this_workers_core(entry["env"])
+    (config / "models.yaml").write_text(yaml.safe_dump(models, sort_keys=False))
     shutil.copytree(ROOT / "thresholds", config / "thresholds")
     shutil.copytree(ROOT / "golden", config / "golden")
     monkeypatch.setenv("SPARK_NIGHTLY_PATHS_RUNS", str(tmp_path / "runs"))
@@ -116,6 +134,15 @@ def place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Place:
     monkeypatch.setenv("SPARK_NIGHTLY_PATHS_CONFIG", str(config))
     monkeypatch.setenv("SPARK_NIGHTLY_PUBLISH_LOCAL_DIR", str(tmp_path / "releases"))
     return Place(tmp_path)
+
+
+def golden_without_long_decode(place: Place) -> None:
+    """The CPU entry's golden set less its long decode, for nights whose subject is another stage: the long decode
+    is a third of a golden run on the CPU engine; served/test_golden_real.py runs it in full."""
+    path = place.root / "config" / "golden" / "cpu-smollm2.yaml"
+    golden = yaml.safe_load(path.read_text())
+    del golden["long_decode"]
+    path.write_text(yaml.safe_dump(golden, sort_keys=False))
 
 
 def bench_one_case(place: Place) -> None:

