@@ -22,7 +22,7 @@ PLANTED_SHARE_OF_A_STEP = 0.8
 
 
 def planted_delay_s(cpu_engine: CpuEngine) -> float:
-    """The sleep planted in each engine step: 40 ms where tg32 decodes at 19 t/s, 55 ms at 14.6 t/s."""
+    """The sleep planted in each engine step: 43 ms where tg32 decodes at 18.7 t/s, 45 ms at 17.8 t/s."""
     tg32 = cpu_engine.config.thresholds_for(cpu_engine.entry.id, cpu_class()).cells["tg32 (c1)"]
     assert tg32.ref is not None
     return PLANTED_SHARE_OF_A_STEP / tg32.ref

@@ -16,6 +16,7 @@ import pytest
 from pipeline.config.matrix import BenchSpec
 from pipeline.detect.steps import MIN_BASELINE_NIGHTS
 from pipeline.infra import procs
+from pipeline.infra.cpu_class import cpu_class
 from pipeline.infra.history import History
 from pipeline.infra.server import Server
 from pipeline.progress import quiet
@@ -39,7 +40,7 @@ def _context(tmp_path: Path, night: str) -> PerfContext:
 def _night(server: Server, engine: CpuEngine, ctx: PerfContext, log_dir: Path) -> list[CellOutcome]:
     """One night's perf stage as the nightly runs it, on the c1 case only (no confirmed build: no pairs)."""
     profile = engine.config.matrix.profiles[engine.entry.profile]
-    references = engine.config.thresholds_for(engine.entry.id)
+    references = engine.config.thresholds_for(engine.entry.id, cpu_class())  # this host's references, as the nightly
     thresholds = replace(
         references, cells={"pp128": references.cells["pp128 (c1)"], "tg32": references.cells["tg32 (c1)"]}
     )
@@ -61,7 +62,8 @@ def _night(server: Server, engine: CpuEngine, ctx: PerfContext, log_dir: Path) -
 def test_identical_reruns_raise_no_alarm(cpu_server: Server, cpu_engine: CpuEngine, tmp_path: Path) -> None:
     for index in range(MIN_BASELINE_NIGHTS + 2):  # the screen judges the last two
         outcomes = _night(cpu_server, cpu_engine, _context(tmp_path, f"2026-11-{index + 1:02d}"), tmp_path)
-        print(f"night {index + 1}: " + "; ".join(f"{o.cell} {o.status}" for o in outcomes), file=sys.stderr)
+        judged = "; ".join(f"{o.cell} {o.status} ({o.reason})" for o in outcomes)
+        print(f"night {index + 1}: {judged}", file=sys.stderr)
         assert not [o for o in outcomes if o.status == Status.FAIL], [o.reason for o in outcomes]
         assert not [o for o in outcomes if "unhealthy" in o.reason], [o.reason for o in outcomes]
 
