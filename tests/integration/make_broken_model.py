@@ -4,13 +4,13 @@ Runs inside the converter environment (torch, transformers, safetensors):
     python make_broken_model.py SRC DST MODE [SCALE]
 Each mode stands for an engine that computes the wrong thing from the right model:
 random: same architecture, freshly initialised weights; nan: one layer's MLP output weights set to NaN;
-perturb: every weight multiplied by (1 + SCALE * noise), a small numeric drift; scale-head: the output head
-(untied from the embeddings) times SCALE; zero-attention: every layer's attention output projection zeroed;
-scale-norm: the final RMSNorm weight times SCALE; nan-token: the input embedding of token SCALE set to NaN
-(the output head keeps the good row); no-eos: the output head's row of the end-of-turn token negated, so the
-model ends its turn where it should not and runs on where it should end; reverse-layers: the decoder layers in
-reverse order; swap-layers: layers 10 and 20 swapped;
-rope-theta: RoPE's theta divided by SCALE in config.json; bf16: every weight rounded to bfloat16 and back
+perturb: every weight multiplied by (1 + SCALE * noise), a small numeric drift; zero-attention: every layer's
+attention output projection zeroed; scale-norm: the final RMSNorm weight times SCALE (every logit times SCALE, as
+an output head scaled by SCALE would give, config.json untouched); nan-token: the input embedding of token SCALE
+set to NaN (the output head keeps the good row); no-eos: the output head's row of the end-of-turn token negated,
+so the model ends its turn where it should not and runs on where it should end; reverse-layers: the decoder
+layers in reverse order; swap-layers: layers 10 and 20 swapped; rope-theta: RoPE's theta divided by SCALE in
+config.json; bf16: every weight rounded to bfloat16 and back
 (benign). Never shipped: made in the test, in its temporary folder.
 """
 
@@ -63,7 +63,7 @@ def main(source: Path, target: Path, mode: str, scale: float) -> None:
 
 
 LAYER_MODES = ("reverse-layers", "swap-layers")
-HEAD_MODES = ("scale-head", "nan-token", "no-eos")
+HEAD_MODES = ("nan-token", "no-eos")
 
 
 def _break_weights(weights: dict[str, torch.Tensor], mode: str, scale: float) -> dict[str, torch.Tensor]:
@@ -90,9 +90,7 @@ def _break_head(
     embeddings = weights["model.embed_tokens.weight"]
     head = embeddings.clone()
     config["tie_word_embeddings"] = False
-    if mode == "scale-head":
-        head = head * scale
-    elif mode == "nan-token":
+    if mode == "nan-token":
         embeddings = embeddings.clone()
         embeddings[int(scale)] = float("nan")
     else:  # no-eos

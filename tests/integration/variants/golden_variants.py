@@ -34,8 +34,9 @@ class Variant:
 
 
 VARIANTS = {
-    "scaled output head": Variant("scale-head", 3.0, ("drift",)),
-    "final norm x5": Variant("scale-norm", 5.0, ("drift",)),
+    # every logit times 3 (the final norm feeds only the output head), config.json untouched: greedy answers
+    # stay, so drift alone must see it
+    "final norm x3": Variant("scale-norm", 3.0, ("drift",)),
     "end-of-turn logit negated": Variant("no-eos", 0.0, ("stop",)),
     "zeroed attention projections": Variant("zero-attention", 0.0, ("garbage",)),
     "layers reversed": Variant("reverse-layers", 0.0, ("answer",)),
