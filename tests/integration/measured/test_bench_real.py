@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.quiet_host]
 LLAMA_BENCHY = ("llama-benchy==0.4.0",)
 CORPUS_URL = "local://spark-nightly-corpus"
 RUNS = 8
-ROUNDS = 7
+ROUNDS = 5
 RUNS_PER_ROUND = 4
 
 
@@ -104,7 +104,8 @@ def test_our_figures_agree_with_llama_benchy_on_the_same_server(
     _ours(cpu_server, RUNS)  # a freshly booted server runs its first minute slower: not part of the comparison
     # This 2-core host's speed moves by +-20 % between blocks of runs, so each tool's figures are read against the
     # server's own timing of the very same requests; the host's speed cancels, the tools' definitions remain. The
-    # tools alternate (A B A B ...), and the median over rounds keeps one disturbed round from deciding.
+    # tools alternate (A B A B ...), and the median over rounds keeps one or two disturbed rounds from deciding
+    # (seven rounds measured: normalised tg 0.974-1.072, median 0.988; pp 1.022-1.117, median 1.081).
     raw: dict[str, list[float]] = {"pp_tps": [], "tg_tps": []}
     normalised: dict[str, list[float]] = {"pp_tps": [], "tg_tps": []}
     for round_ in range(ROUNDS):
