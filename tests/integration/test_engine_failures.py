@@ -17,7 +17,7 @@ from pipeline.errors import BootError
 from pipeline.infra import procs
 from pipeline.infra.server import free_port, port_is_free
 from pipeline.stages.prove.boot import boot
-from tests.integration.conftest import CPU_ENTRY, ROOT, CpuEngine
+from tests.integration.conftest import CPU_ENTRY, ROOT, CpuEngine, Place
 
 pytestmark = pytest.mark.integration
 
@@ -66,14 +66,13 @@ def test_a_start_that_does_not_finish_is_stopped_at_its_deadline(cpu_engine: Cpu
 
 
 @pytest.mark.parametrize("moment", ["booting", "ready:"])
-def test_ctrl_c_leaves_no_process_and_a_free_port(moment: str, cpu_engine: CpuEngine, tmp_path: Path) -> None:
+def test_ctrl_c_leaves_no_process_and_a_free_port(
+    moment: str, place: Place, cpu_engine: CpuEngine, tmp_path: Path
+) -> None:
     port = free_port()
     marker = f"{os.environ[procs.OWNER_ENV]}/ctrl-c-{moment.rstrip(':')}"
-    env = dict(os.environ) | {
-        procs.OWNER_ENV: marker,
-        "SPARK_NIGHTLY_PATHS_RUNS": str(tmp_path / "runs"),
-        "SPARK_NIGHTLY_PATHS_CACHE": str(cpu_engine.cache_dir),
-    }
+    # the place's configuration: its runs folder, and the server on this worker's core, not on the other's
+    env = dict(os.environ) | {procs.OWNER_ENV: marker, "SPARK_NIGHTLY_PATHS_CACHE": str(cpu_engine.cache_dir)}
     log = tmp_path / "harness.log"
     with log.open("wb") as out:
         harness = subprocess.Popen(
