@@ -1,11 +1,33 @@
-"""Shared fixtures: every test starts from a clean SPARK_NIGHTLY_* environment."""
+"""Shared fixtures: every test starts from a clean SPARK_NIGHTLY_* environment; and the parallel phase's scheduling."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
+from xdist.scheduler import LoadFileScheduling
+
+# Folders whose files share one booted server (a package-scoped fixture): pytest-xdist hands such a folder to one
+# worker whole, since a worker that ran another file between two of them would stop the server and boot it again.
+SHARED_SERVER_FOLDERS = ("tests/integration/served/",)
+
+
+class FileAndSharedFolderScheduling(LoadFileScheduling):
+    """`--dist loadfile`, except that each folder of SHARED_SERVER_FOLDERS is one unit of work."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        folder = next((f for f in SHARED_SERVER_FOLDERS if nodeid.startswith(f)), None)
+        return folder or super()._split_scope(nodeid)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> LoadFileScheduling | None:
+    """The suite's `--dist loadfile` keeps shared-server folders together; any other mode is pytest-xdist's own."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    return FileAndSharedFolderScheduling(config, log)
 
 
 @pytest.fixture(autouse=True)

@@ -2,7 +2,7 @@
 nothing, so they run beside other tests in the suite's parallel phase.
 
 Package scope: it is stopped once this folder's tests are done, so the tests after them that check that no
-process of ours is left see none (a pytest-xdist worker handed this folder's files apart may boot it again).
+process of ours is left see none. The suite's scheduler (tests/conftest.py) hands this folder to one worker whole.
 """
 
 from __future__ import annotations
