@@ -7,9 +7,11 @@ import os
 import shutil
 import uuid
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 
 import pytest
 import yaml
@@ -117,29 +119,39 @@ class Place:
         data: dict[str, object] = json.loads((latest / "run.json").read_text())
         return data
 
+    @contextmanager
+    def cpu_entry(self) -> Iterator[dict[str, Any]]:
+        """The CPU entry of this place's models.yaml, to change in the block; written back after it (a YAML round
+        trip: the copy loses its comments)."""
+        models = self.root / "config" / "models.yaml"
+        data = yaml.safe_load(models.read_text())
+        (entry,) = [e for e in data["models"] if e["id"] == CPU_ENTRY]
+        yield entry
+        models.write_text(yaml.safe_dump(data, sort_keys=False))
+
 
 @pytest.fixture()
 def place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Place:
     config = tmp_path / "config"
     config.mkdir()
-    models = yaml.safe_load((ROOT / "models.yaml").read_text())
-    for entry in models["models"]:
-        if entry["id"] == CPU_ENTRY:
-            entry["env"] = on_this_workers_core(entry["env"])
-    (config / "models.yaml").write_text(yaml.safe_dump(models, sort_keys=False))
+    shutil.copy(ROOT / "models.yaml", config / "models.yaml")
     shutil.copytree(ROOT / "thresholds", config / "thresholds")
     shutil.copytree(ROOT / "golden", config / "golden")
+    place = Place(tmp_path)
+    with place.cpu_entry() as entry:
+        entry["env"] = on_this_workers_core(entry["env"])
     monkeypatch.setenv("SPARK_NIGHTLY_PATHS_RUNS", str(tmp_path / "runs"))
     monkeypatch.setenv("SPARK_NIGHTLY_PATHS_STATE", str(tmp_path / "history"))
     monkeypatch.setenv("SPARK_NIGHTLY_PATHS_CONFIG", str(config))
     monkeypatch.setenv("SPARK_NIGHTLY_PUBLISH_LOCAL_DIR", str(tmp_path / "releases"))
-    return Place(tmp_path)
+    return place
 
 
 def golden_without_long_decode(place: Place) -> None:
     """The CPU entry's golden set less its long decode, for nights whose subject is another stage: the long decode
     is a third of a golden run on the CPU engine; served/test_golden_real.py runs it in full."""
-    path = place.root / "config" / "golden" / "cpu-smollm2.yaml"
+    with place.cpu_entry() as entry:
+        path = place.root / "config" / "golden" / f"{entry['golden']}.yaml"
     golden = yaml.safe_load(path.read_text())
     del golden["long_decode"]
     path.write_text(yaml.safe_dump(golden, sort_keys=False))
@@ -148,12 +160,8 @@ def golden_without_long_decode(place: Place) -> None:
 def bench_one_case(place: Place) -> None:
     """The CPU entry measured on its concurrency-1 case only, with that case's references: a shorter night that is
     judged the same way (a single concurrency drops the "(c1)" from the cells' names)."""
-    models = place.root / "config" / "models.yaml"
-    data = yaml.safe_load(models.read_text())
-    for model in data["models"]:
-        if model["id"] == CPU_ENTRY:
-            model["bench"] = {**model["bench"], "concurrency": [1]}
-    models.write_text(yaml.safe_dump(data, sort_keys=False))
+    with place.cpu_entry() as entry:
+        entry["bench"] = {**entry["bench"], "concurrency": [1]}
     thresholds = place.root / "config" / "thresholds" / "cpu-x86" / f"{CPU_ENTRY}.yaml"
     references = yaml.safe_load(thresholds.read_text())
     references["cells"] = {

@@ -11,7 +11,6 @@ import json
 import os
 
 import pytest
-import yaml
 
 from pipeline.cli import main
 from tests.integration.conftest import CPU_ENTRY, ROOT, CpuEngine, Place, bench_one_case
@@ -39,11 +38,8 @@ def test_a_fetched_night_builds_an_image_whose_container_passes_golden_and_perf(
     dockerfile = (context / "Dockerfile").read_text()
     assert "FROM spark-nightly/base:bookworm" in dockerfile and "--require-hashes --no-index" in dockerfile
 
-    models = place.root / "config" / "models.yaml"
-    data = yaml.safe_load(models.read_text())
-    (entry,) = [e for e in data["models"] if e["id"] == CPU_ENTRY]
-    entry["launch"] |= {"target": "docker", "image": tag}
-    models.write_text(yaml.safe_dump(data, sort_keys=False))
+    with place.cpu_entry() as entry:
+        entry["launch"] |= {"target": "docker", "image": tag}
     assert main(["nightly", "--profile", "cpu"]) == 0
     run = place.last_run()
     (outcome,) = run["entries"]  # type: ignore[misc]

@@ -9,7 +9,6 @@ import json
 import shutil
 
 import pytest
-import yaml
 
 from pipeline.cli import main
 from pipeline.stages.release.publish import nightly_releases
@@ -19,18 +18,11 @@ from tests.integration.conftest import CPU_ENTRY, CpuEngine, Place, bench_one_ca
 pytestmark = [pytest.mark.integration, pytest.mark.quiet_host]
 
 
-def _edit_entry(place: Place, change: dict[str, object]) -> None:
-    models = place.root / "config" / "models.yaml"
-    data = yaml.safe_load(models.read_text())
-    for entry in data["models"]:
-        if entry["id"] == CPU_ENTRY:
-            entry.update(change)
-    models.write_text(yaml.safe_dump(data, sort_keys=False))
-
-
 def _serve_broken_weights(place: Place, cpu_engine: CpuEngine) -> None:
     """Point the CPU entry at a copy of its model with random weights: fluent-looking garbage."""
-    _edit_entry(place, {"weights": {"from": "path", "path": str(make_broken(cpu_engine, place.root, "random"))}})
+    broken = make_broken(cpu_engine, place.root, "random")
+    with place.cpu_entry() as entry:
+        entry["weights"] = {"from": "path", "path": str(broken)}
 
 
 def test_a_broken_model_fails_at_golden_alerts_once_per_check_and_a_good_night_closes_them(
