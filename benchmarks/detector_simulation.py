@@ -24,7 +24,7 @@ clean months with a false FAIL; INCONCLUSIVE nights and pairs measured per month
 analysis runs on the same nightly medians (re-run every night, a drop placed in the month is an alarm).
 Needs apache-otava==0.8.0: `.venv/bin/pip install -e ".[bench]"` (the pipeline itself does not use it).
 Run: nice -n 19 .venv/bin/python benchmarks/detector_simulation.py [--series N] [--seed S] [--jobs J]
-     [--statistic mean|trimmed] [--only SCENARIO ...]
+     [--statistic mean|trimmed] [--only SCENARIO ...] [--pair-rules MIN_EFFECT:BOOT_SD ...]
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ import yaml
 from otava.series import AnalysisOptions, Metric, Series  # type: ignore[import-untyped]
 
 from pipeline.config.matrix import Cell
-from pipeline.config.thresholds import build_thresholds
+from pipeline.config.thresholds import MIN_EFFECT, build_thresholds
 from pipeline.detect import steps
 from pipeline.infra.confirmed import BuildRef, ConfirmedBook
 from pipeline.infra.history import History
@@ -71,7 +71,8 @@ HEALTHY = HealthReport(True, (), HostFacts(20, 0.0, (), None, (), "simulated"))
 OTAVA_SLACK = 2
 
 
-Variant = tuple[Literal["mean", "trimmed"], float, float]  # paired statistic, screen z, A's move slack
+# paired statistic, screen z, A's move slack, and the thresholds' pair rules (min_effect, boot_sd)
+Variant = tuple[Literal["mean", "trimmed"], float, float, tuple[float, float]]
 
 
 @dataclass(frozen=True)
@@ -185,9 +186,12 @@ class SeriesResult:
 
 def run_series(scenario: Scenario, index: int, seed: int, variant: Variant) -> SeriesResult:
     # the switches a comparison flips, in the production modules themselves
-    steps.PAIRED_STATISTIC, steps.SCREEN_Z, perf_judge.A_MOVE_SLACK = variant
+    steps.PAIRED_STATISTIC, steps.SCREEN_Z, perf_judge.A_MOVE_SLACK, (min_effect, boot_sd) = variant
     data = yaml.safe_load(THRESHOLDS.read_text())
-    thresholds = build_thresholds("spark-gb10", "gpt-oss-120b", {**data, "cells": {"tg32": data["cells"]["tg32"]}})
+    pairs = {"min_effect": min_effect, "boot_sd": boot_sd}
+    thresholds = build_thresholds(
+        "spark-gb10", "gpt-oss-120b", {**data, "cells": {"tg32": data["cells"]["tg32"]}, "pairs": pairs}
+    )
     ref = thresholds.cells["tg32"].ref
     assert ref is not None
     world = World(scenario, random.Random(f"{seed}/{scenario.name}/{index}"), ref)
@@ -273,6 +277,11 @@ def report(scenario: Scenario, results: Sequence[SeriesResult], otava: Sequence[
     )
 
 
+def _pair_rules(text: str) -> tuple[float, float]:
+    min_effect, _, boot_sd = text.partition(":")
+    return float(min_effect), float(boot_sd or 0)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--series", type=int, default=SERIES, help="series per scenario")
@@ -283,6 +292,13 @@ def main() -> None:
     parser.add_argument("--z", type=float, nargs="*", default=[steps.SCREEN_Z], help="screen z values to compare")
     parser.add_argument(
         "--slack", type=float, nargs="*", default=[perf_judge.A_MOVE_SLACK], help="A_MOVE_SLACK values to compare"
+    )
+    parser.add_argument(
+        "--pair-rules",
+        type=_pair_rules,
+        nargs="*",
+        default=[(MIN_EFFECT, 0.0)],
+        help="thresholds' pairs (min_effect:boot_sd, such as 0.05:0.02) to compare",
     )
     args = parser.parse_args()
     started = time.monotonic()
@@ -295,20 +311,28 @@ def main() -> None:
         f"{MONTH_NIGHTS}; {RUNS} runs a night; night noise {NIGHT_SD:.0%}, run noise {SAMPLE_SD:.0%}, dips "
         f"-{DIP:.0%} on {DIP_RATE:.0%} of nights; through judge_results with {THRESHOLDS.name}'s tg32 levels; "
         f"{steps.CONFIRM_PAIRS} pairs (+{steps.CONFIRM_PAIRS} once), FAIL at one-sided {steps.FAIL_ALPHA} and "
-        f"B/A < {1 - steps.MIN_EFFECT:.2f}"
+        f"B/A < {1 - MIN_EFFECT:.2f}"
     )
     with ProcessPoolExecutor(args.jobs) as pool:
         for scenario in chosen:
             medians_for_otava: list[tuple[float, ...]] = []
             lines = []
-            variants: list[Variant] = [(st, z, sl) for st in statistics_run for z in args.z for sl in args.slack]
+            variants: list[Variant] = [
+                (st, z, sl, rules)
+                for st in statistics_run
+                for z in args.z
+                for sl in args.slack
+                for rules in args.pair_rules
+            ]
             for variant in variants:
                 jobs = [pool.submit(run_series, scenario, i, args.seed, variant) for i in range(args.series)]
                 results = [job.result() for job in jobs]
                 if not medians_for_otava:
                     medians_for_otava = [r.medians for r in results]
                     otava = list(pool.map(otava_alarm, medians_for_otava, chunksize=4))
-                label = f"{variant[0]} z={variant[1]:g} s={variant[2]:g}"
+                label = f"{variant[0]} z={variant[1]:g} s={variant[2]:g}" + (
+                    f" pairs {variant[3][0]:g}:{variant[3][1]:g}" if len(args.pair_rules) > 1 else ""
+                )
                 lines.append(report(scenario, results, otava, label))
             print("\n".join(lines), flush=True)
     print(f"\n{time.monotonic() - started:.0f} s")

@@ -183,6 +183,13 @@ def threshold_issues(doc: Document, entry: ModelEntry, hardware: str) -> Iterato
             continue
         for field, message in level_problems(ref):
             yield doc.issue(("cells", name, field), message)
+    if not thresholds.pairs.passable():
+        rules = thresholds.pairs
+        yield doc.issue(
+            ("pairs", "min_effect"),
+            f"min_effect {rules.min_effect:g} is within the boot spread (boot_sd {rules.boot_sd:g}): pairs could never "
+            f"pass an unchanged build; raise min_effect above {2 * rules.boot_sd:.3g}",
+        )
 
 
 def missing_threshold_file(doc: Document, entry: ModelEntry, path: Path) -> ConfigIssue:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from statistics import NormalDist
 from typing import Any
 
 HIGHER_IS_BETTER_UNITS = frozenset({"t/s"})
@@ -68,6 +69,28 @@ class Reference:
         return replace(self, ref=self.by_host[host], by_host={})
 
 
+# A paired regression smaller than this is not blocked (unless a hardware's thresholds say otherwise): below it B/A
+# ratios are within what a build change that nobody would revert (and residual within-night drift) produces.
+MIN_EFFECT = 0.02
+# Two-sided confidence level of the interval on B/A that must lie above 1 - min_effect for a PASS.
+CI_LEVEL = 0.95
+
+
+@dataclass(frozen=True)
+class PairRules:
+    """How paired A/B runs are judged on this hardware: the smallest slowdown they block, and how far two boots of
+    one build measure apart (log ratio SD), which no number of pairs from the same two boots can average away."""
+
+    min_effect: float = MIN_EFFECT
+    boot_sd: float = 0.0
+    measured: str = ""
+
+    def passable(self) -> bool:
+        """Whether an unchanged build can PASS at all: its CI, at least as wide as the boot spread's, must fit above
+        1 - min_effect (the normal quantile is the narrowest the t interval gets)."""
+        return self.min_effect > NormalDist().inv_cdf(0.5 + CI_LEVEL / 2) * self.boot_sd
+
+
 @dataclass(frozen=True)
 class Thresholds:
     """All references for one model on one hardware profile."""
@@ -76,6 +99,7 @@ class Thresholds:
     model_id: str
     cells: Mapping[str, Reference]
     source: str = ""
+    pairs: PairRules = field(default_factory=PairRules)
 
     def on_host(self, host: str | None) -> Thresholds:
         """Every cell's reference for this class of CPU host (see Reference.on_host)."""
@@ -103,7 +127,13 @@ def build_thresholds(hardware: str, model_id: str, data: Mapping[str, Any]) -> T
         )
         for name, raw in data["cells"].items()
     }
-    return Thresholds(hardware, model_id, cells, data.get("source", ""))
+    raw_pairs = data.get("pairs", {})
+    pairs = PairRules(
+        float(raw_pairs.get("min_effect", MIN_EFFECT)),
+        float(raw_pairs.get("boot_sd", 0.0)),
+        raw_pairs.get("measured", ""),
+    )
+    return Thresholds(hardware, model_id, cells, data.get("source", ""), pairs)
 
 
 def level_problems(ref: Reference) -> list[tuple[str, str]]:

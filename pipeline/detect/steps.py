@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from pipeline.config.thresholds import CI_LEVEL, MIN_EFFECT
 from pipeline.detect.stats import MEDIAN_VARIANCE_FACTOR, median, robust_sd, t_cdf, t_quantile
 
 # Figures below: benchmarks/detector_simulation.py --sweep, 200 series a case, -5 % step with dips, month of 30.
@@ -41,14 +42,9 @@ MIN_BASELINE_NIGHTS = 5
 SCREEN_Z = 1.64
 
 Decision = Literal["FAIL", "PASS", "INCONCLUSIVE"]
-# A paired regression smaller than this is not blocked: below it B/A ratios are within what a build change that
-# nobody would revert (and residual within-night drift) produces.
-MIN_EFFECT = 0.02
 # One-sided level at which the paired test must exclude "no regression" before a FAIL. Stringent, because a FAIL
 # blocks a release and pages someone; 8 pairs still fail a true -5 % every time (20000 simulated sets).
 FAIL_ALPHA = 0.001
-# Two-sided confidence level of the interval on B/A that must lie above 1 - MIN_EFFECT for a PASS.
-CI_LEVEL = 0.95
 # Pairs per confirmation, and the pairs added once when the first set is INCONCLUSIVE. Measured on 20000 sets
 # with 1 % per-sample noise: a true -5 % FAILs 71 % with 5 pairs (t with 4 degrees of freedom is wide), 94 % with
 # 6 and 100 % with 8; no change PASSes 67 % with 5, 93 % with 8 (the rest INCONCLUSIVE, settled by the extension).
@@ -160,6 +156,7 @@ class Confirmation:
     t_statistic: float  # mean log ratio / its standard error; -inf/+inf when every pair agrees exactly
     p_value: float  # one-sided, alternative "B slower than A"
     min_effect: float
+    boot_sd: float = 0.0  # SD of log(B/A) between two boots of one build, counted into the error (see confirm)
 
 
 def _location(logs: Sequence[float], statistic: Literal["mean", "trimmed"]) -> tuple[float, float, int]:
@@ -187,6 +184,7 @@ def confirm(
     min_effect: float = MIN_EFFECT,
     fail_alpha: float = FAIL_ALPHA,
     ci_level: float = CI_LEVEL,
+    boot_sd: float = 0.0,
     statistic: Literal["mean", "trimmed"] | None = None,
 ) -> Confirmation:
     """Decide on interleaved (A, B) pairs measured on the same night, A the last good build and B the candidate.
@@ -195,6 +193,9 @@ def confirm(
     PASS: the ci_level interval on B/A lies above 1 - min_effect, so a regression of min_effect is ruled out.
     INCONCLUSIVE: neither, the interval being too wide or straddling 1 - min_effect; measure more pairs.
     Log ratios make a slowdown and the matching speedup symmetric, and a night's shared factor cancels in each.
+    Pairs measure two server processes, and two boots of one build can differ by more than the pairs' spread shows
+    (memory layout, kernel choices made at start-up): boot_sd, the SD of log(B/A) between such boots as measured on
+    the hardware, is added to the error of the mean, so that a boot's own offset is never taken for the build's.
     """
     for a, b in pairs:
         _check_positive((a, b), "paired measurements")
@@ -206,13 +207,19 @@ def confirm(
             math.nan, math.nan, ci_level, math.nan, fail_alpha, math.nan, math.nan, min_effect,
         )  # fmt: skip
     logs = [math.log(b / a) for a, b in pairs]
-    mean, se, df = _location(logs, statistic or PAIRED_STATISTIC)
-    sd = se * math.sqrt(n)
+    mean, se_pairs, pairs_df = _location(logs, statistic or PAIRED_STATISTIC)
+    sd = se_pairs * math.sqrt(n)
+    se = math.hypot(se_pairs, boot_sd)
+    df = float(pairs_df)
+    if boot_sd > 0:
+        # Welch-Satterthwaite: the boot spread is a known variance (infinite degrees of freedom), so the error's
+        # degrees of freedom grow as it dominates; all of them when the pairs themselves agree exactly.
+        df = math.inf if se_pairs == 0 else df * (se / se_pairs) ** 4
     if se > 0:
         t = mean / se
         p_value = t_cdf(t, df)
     else:
-        # Identical ratios in every pair: no spread, so the mean is the answer with certainty.
+        # Identical ratios in every pair and no boot spread: the mean is the answer with certainty.
         t = math.copysign(math.inf, mean) if mean else 0.0
         p_value = 0.0 if mean < 0 else (0.5 if mean == 0 else 1.0)
     fail_bound_log = mean + t_quantile(1.0 - fail_alpha, df) * se
@@ -236,9 +243,11 @@ def confirm(
             f"B/A {math.exp(mean):.4f} over {n} pairs; its {ci_level:.0%} CI [{math.exp(low):.4f}, "
             f"{math.exp(high):.4f}] neither excludes a {min_effect:.0%} slowdown nor shows one significantly"
         )
+    if boot_sd > 0:
+        reason += f" (counting a boot-to-boot SD of {boot_sd:.1%})"
     return Confirmation(
         decision, reason, n, math.exp(mean), mean, sd, math.exp(low), math.exp(high), ci_level,
-        math.exp(fail_bound_log), fail_alpha, t, p_value, min_effect,
+        math.exp(fail_bound_log), fail_alpha, t, p_value, min_effect, boot_sd,
     )  # fmt: skip
 
 

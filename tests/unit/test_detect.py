@@ -158,6 +158,33 @@ def test_confirm_with_identical_ratios_decides_on_the_mean() -> None:
     assert confirm([(100.0, 100.0)] * 4).decision == "PASS"
 
 
+def test_two_boots_of_one_build_a_few_percent_apart_are_not_blamed_once_the_boot_spread_counts() -> None:
+    # A same-build pair set as a CI night measured it: every pair of the two processes about 3 % apart (a boot's
+    # own offset, fixed for the life of the process), tightly, so the pairs alone call it significant.
+    logs = (-0.025, -0.040, -0.030, -0.035, -0.028, -0.038, -0.027, -0.033)
+    assert confirm(pairs_with_log_ratios(*logs)).decision == "FAIL"
+    counted = confirm(pairs_with_log_ratios(*logs), min_effect=0.05, boot_sd=0.015)
+    assert counted.decision == "INCONCLUSIVE"
+    assert counted.boot_sd == 0.015 and "boot-to-boot SD of 1.5%" in counted.reason
+    assert counted.fail_bound > 1.0 and counted.ci_low < 0.95
+    # The spread widens the error, never moves the estimate, and a real slowdown still FAILs through it.
+    assert counted.mean_ratio == confirm(pairs_with_log_ratios(*logs)).mean_ratio
+    assert counted.sd_log_ratio == confirm(pairs_with_log_ratios(*logs)).sd_log_ratio
+    slower = confirm(pairs_with_log_ratios(*(x - 0.12 for x in logs)), min_effect=0.05, boot_sd=0.015)
+    assert slower.decision == "FAIL"
+    # More pairs of the same two processes cannot average the boots' offset away.
+    many = confirm(pairs_with_log_ratios(*logs * 8), min_effect=0.05, boot_sd=0.015)
+    assert many.decision == "INCONCLUSIVE" and many.ci_low < 0.95
+
+
+def test_with_a_boot_spread_identical_pairs_still_leave_an_error() -> None:
+    same = confirm([(100.0, 100.0)] * 8, min_effect=0.05, boot_sd=0.015)
+    assert same.decision == "PASS" and math.isfinite(same.t_statistic)
+    # The error is the boot spread alone, a variance known exactly: the normal's quantile (infinite degrees of freedom).
+    assert same.ci_low == pytest.approx(math.exp(-1.959964 * 0.015))
+    assert same.p_value == 0.5
+
+
 def step_series(*run: float) -> list[float]:
     """21 baseline nights (median 100, MAD 1 %) then `run` padded in front with normal nights to a full week."""
     base = [100.0 + d for d in (0.0, 1.0, -1.0, 2.0, -2.0, 1.0, -1.0) * 3]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.config.matrix import Cell
-from pipeline.config.thresholds import Level, Reference, Thresholds
+from pipeline.config.thresholds import Level, PairRules, Reference, Thresholds
 from pipeline.infra.confirmed import BuildRef, ConfirmedBook
 from pipeline.infra.history import History
 from pipeline.stages.prove import perf_judge
@@ -32,11 +33,15 @@ def _case(tg_tps: float, runs: int = 3) -> CaseResult:
     return CaseResult(PP, TG, tuple(RunSample((sample,)) for _ in range(runs)), client_generated_tokens=runs * tokens)
 
 
-def _thresholds() -> Thresholds:
+DEFAULT_PAIRS = PairRules()
+
+
+def _thresholds(pairs: PairRules = DEFAULT_PAIRS) -> Thresholds:
     def ref(cell: str, metric: str, value: float) -> Reference:
         return Reference(cell, metric, value, "t/s", Level.parse("-35%"), Level.parse("-60%"))
 
-    return Thresholds("cpu-x86", "m", {"pp128": ref("pp128", "pp_tps", 512.0), "tg32": ref("tg32", "tg_tps", 20.0)})
+    cells = {"pp128": ref("pp128", "pp_tps", 512.0), "tg32": ref("tg32", "tg_tps", 20.0)}
+    return Thresholds("cpu-x86", "m", cells, pairs=pairs)
 
 
 def _build(name: str) -> BuildRef:
@@ -65,9 +70,16 @@ def _judge(
     health_after: HealthReport = HEALTHY,
     remeasure: Remeasure = lambda r: r,
     paired: PairedMeasure = lambda r, m, n, a: None,
+    pairs: PairRules = DEFAULT_PAIRS,
 ) -> list[CellOutcome]:
     return judge_results(
-        [case], _thresholds(), ctx, health_before=HEALTHY, health_after=health_after, remeasure=remeasure, paired=paired
+        [case],
+        _thresholds(pairs),
+        ctx,
+        health_before=HEALTHY,
+        health_after=health_after,
+        remeasure=remeasure,
+        paired=paired,
     )
 
 
@@ -123,6 +135,30 @@ def test_without_a_pair_a_step_that_persists_in_the_history_fails(tmp_path: Path
         outcomes = _judge(_case(17.6), _ctx(tmp_path, night), remeasure=lambda r: _case(17.6))
     decode = next(o for o in outcomes if o.cell == "tg32")
     assert decode.status == Status.FAIL and "the history shows a step" in decode.reason
+
+
+def test_pairs_that_cannot_decide_night_after_night_leave_it_to_a_step_in_the_history(tmp_path: Path) -> None:
+    # -5.5 %: inside a CPU host's pair rules (min_effect 6 %, boot spread 2 %), so no one night's pairs can FAIL it;
+    # every night brings new boots, and the slowdown that stays is the history's to see.
+    rules = PairRules(min_effect=0.06, boot_sd=0.02)
+    slower = [(20.0 * (1 + d), 18.9 * (1 + d)) for d in (0.0, 0.004, -0.003, 0.002, -0.001, 0.003, 0.0, -0.002)]
+    _seed(_ctx(tmp_path), tmp_path, 20.0, nights=21)
+    verdicts = []
+    for index in range(7):
+        outcomes = _judge(
+            _case(18.9),
+            _ctx(tmp_path, f"2026-12-{index + 1:02d}"),
+            remeasure=lambda r: _case(18.9),
+            paired=lambda r, m, wanted, a: (slower * 2)[:wanted],
+            pairs=rules,
+        )
+        verdicts.append(next(o for o in outcomes if o.cell == "tg32"))
+    assert verdicts[0].status == Status.INCONCLUSIVE and "neither excludes a 6% slowdown" in verdicts[0].reason
+    statuses = [v.status for v in verdicts]
+    first = statuses.index(Status.FAIL)  # the step test needs a few nights of it
+    assert statuses[first:] == [Status.FAIL] * (len(statuses) - first)  # and while it stays, its alert stays open
+    assert "the history shows a step" in verdicts[first].reason and "boot-to-boot SD of 2.0%" in verdicts[first].reason
+    assert verdicts[-1].reason.startswith("the last night FAILed; paired with the last confirmed build")
 
 
 SLOW_PAIRS = [(20.0 * (1 + d), 18.0 * (1 + d)) for d in (0.0, 0.004, -0.003, 0.002, -0.001, 0.003, 0.0, -0.002)]
@@ -203,6 +239,29 @@ def test_an_unchanged_build_that_trips_is_inconclusive_not_blamed(tmp_path: Path
         o for o in _judge(_case(17.0), ctx, remeasure=lambda r: _case(17.0), paired=never) if o.cell == "tg32"
     )
     assert decode.status == Status.INCONCLUSIVE and "the last confirmed build itself" in decode.reason
+
+
+def test_the_hardwares_boot_spread_keeps_two_processes_a_few_percent_apart_from_a_fail(tmp_path: Path) -> None:
+    # Pairs of two processes 3 % apart, tight within themselves: the CPU profile's pairs as CI once measured them.
+    apart = [(20.0, 20.0 * math.exp(x)) for x in (-0.025, -0.040, -0.030, -0.035, -0.028, -0.038, -0.027, -0.033)]
+
+    def night(folder: Path, pairs: PairRules) -> CellOutcome:
+        folder.mkdir()
+        _seed(_ctx(folder), folder, 20.0)
+        outcomes = _judge(
+            _case(17.0),
+            _ctx(folder, "2026-11-20"),
+            remeasure=lambda r: _case(17.0),
+            paired=lambda r, m, wanted, a: (apart * 2)[:wanted],
+            pairs=pairs,
+        )
+        return next(o for o in outcomes if o.cell == "tg32")
+
+    assert night(tmp_path / "alone", PairRules()).status == Status.FAIL  # the pairs' own error only, as before
+    decode = night(tmp_path / "counted", PairRules(min_effect=0.06, boot_sd=0.02))
+    assert decode.status == Status.INCONCLUSIVE and decode.pairs_measured == 16
+    assert decode.confirmation is not None and decode.confirmation.boot_sd == 0.02
+    assert "boot-to-boot SD of 2.0%" in decode.reason
 
 
 def test_pairs_that_cannot_decide_are_extended_once_then_inconclusive(tmp_path: Path) -> None:

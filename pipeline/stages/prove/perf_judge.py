@@ -2,10 +2,12 @@
 
 A tripped cell is rerun; if it still trips, the cell's last confirmed good build (A) is served beside
 the candidate (B) and the two are measured interleaved (A B, B A, ...) on the same host the same
-night: the paired ratio decides. A moves to tonight's build only when the pairs accept it (or, on a
-cell's very first night, a clean screen), and only accepted nights make the history's baseline, so
-a regression never becomes its own reference; while a cell's last night FAILed, only pairs can pass
-it. An unhealthy host makes every cell INCONCLUSIVE and keeps its numbers out of the history: a sick
+night: the paired ratio decides, its error counting the hardware's boot-to-boot spread; where the
+pairs cannot decide, a slowdown that persists in the history over nights can still FAIL the cell.
+A moves to tonight's build only when the pairs accept it (or, on a cell's very first night, a clean
+screen), and only accepted nights make the history's baseline, so a regression never becomes its
+own reference; while a cell's last night FAILed, only pairs can pass it. An unhealthy host makes
+every cell INCONCLUSIVE and keeps its numbers out of the history: a sick
 night is never blamed on the wheels and never becomes the new normal.
 """
 
@@ -18,7 +20,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pipeline.config.thresholds import Thresholds
+from pipeline.config.thresholds import PairRules, Thresholds
 from pipeline.detect.steps import (
     CONFIRM_PAIRS,
     MIN_BASELINE_NIGHTS,
@@ -187,16 +189,21 @@ def _judge_cell(
     gate, screened = judge_cell(reference, result.values(metric)), screen(nights, result.values(metric))
     if ctx.pair_always:
         return _paired_verdict(
-            CellOutcome(cell, metric, Status.INCONCLUSIVE, "asked for pairs", gate, screened), a, ctx, result, paired
+            CellOutcome(cell, metric, Status.INCONCLUSIVE, "asked for pairs", gate, screened),
+            a,
+            ctx,
+            result,
+            paired,
+            rules=thresholds.pairs,
         ), result
     same_build = a is not None and ctx.build is not None and a[0].id == ctx.build.id
     if a is not None and not same_build and _regression_open(ctx, cell, metric):
         # A clean screen cannot close a regression: a good night of the regressed build would pass it and make
         # that build the new A. Only pairs against the last confirmed build can say it is fixed.
         base = CellOutcome(cell, metric, Status.INCONCLUSIVE, "the last night FAILed", gate, screened)
-        outcome = _paired_verdict(base, a, ctx, result, paired)
+        outcome = _paired_verdict(base, a, ctx, result, paired, rules=thresholds.pairs)
         if outcome.confirmation is not None:
-            return outcome, result
+            return _with_undecided_pairs(outcome, _step_series(ctx, cell, metric, result.values(metric))), result
     if not (gate.tripped or _history_trips(screened)):
         status = Status.XFAIL if gate.status == "XFAIL" else Status.PASS
         reason = f"{gate.reason}; {screened.reason}{_first_note(a, ctx)}"
@@ -216,10 +223,10 @@ def _judge_cell(
             "an unchanged build that measures slower points at the host or the night, not the build"
         )
         return replace(base, reason=reason, last_good=a[0]), rerun
-    outcome = _paired_verdict(base, a, ctx, rerun, paired)
+    outcome = _paired_verdict(base, a, ctx, rerun, paired, rules=thresholds.pairs)
     if outcome.confirmation is None:  # no pairs could be measured
         return _without_pairs(base, outcome.reason, _step_series(ctx, cell, metric, rerun.values(metric))), rerun
-    return outcome, rerun
+    return _with_undecided_pairs(outcome, _step_series(ctx, cell, metric, rerun.values(metric))), rerun
 
 
 def _paired_verdict(
@@ -228,8 +235,11 @@ def _paired_verdict(
     ctx: PerfContext,
     result: CaseResult,
     paired: PairedMeasure,
+    *,
+    rules: PairRules,
 ) -> CellOutcome:
-    """The pairs' decision against A, with one extension when the first set cannot decide; without pairs, why not."""
+    """The pairs' decision against A, with one extension when the first set cannot decide; without pairs, why not.
+    An extension narrows the pairs' own error, never the boot spread: A and B are the same two processes."""
     pairs = paired(result, base.metric, CONFIRM_PAIRS, a[0]) if a is not None else None
     if a is None or pairs is None:
         missing = (
@@ -238,10 +248,10 @@ def _paired_verdict(
             else f"the last confirmed build ({a[0].describe()}) could not be served"
         )
         return replace(base, status=Status.INCONCLUSIVE, reason=missing, last_good=a[0] if a else None)
-    decision = confirm(pairs)
+    decision = confirm(pairs, min_effect=rules.min_effect, boot_sd=rules.boot_sd)
     if decision.decision == "INCONCLUSIVE":  # once more as many pairs: a noisy night gets a second look
         pairs = paired(result, base.metric, 2 * CONFIRM_PAIRS, a[0]) or pairs
-        decision = confirm(pairs)
+        decision = confirm(pairs, min_effect=rules.min_effect, boot_sd=rules.boot_sd)
     status = {"FAIL": Status.FAIL, "PASS": Status.PASS, "INCONCLUSIVE": Status.INCONCLUSIVE}[decision.decision]
     reason = f"{base.reason}; paired with the last confirmed build {_a_text(a)}: {decision.reason}"
     return replace(base, status=status, reason=reason, confirmation=decision, last_good=a[0], pairs_measured=len(pairs))
@@ -288,6 +298,20 @@ def _without_pairs(base: CellOutcome, missing: str, medians: Sequence[float]) ->
         reason = f"tripped twice and the history shows a step ({missing}): {step.reason}"
         return replace(base, status=Status.FAIL, reason=reason)
     return replace(base, reason=f"{base.reason}; {missing}, so nothing confirms it")
+
+
+def _with_undecided_pairs(outcome: CellOutcome, medians: Sequence[float]) -> CellOutcome:
+    """Pairs that could not decide leave the cell INCONCLUSIVE, unless the history shows a persistent step.
+
+    One night's pairs cannot tell a slowdown within the boot spread from a slow boot; every night brings new boots,
+    so a slowdown that stays night after night is the history's to see.
+    """
+    if outcome.status != Status.INCONCLUSIVE:
+        return outcome
+    step = detect_step(medians)
+    if not step.fired:
+        return outcome
+    return replace(outcome, status=Status.FAIL, reason=f"{outcome.reason}; and the history shows a step: {step.reason}")
 
 
 def _move_last_good(outcomes: Sequence[CellOutcome], ctx: PerfContext) -> None:
