@@ -2,12 +2,11 @@
 
 A tripped cell is rerun; if it still trips, the cell's last confirmed good build (A) is served beside
 the candidate (B) and the two are measured interleaved (A B, B A, ...) on the same host the same
-night: the paired ratio decides, its error counting the hardware's boot-to-boot spread; where the
-pairs cannot decide, a slowdown that persists in the history over nights can still FAIL the cell.
-A moves to tonight's build only when the pairs accept it (or, on a cell's very first night, a clean
-screen), and only accepted nights make the history's baseline, so a regression never becomes its
-own reference; while a cell's last night FAILed, only pairs can pass it. An unhealthy host makes
-every cell INCONCLUSIVE and keeps its numbers out of the history: a sick
+night: the paired ratio decides, its error counting the hardware's boot-to-boot spread. A moves to
+tonight's build only when the pairs accept it (or, on a cell's very first night, a clean screen),
+and only accepted nights make the history's baseline, so a regression never becomes its own
+reference; while a cell's last night FAILed, only pairs can pass it. An unhealthy host makes every
+cell INCONCLUSIVE and keeps its numbers out of the history: a sick
 night is never blamed on the wheels and never becomes the new normal.
 """
 
@@ -203,7 +202,7 @@ def _judge_cell(
         base = CellOutcome(cell, metric, Status.INCONCLUSIVE, "the last night FAILed", gate, screened)
         outcome = _paired_verdict(base, a, ctx, result, paired, rules=thresholds.pairs)
         if outcome.confirmation is not None:
-            return _with_undecided_pairs(outcome, _step_series(ctx, cell, metric, result.values(metric))), result
+            return outcome, result
     if not (gate.tripped or _history_trips(screened)):
         status = Status.XFAIL if gate.status == "XFAIL" else Status.PASS
         reason = f"{gate.reason}; {screened.reason}{_first_note(a, ctx)}"
@@ -226,7 +225,7 @@ def _judge_cell(
     outcome = _paired_verdict(base, a, ctx, rerun, paired, rules=thresholds.pairs)
     if outcome.confirmation is None:  # no pairs could be measured
         return _without_pairs(base, outcome.reason, _step_series(ctx, cell, metric, rerun.values(metric))), rerun
-    return _with_undecided_pairs(outcome, _step_series(ctx, cell, metric, rerun.values(metric))), rerun
+    return outcome, rerun
 
 
 def _paired_verdict(
@@ -298,20 +297,6 @@ def _without_pairs(base: CellOutcome, missing: str, medians: Sequence[float]) ->
         reason = f"tripped twice and the history shows a step ({missing}): {step.reason}"
         return replace(base, status=Status.FAIL, reason=reason)
     return replace(base, reason=f"{base.reason}; {missing}, so nothing confirms it")
-
-
-def _with_undecided_pairs(outcome: CellOutcome, medians: Sequence[float]) -> CellOutcome:
-    """Pairs that could not decide leave the cell INCONCLUSIVE, unless the history shows a persistent step.
-
-    One night's pairs cannot tell a slowdown within the boot spread from a slow boot; every night brings new boots,
-    so a slowdown that stays night after night is the history's to see.
-    """
-    if outcome.status != Status.INCONCLUSIVE:
-        return outcome
-    step = detect_step(medians)
-    if not step.fired:
-        return outcome
-    return replace(outcome, status=Status.FAIL, reason=f"{outcome.reason}; and the history shows a step: {step.reason}")
 
 
 def _move_last_good(outcomes: Sequence[CellOutcome], ctx: PerfContext) -> None:
