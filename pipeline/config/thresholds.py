@@ -83,7 +83,6 @@ class PairRules:
 
     min_effect: float = MIN_EFFECT
     boot_sd: float = 0.0
-    measured: str = ""
 
     def passable(self) -> bool:
         """Whether an unchanged build can PASS at all: its CI, at least as wide as the boot spread's, must fit above
@@ -128,11 +127,7 @@ def build_thresholds(hardware: str, model_id: str, data: Mapping[str, Any]) -> T
         for name, raw in data["cells"].items()
     }
     raw_pairs = data.get("pairs", {})
-    pairs = PairRules(
-        float(raw_pairs.get("min_effect", MIN_EFFECT)),
-        float(raw_pairs.get("boot_sd", 0.0)),
-        raw_pairs.get("measured", ""),
-    )
+    pairs = PairRules(float(raw_pairs.get("min_effect", MIN_EFFECT)), float(raw_pairs.get("boot_sd", 0.0)))
     return Thresholds(hardware, model_id, cells, data.get("source", ""), pairs)
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pipeline.config.matrix import BenchSpec
-from pipeline.config.thresholds import Level, Reference, build_thresholds, level_problems
+from pipeline.config.thresholds import MIN_EFFECT, Level, PairRules, Reference, build_thresholds, level_problems
 from pipeline.infra.cpu_class import cpu_class
 
 
@@ -66,3 +66,11 @@ def test_a_cpu_profile_takes_the_reference_measured_on_its_class_of_host() -> No
     assert thresholds.on_host("avx2").cells["tg32"].ref == 14.6
     assert thresholds.on_host("amx").cells["tg32"].ref == 18.7
     assert thresholds.on_host(None).cells["tg32"].warn == Level(relative=-0.35)
+
+
+def test_pair_rules_are_read_from_the_file_and_default_to_the_detectors() -> None:
+    cells = {"tg32": {"ref": 18.7, "unit": "t/s", "warn": "-35%", "fail": "-60%"}}
+    assert build_thresholds("spark-gb10", "m", {"cells": cells}).pairs == PairRules(MIN_EFFECT, 0.0)
+    rules = build_thresholds("cpu-x86", "m", {"cells": cells, "pairs": {"min_effect": 0.06, "boot_sd": 0.02}}).pairs
+    assert rules == PairRules(0.06, 0.02) and rules.passable()
+    assert not PairRules(0.03, 0.02).passable()  # the 95 % interval of an unchanged build is at least +-3.9 % wide
