@@ -11,21 +11,33 @@ from pipeline.status import Status
 OUTCOME_VERSION = 1
 
 
+def perf_alert_key(entry_id: str) -> str:
+    """The one alert that every failing perf cell of an entry is tracked by."""
+    return f"{entry_id}:perf"
+
+
 @dataclass(frozen=True)
 class Failure:
-    """One failing check or cell: the alert key it is tracked by, what failed, why, and the evidence."""
+    """One failing check or cell: the alert key it is tracked by, what failed, why, and the evidence.
+
+    Failures of one key on one night are one alert: the perf cells of an entry share `<entry>:perf`, each named by
+    its `subject` (the cell), so one regression that moves several cells raises one alert listing them all.
+    """
 
     key: str
     what: str
     reason: str
     evidence: Mapping[str, Any] = field(default_factory=dict)
+    subject: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        return {"key": self.key, "what": self.what, "reason": self.reason, "evidence": dict(self.evidence)}
+        data = {"key": self.key, "what": self.what, "reason": self.reason, "evidence": dict(self.evidence)}
+        return data | ({"subject": self.subject} if self.subject else {})
 
     @staticmethod
     def from_json(data: Mapping[str, Any]) -> Failure:
-        return Failure(data["key"], data["what"], data["reason"], dict(data.get("evidence", {})))
+        evidence = dict(data.get("evidence", {}))
+        return Failure(data["key"], data["what"], data["reason"], evidence, data.get("subject", ""))
 
 
 @dataclass(frozen=True)

@@ -76,6 +76,8 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
         pair_always=args.pair_with is not None,
     )
     log_dir = settings.path("runs_dir") / time.strftime("bench-%Y%m%d-%H%M%S") / entry.id
+    if profile.accelerator == "cpu":  # the class a reference measured here is for (thresholds/: host_class, by_host)
+        to_stderr(f"bench: this host's CPU class is {cpu_class()}")
     with served(args.url, settings, config, entry, "bench") as (client, _):
         judged = measure_and_judge(
             client,

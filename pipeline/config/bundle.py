@@ -118,7 +118,8 @@ def _check_thresholds(
                 continue  # the file exists but did not load: its own issues say why
             found.add([rules.missing_threshold_file(models_doc, entry, Path(display_name(directory)) / f"{key}.yaml")])
             continue
-        if found.add(rules.threshold_issues(doc, entry, profile.hardware)) == 0:
+        cpu = profile.accelerator == "cpu"
+        if found.add(rules.threshold_issues(doc, entry, profile.hardware, cpu=cpu)) == 0:
             thresholds[(profile.hardware, entry.id)] = build_thresholds(profile.hardware, entry.id, doc.data)
     found.add(rules.orphan_issues(docs, used))
     return thresholds

@@ -168,10 +168,23 @@ def golden_set_issues(doc: Document) -> Iterator[ConfigIssue]:
                     yield doc.issue((*path, "regex"), f"regex does not compile: {exc}")
 
 
-def threshold_issues(doc: Document, entry: ModelEntry, hardware: str) -> Iterator[ConfigIssue]:
-    """A thresholds file covers exactly its entry's cells, with levels that point the right way."""
+def threshold_issues(doc: Document, entry: ModelEntry, hardware: str, *, cpu: bool) -> Iterator[ConfigIssue]:
+    """A thresholds file covers exactly its entry's cells, with levels that point the right way; a CPU profile's
+    says which class of host its references were measured on."""
     cells = [cell.name for cell in entry.bench.cells()]
     thresholds = build_thresholds(hardware, entry.id, doc.data)
+    if cpu and thresholds.host_class is None:
+        yield doc.issue(
+            (),
+            "a CPU profile's references need 'host_class': the class of host (amx, avx512, avx2, baseline) their "
+            "ref values were measured on (`spark-nightly bench` prints this host's)",
+        )
+    if not cpu:
+        for name, ref in thresholds.cells.items():
+            if ref.by_host:
+                yield doc.issue(("cells", name, "by_host"), "by_host is for CPU profiles; remove it")
+        if thresholds.host_class is not None:
+            yield doc.issue(("host_class",), "host_class is for CPU profiles; remove it", key=True)
     for name in cells:
         if name not in thresholds.cells:
             yield doc.issue(("cells",), f"no reference for cell '{name}' of models.yaml entry '{entry.id}'; add one")

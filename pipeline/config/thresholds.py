@@ -8,6 +8,9 @@ from statistics import NormalDist
 from typing import Any
 
 HIGHER_IS_BETTER_UNITS = frozenset({"t/s"})
+# The classes of CPU host that `pipeline.infra.cpu_class` tells apart, fastest first: CPU hosts differ up to 2x, so a
+# CPU profile's references are measured per class, and a class with none takes the next slower class's as a floor.
+CPU_CLASSES = ("amx", "avx512", "avx2", "baseline")
 METRIC_UNITS = {
     "pp_tps": ("t/s",),
     "tg_tps": ("t/s",),
@@ -57,16 +60,30 @@ class Reference:
     xfail: str | None = None
     pending: str | None = None
     by_host: Mapping[str, float] = field(default_factory=dict)  # CPU class -> the reference measured on one
+    origin: str = ""  # where the reference comes from when it was not measured on this class of host
 
     @property
     def higher_is_better(self) -> bool:
         return self.unit in HIGHER_IS_BETTER_UNITS
 
-    def on_host(self, host: str | None) -> Reference:
-        """The reference for a class of CPU host where one was measured on such a host; itself otherwise."""
-        if host is None or host not in self.by_host:
+    def on_host(self, host: str | None, measured_on: str | None) -> Reference:
+        """The reference for a class of CPU host (`ref` was measured on `measured_on`, the rest on `by_host`).
+
+        A class with no reference of its own takes the next slower class's: a host at least as fast clears it, so a
+        first night on an unmeasured class never trips on another class's speed, and gross breakage still does. A
+        class with no slower one measured has no reference: the cell is judged by its history alone.
+        """
+        if host is None or measured_on is None or host not in CPU_CLASSES:
             return self
-        return replace(self, ref=self.by_host[host], by_host={})
+        measured = {measured_on: self.ref} | dict(self.by_host)
+        if host in measured:
+            return replace(self, ref=measured[host], by_host={})
+        slower = [c for c in CPU_CLASSES[CPU_CLASSES.index(host) + 1 :] if measured.get(c) is not None]
+        if slower:
+            origin = f"the {slower[0]} hosts' reference: none measured on {host} hosts"
+            return replace(self, ref=measured[slower[0]], by_host={}, origin=origin)
+        pending = f"none measured on {host} hosts or a slower class"
+        return replace(self, ref=None, by_host={}, pending=self.pending or pending)
 
 
 # A paired regression smaller than this is not blocked (unless a hardware's thresholds say otherwise): below it B/A
@@ -99,10 +116,11 @@ class Thresholds:
     cells: Mapping[str, Reference]
     source: str = ""
     pairs: PairRules = field(default_factory=PairRules)
+    host_class: str | None = None  # CPU profiles: the class of host the cells' `ref` values were measured on
 
     def on_host(self, host: str | None) -> Thresholds:
         """Every cell's reference for this class of CPU host (see Reference.on_host)."""
-        return replace(self, cells={name: ref.on_host(host) for name, ref in self.cells.items()})
+        return replace(self, cells={name: ref.on_host(host, self.host_class) for name, ref in self.cells.items()})
 
 
 def default_metric(cell_name: str) -> str:
@@ -128,7 +146,7 @@ def build_thresholds(hardware: str, model_id: str, data: Mapping[str, Any]) -> T
     }
     raw_pairs = data.get("pairs", {})
     pairs = PairRules(float(raw_pairs.get("min_effect", MIN_EFFECT)), float(raw_pairs.get("boot_sd", 0.0)))
-    return Thresholds(hardware, model_id, cells, data.get("source", ""), pairs)
+    return Thresholds(hardware, model_id, cells, data.get("source", ""), pairs, data.get("host_class"))
 
 
 def level_problems(ref: Reference) -> list[tuple[str, str]]:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-CPU_CLASSES = ("amx", "avx512", "avx2", "baseline")  # fastest first
-
 
 def cpu_class(cpuinfo: str | None = None) -> str:
     """amx (Intel AMX tiles), avx512, avx2 or baseline, from /proc/cpuinfo's flags (or the text given)."""

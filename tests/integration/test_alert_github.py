@@ -20,13 +20,17 @@ from tests.fakes.github import TOKEN, StandIn
 pytestmark = pytest.mark.integration
 
 ENTRY = "smollm2-135m-instruct"
-KEY = f"{ENTRY}:perf:tg32 (c1)"
+KEY = f"{ENTRY}:perf"
 TOKEN_ENV = "SPARK_NIGHTLY_TEST_ALERT_TOKEN"
 
 
 def _failing() -> Outcome:
     failure = Failure(
-        KEY, "tg32 (c1) tg_tps", "B/A 0.7262 over 8 pairs is below 0.98 and significant", {"value": 13.1, "ref": 18.7}
+        KEY,
+        "tg32 (c1) tg_tps",
+        "B/A 0.7262 over 8 pairs is below 0.98 and significant",
+        {"value": 13.1, "ref": 18.7},
+        subject="tg32 (c1)",
     )
     return Outcome(ENTRY, Status.FAIL, "perf", "tg32 (c1): tripped twice", True, 301.5, {}, (failure,))
 
@@ -87,7 +91,7 @@ def test_failing_nights_make_one_issue_with_a_comment_each_and_recovery_closes_i
     for night in ("2026-11-20", "2026-11-21", "2026-11-22"):
         assert nights.run(night, _failing()) == []
     (issue,) = nights.issues()
-    assert issue["title"] == f"{ENTRY}: tg32 (c1) tg_tps regressed" and issue["state"] == "open"
+    assert issue["title"] == f"{ENTRY}: performance regressed in tg32 (c1) tg_tps" and issue["state"] == "open"
     assert issue["labels"] == ["spark-nightly", "regression"]
     assert f"<!-- spark-nightly-alert: {KEY} -->" in str(issue["body"])
     assert [c.splitlines()[0][:27] for c in nights.comments(1)] == [
@@ -110,7 +114,7 @@ def test_a_runner_that_lost_alerts_json_finds_the_open_issue_instead_of_opening_
     nights.run("2026-11-21", _failing())  # to this runner the alert is new
     assert len(nights.issues()) == 1
     (comment,) = nights.comments(1)
-    assert "failed on 2026-11-21" in comment  # that night's evidence is kept, as a comment
+    assert "regressed on 2026-11-21" in comment  # that night's evidence is kept, as a comment
     assert json.loads(nights.state.read_text())["alerts"][KEY]["issue"] == 1
     nights.state.unlink()
     nights.run("2026-11-22", _failing())  # found again, and ...
@@ -161,7 +165,7 @@ def test_an_outage_keeps_the_alert_pending_and_the_next_night_delivers_it_once(n
     nights.server.state.faults.server_errors = 0
     assert nights.run("2026-11-21", _failing()) == []
     (issue,) = nights.issues()
-    assert "failed on 2026-11-20" in str(issue["body"]) and len(nights.comments(1)) == 1
+    assert "regressed on 2026-11-20" in str(issue["body"]) and len(nights.comments(1)) == 1
     assert json.loads(nights.state.read_text())["pending"]["github"] == []
 
 

@@ -5,7 +5,8 @@ jobs hand over what they make only by artifacts; the GitHub stand-in is the API 
 only parts are replaced, by name: the profile is the CPU one, `./scripts/setup` links the suite's installed
 environment, and the runner's configuration folder (outside the workspace) is where the test plants the regression.
 Night 1 is good and published; night 2 serves a build that is slower in every engine step, which its pairs against
-night 1's build (kept in the state) fail, opening one issue; night 3 serves the good build again and closes it.
+night 1's build (kept in the state) fail, opening one issue that lists every cell it moved; night 3 serves the good
+build again and closes it.
 """
 
 from __future__ import annotations
@@ -86,13 +87,21 @@ def test_three_nights_of_the_workflow_keep_their_state_and_raise_one_issue(
     run = json.loads((report / "run.json").read_text())
     entry = json.loads((report / "entries" / f"{CPU_ENTRY}.json").read_text())
     assert (run["verdict"], entry["stage"]) == ("FAIL", "perf"), entry["reason"]
-    assert "tg32: tripped twice" in entry["reason"], entry["reason"]
+    # which cells the planted slowdown moves past their levels depends on the host; what the product promises is
+    # that every cell that failed was paired with night 1's build, kept as A, and that one issue lists them all
+    cells = entry["numbers"]["cells"]
+    failed = sorted(name for name, cell in cells.items() if cell["status"] == "FAIL")
+    assert failed, entry["reason"]
     assert "only 1 healthy nights of history" in entry["reason"], entry["reason"]  # night 1's, kept by the runner
+    for name in failed:
+        assert f"{name}: tripped twice" in entry["reason"], entry["reason"]
+        assert cells[name]["last_good"] == good_build and cells[name]["b_over_a"] < 1, entry["reason"]
     assert f"paired with the last confirmed build (runtime {good_build}" in entry["reason"], entry["reason"]
     assert _a_of(state, "tg32") == good_build  # the slower build never becomes A
-    assert entry["numbers"]["cells"]["tg32"]["b_over_a"] < 0.8, entry["reason"]
-    (issue,) = stand_in.state.issues.values()
-    assert issue["state"] == "open" and f"{CPU_ENTRY}: " in issue["title"]
+    (issue,) = stand_in.state.issues.values()  # one regression, one issue, however many cells it moved
+    assert issue["state"] == "open" and issue["title"].startswith(f"{CPU_ENTRY}: performance regressed in ")
+    table = [line for line in str(issue["body"]).splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert sorted(row.split(" | ")[0].removeprefix("| ").rsplit(" ", 1)[0] for row in table) == failed, issue["body"]
     assert len(stand_in.state.releases) == 1  # nothing bad published
 
     shutil.copy(tmp_path / "models.good.yaml", config / "models.yaml")

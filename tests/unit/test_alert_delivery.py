@@ -28,16 +28,17 @@ SUSPECTS = (
     "vllm main 0123456789ab..fedcba987654 (https://github.com/vllm-project/vllm/compare/0123456789ab...fedcba987654)"
 )
 ENTRY = "smollm2-135m-instruct"
-KEY = f"{ENTRY}:perf:tg32 (c1)"
+KEY = f"{ENTRY}:perf"
 TOKEN = "ghp_unitTestTokenThatMustNeverBeShown0123456789"
 
 
 def _failing(entry: str = ENTRY) -> Outcome:
     failure = Failure(
-        f"{entry}:perf:tg32 (c1)",
+        f"{entry}:perf",
         "tg32 (c1) tg_tps",
         "B/A 0.7262 over 8 pairs is below 0.98 and significant",
         {"value": 13.1, "ref": 18.7},
+        subject="tg32 (c1)",
     )
     return Outcome(entry, Status.FAIL, "perf", "tg32 (c1): tripped twice", True, 301.5, {}, (failure,))
 
@@ -143,7 +144,7 @@ def test_an_undelivered_alert_stays_pending_and_goes_first_on_the_next_run(tmp_p
 
 def test_a_refused_key_holds_back_only_its_own_later_events(tmp_path: Path) -> None:
     state, said = tmp_path / "alerts.json", []
-    other = "tinyllama:perf:tg32 (c1)"
+    other = "tinyllama:perf"
     _deliver(tmp_path, _events(state, "2026-11-20", _failing(), _failing("tinyllama")), FakeBackend(refuse={KEY}), [])
     picky = FakeBackend(refuse={KEY})
     problems = _deliver(tmp_path, _events(state, "2026-11-21", _failing(), _failing("tinyllama")), picky, said)
@@ -179,7 +180,7 @@ def test_the_local_target_writes_markdown_and_queues_nothing(tmp_path: Path) -> 
     never = FakeBackend(refuse_all=True)
     assert _deliver(tmp_path, _events(state, "2026-11-20", _failing()), never, said, target="local") == []
     assert never.tried == [] and _pending(tmp_path) == []
-    assert said == ["alert opened: smollm2-135m-instruct: tg32 (c1) tg_tps regressed"]
+    assert said == ["alert opened: smollm2-135m-instruct: performance regressed in tg32 (c1) tg_tps"]
     assert len(list((tmp_path / "runs" / "2026-11-20" / "alerts").glob("*.opened.md"))) == 1
 
 

@@ -29,10 +29,11 @@ def _failing(night: str) -> Outcome:
         {"cells": {"tg32 (c1)": {"value": 13.1, "ref": 18.7}}},
         (
             Failure(
-                "smollm2-135m-instruct:perf:tg32 (c1)",
+                "smollm2-135m-instruct:perf",
                 "tg32 (c1) tg_tps",
                 "B/A 0.7262 over 8 pairs is below 0.98 and significant",
                 {"value": 13.1, "ref": 18.7},
+                subject="tg32 (c1)",
             ),
         ),
     )
@@ -51,7 +52,7 @@ def _night(state: Path, night: str, outcome: Outcome, crash: str | None = None) 
 
 def test_three_failing_nights_open_one_alert_update_it_twice_and_recovery_closes_it(tmp_path: Path) -> None:
     state = tmp_path / "alerts.json"
-    key = "smollm2-135m-instruct:perf:tg32 (c1)"
+    key = "smollm2-135m-instruct:perf"
     assert _night(state, "2026-11-19", _passing()) == []
     assert _night(state, "2026-11-20", _failing("2026-11-20")) == [(key, "opened")]
     assert _night(state, "2026-11-21", _failing("2026-11-21")) == [(key, "updated")]
@@ -66,7 +67,7 @@ def test_an_inconclusive_night_neither_opens_nor_closes(tmp_path: Path) -> None:
     _night(state, "2026-11-20", _failing("2026-11-20"))
     unhealthy = Outcome("smollm2-135m-instruct", Status.INCONCLUSIVE, "health", "host unhealthy", True, 2.0)
     assert _night(state, "2026-11-21", unhealthy) == []
-    assert _night(state, "2026-11-22", _passing()) == [("smollm2-135m-instruct:perf:tg32 (c1)", "closed")]
+    assert _night(state, "2026-11-22", _passing()) == [("smollm2-135m-instruct:perf", "closed")]
 
 
 def test_a_pipeline_crash_is_its_own_alert_and_blames_no_entry(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pipeline.config.matrix import BenchSpec
 from pipeline.config.thresholds import MIN_EFFECT, Level, PairRules, Reference, build_thresholds, level_problems
 from pipeline.infra.cpu_class import cpu_class
+from pipeline.stages.prove.gate import judge_cell
 
 
 def test_cells_are_named_and_ordered_like_llama_benchy() -> None:
@@ -58,14 +59,33 @@ def test_a_cpu_host_class_is_read_from_its_flags() -> None:
 
 def test_a_cpu_profile_takes_the_reference_measured_on_its_class_of_host() -> None:
     data = {
+        "host_class": "amx",
         "cells": {
             "tg32": {"ref": 18.7, "unit": "t/s", "warn": "-35%", "fail": "-60%", "by_host": {"avx2": {"ref": 14.6}}}
-        }
+        },
     }
     thresholds = build_thresholds("cpu-x86", "m", data)
     assert thresholds.on_host("avx2").cells["tg32"].ref == 14.6
     assert thresholds.on_host("amx").cells["tg32"].ref == 18.7
     assert thresholds.on_host(None).cells["tg32"].warn == Level(relative=-0.35)
+
+
+def test_a_class_with_no_reference_takes_the_next_slower_classes_and_says_so() -> None:
+    cell = {"ref": 405, "unit": "t/s", "warn": "-35%", "fail": "-60%", "by_host": {"avx2": {"ref": 218}}}
+    thresholds = build_thresholds("cpu-x86", "m", {"host_class": "amx", "cells": {"pp128": cell}})
+    avx512 = thresholds.on_host("avx512").cells["pp128"]  # the AMX host's 405 would trip a 250 t/s AVX-512 host
+    assert (avx512.ref, avx512.origin) == (218, "the avx2 hosts' reference: none measured on avx512 hosts")
+    verdict = judge_cell(avx512, [250.6])
+    assert verdict.status == "PASS" and "vs 218 (the avx2 hosts' reference" in verdict.reason, verdict.reason
+    assert judge_cell(avx512, [80.0]).status == "FAIL"  # gross breakage still fails on the floor
+
+
+def test_a_class_with_no_slower_reference_is_judged_by_its_history_alone() -> None:
+    cell = {"ref": 405, "unit": "t/s", "warn": "-35%", "fail": "-60%", "by_host": {"avx2": {"ref": 218}}}
+    baseline = build_thresholds("cpu-x86", "m", {"host_class": "amx", "cells": {"pp128": cell}}).on_host("baseline")
+    verdict = judge_cell(baseline.cells["pp128"], [40.0])
+    assert verdict.status == "PENDING" and "none measured on baseline hosts or a slower class" in verdict.reason
+    assert not verdict.tripped
 
 
 def test_pair_rules_are_read_from_the_file_and_default_to_the_detectors() -> None:

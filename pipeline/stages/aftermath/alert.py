@@ -9,35 +9,27 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pipeline.infra.runtime import write_atomically
 from pipeline.outcome import Failure, Outcome
 from pipeline.progress import Say, quiet
+from pipeline.stages.aftermath.alert_records import (
+    PIPELINE_KEY,
+    AlertEvent,
+    all_recovered,
+    carry_over_cell_alerts,
+    close_body,
+    new_alert,
+    one_event_per_alert,
+    open_body,
+    update_body,
+)
 from pipeline.status import Status
 
 ALERTS_VERSION = 1
-PIPELINE_KEY = "pipeline"
-Action = Literal["opened", "updated", "closed"]
-
-
-@dataclass(frozen=True)
-class AlertEvent:
-    """What tonight did to one alert, with the Markdown body a person reads."""
-
-    key: str
-    action: Action
-    title: str
-    body: str
-    night: str = ""
-    run_id: str = ""
-
-    @property
-    def kind(self) -> str:
-        """What failed: a regression of the wheels, or the pipeline itself."""
-        return "pipeline-failure" if self.key == PIPELINE_KEY else "regression"
+__all__ = ["ALERTS_VERSION", "PIPELINE_KEY", "AlertEvent", "raise_alerts", "raise_pipeline_failure", "write_local"]
 
 
 def _state(path: Path) -> dict[str, Any]:
@@ -59,51 +51,52 @@ def raise_alerts(
 ) -> list[AlertEvent]:
     """Open, update or close one alert per key; INCONCLUSIVE entries neither open nor close anything.
 
-    `report` links the night's report (the Actions run, or the report's path) in opened and updated alerts.
+    The failures of one key on one night are one alert (every failing perf cell of an entry: one regression, one
+    alert). A cell that joins a later night is part of that night's update; the alert closes once the entry passes
+    or every cell it tracks has been measured within its reference again. `report` links the night's report (the
+    Actions run, or the report's path) in opened and updated alerts.
     """
     state = _state(state_path)
     alerts: dict[str, Any] = state["alerts"]
     last_good: dict[str, str] = state.setdefault("last_good", {})
-    events: list[AlertEvent] = []
-    failing = {f.key: (o, f) for o in outcomes if o.status == Status.FAIL for f in o.failing()}
-    for key, (outcome, failure) in sorted(failing.items()):
+    events = carry_over_cell_alerts(alerts, night, run_id)
+    link = f"\nReport: {report}\n" if report else ""  # after an update; an opened alert lists it
+    groups = _failing_groups(outcomes)
+    for key, (outcome, failures) in sorted(groups.items()):
         known = alerts.get(key)
         if known and known["open"]:
             known["nights"].append(night)
-            body = _update_body(failure, night, run_id, known) + (f"\nReport: {report}\n" if report else "")
+            body = update_body(known, outcome, failures, night=night, run_id=run_id) + link
             events.append(AlertEvent(key, "updated", known["title"], body, night, run_id))
-        else:
-            title = f"{outcome.entry}: {failure.what} regressed"
-            alerts[key] = {
-                "open": True,
-                "title": title,
-                "opened": night,
-                "nights": [night],
-                "last_good": last_good.get(outcome.entry),
-            }
-            events.append(
-                AlertEvent(
-                    key,
-                    "opened",
-                    title,
-                    _open_body(failure, outcome, night=night, run_id=run_id, alert=alerts[key], suspects=suspects)
-                    + (f"- report: {report}\n" if report else ""),
-                    night,
-                    run_id,
-                )
-            )
+            continue
+        alerts[key] = new_alert(outcome, failures, night=night, last_good=last_good.get(outcome.entry))
+        body = open_body(outcome, failures, night=night, run_id=run_id, alert=alerts[key], suspects=suspects)
+        body += f"- report: {report}\n" if report else ""
+        events.append(AlertEvent(key, "opened", alerts[key]["title"], body, night, run_id))
     passing = {o.entry for o in outcomes if o.status in {Status.PASS, Status.XFAIL}}
     last_good |= dict.fromkeys(passing, night)
+    measured = {o.entry: o for o in outcomes}
     for key, known in sorted(alerts.items()):
-        recovered = key != PIPELINE_KEY and key.split(":", 1)[0] in passing and key not in failing
-        if recovered and known["open"]:
+        if key == PIPELINE_KEY or key in groups or not known["open"]:
+            continue
+        entry = key.split(":", 1)[0]
+        if entry in passing or (entry in measured and all_recovered(known, measured[entry], night)):
             known["open"] = False
-            closing = f"Passed again on {night} (run `{run_id}`): closing.\n"
-            events.append(AlertEvent(key, "closed", known["title"], closing, night, run_id))
+            events.append(AlertEvent(key, "closed", known["title"], close_body(known, night, run_id), night, run_id))
     events.extend(_pipeline_alert(alerts, crash, night, run_id))
     state_path.parent.mkdir(parents=True, exist_ok=True)
     write_atomically(state_path, json.dumps(state, indent=2, sort_keys=True) + "\n")
-    return events
+    return one_event_per_alert(events)
+
+
+def _failing_groups(outcomes: Sequence[Outcome]) -> dict[str, tuple[Outcome, list[Failure]]]:
+    """Tonight's failures by alert key, each with the outcome it came from."""
+    groups: dict[str, tuple[Outcome, list[Failure]]] = {}
+    for outcome in outcomes:
+        if outcome.status == Status.FAIL:
+            for failure in outcome.failing():
+                groups.setdefault(failure.key, (outcome, []))[1].append(failure)
+    return groups
 
 
 def raise_pipeline_failure(state_path: Path, *, what: str, night: str, run_id: str) -> list[AlertEvent]:
@@ -135,31 +128,6 @@ def _pipeline_alert(alerts: dict[str, Any], crash: str | None, night: str, run_i
         closing = f"The pipeline ran through on {night}: closing.\n"
         return [AlertEvent(PIPELINE_KEY, "closed", known["title"], closing, night, run_id)]
     return []
-
-
-def _open_body(
-    failure: Failure, outcome: Outcome, *, night: str, run_id: str, alert: dict[str, Any], suspects: str
-) -> str:
-    lines = [
-        f"**{failure.what}** failed on {night} (run `{run_id}`), stage `{outcome.stage}`.",
-        "",
-        f"- reason: {failure.reason}",
-        f"- last good night: {alert.get('last_good') or 'none recorded'}",
-        f"- suspect change: {suspects}",
-    ]
-    evidence = failure.evidence
-    value, ref = evidence.get("value"), evidence.get("ref")
-    if isinstance(value, int | float) and isinstance(ref, int | float) and ref:
-        lines.append(f"- by how much: {value:g} against the reference {ref:g} ({(value / ref - 1):+.1%})")
-    lines += [f"- {name}: `{item}`" for name, item in sorted(evidence.items())]
-    return "\n".join(lines) + "\n"
-
-
-def _update_body(failure: Failure, night: str, run_id: str, alert: dict[str, Any]) -> str:
-    return (
-        f"Still failing on {night} (run `{run_id}`), night {len(alert['nights'])} since {alert['opened']}: "
-        f"{failure.reason}\n"
-    )
 
 
 def write_local(events: Sequence[AlertEvent], folder: Path, *, say: Say = quiet) -> None:

@@ -17,7 +17,7 @@ from pipeline.infra.cpu_class import cpu_class
 from pipeline.infra.history import History
 from pipeline.infra.references import ReferenceStore
 from pipeline.infra.weights import model_reference
-from pipeline.outcome import Failure, Outcome
+from pipeline.outcome import Failure, Outcome, perf_alert_key
 from pipeline.progress import Say, quiet
 from pipeline.stages.prove.boot import Candidate, restartable
 from pipeline.stages.prove.golden_run import GoldenResult, run_golden
@@ -180,7 +180,7 @@ def _perf(entry: ModelEntry, client: Any, ctx: EntryContext, *, profile_hardware
     status = worst(o.status for o in outcomes)
     bad = [o for o in outcomes if o.status in {Status.FAIL, Status.INCONCLUSIVE}]
     failures = tuple(
-        Failure(f"{entry.id}:perf:{o.cell}", f"{o.cell} {o.metric}", o.reason, _evidence(o))
+        Failure(perf_alert_key(entry.id), f"{o.cell} {o.metric}", o.reason, _evidence(o), subject=o.cell)
         for o in bad
         if o.status == Status.FAIL
     )

@@ -55,7 +55,8 @@ def judge_cell(reference: Reference, values: Sequence[float]) -> CellVerdict:
     def worse(bound: float) -> bool:
         return value < bound if reference.higher_is_better else value > bound
 
-    shown = f"{value:.4g} {reference.unit} vs {reference.ref:.4g} ({change:+.1%})"
+    origin = f" ({reference.origin})" if reference.origin else ""
+    shown = f"{value:.4g} {reference.unit} vs {reference.ref:.4g}{origin} ({change:+.1%})"
     if worse(fail):
         status: CellStatus = "XFAIL" if reference.xfail else "FAIL"
         reason = f"{shown} is past the fail level {reference.fail} ({fail:.4g})"
