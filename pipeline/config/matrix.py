@@ -34,8 +34,9 @@ class Profile:
     candidate_requirements: tuple[str, ...] = ()
     candidate_remove: tuple[str, ...] = ()
     arch: str | None = None
-    accepted_cubins: tuple[str, ...] = ()
-    platform: str | None = None
+    platform: str | None = None  # "linux_aarch64": the wheels' platform
+    glibc: str | None = None  # the host's glibc ("2.39"): manylinux_2_N wheels with N up to it install
+    absent_by_design: Mapping[str, str] = field(default_factory=dict)  # library glob -> why it has no image here
     driver_min: str | None = None
     driver_below: str | None = None
     health: Mapping[str, float] = field(default_factory=dict)
@@ -187,8 +188,9 @@ def _profile(name: str, raw: Mapping[str, Any]) -> Profile:
         candidate_requirements=tuple(candidate.get("requirements", ())),
         candidate_remove=tuple(candidate.get("remove", ())),
         arch=raw.get("arch"),
-        accepted_cubins=tuple(raw.get("accepted_cubins", ())),
         platform=raw.get("platform"),
+        glibc=raw.get("glibc"),
+        absent_by_design=MappingProxyType(dict(raw.get("absent_by_design", {}))),
         driver_min=driver.get("min"),
         driver_below=driver.get("below"),
         health=MappingProxyType(dict(raw.get("health", {}))),

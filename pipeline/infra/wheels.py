@@ -9,8 +9,6 @@ import hashlib
 import io
 import zipfile
 import zlib
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -152,23 +150,16 @@ def check_archive(wheel: Path) -> ArchiveCheck:
     return ArchiveCheck(len(names), tuple(problems))
 
 
-def native_members(wheel: Path) -> list[str]:
-    """The native libraries (.so, .cubin, .fatbin) of a wheel, by member name."""
-    with zipfile.ZipFile(wheel) as archive:
-        return [info.filename for info in archive.infolist() if not info.is_dir() and _is_native(info.filename)]
+def native_infos(archive: zipfile.ZipFile) -> list[zipfile.ZipInfo]:
+    """The native libraries (.so, .cubin, .fatbin) of an open wheel."""
+    return [info for info in archive.infolist() if not info.is_dir() and _is_native(info.filename)]
 
 
-@contextmanager
-def extracted_member(wheel: Path, member: str, into: Path) -> Iterator[Path]:
-    """One member extracted under a flat name of its own in `into` (no member name can escape it), removed after."""
-    target = into / f"member-{hashlib.sha256(member.encode()).hexdigest()[:16]}{Path(member).suffix}"
-    try:
-        with zipfile.ZipFile(wheel) as archive, archive.open(member) as source, target.open("xb") as sink:
-            while block := source.read(1 << 20):
-                sink.write(block)
-        yield target
-    finally:
-        target.unlink(missing_ok=True)
+def extract_to(archive: zipfile.ZipFile, info: zipfile.ZipInfo, target: Path) -> None:
+    """One member's bytes into a new file `target` (named by the caller, so no member name can escape)."""
+    with archive.open(info) as source, target.open("xb") as sink:
+        while block := source.read(1 << 20):
+            sink.write(block)
 
 
 def _is_native(name: str) -> bool:

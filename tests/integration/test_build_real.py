@@ -24,7 +24,7 @@ from tests.wheelfactory import make_wheel
 pytestmark = pytest.mark.integration
 
 SDIST = "flashinfer-python==0.7.2.post1"
-CPU_TARGET = Target(False, None, (), None, "2.13.0", None)
+CPU_TARGET = Target(False, None, None, "2.13.0", None)
 TOOLCHAIN = Toolchain(cuda_arch="12.1a", torch="torch==2.13.0", index_urls=(), max_jobs=2, mode="host", ccache_dir=None)
 
 

@@ -30,7 +30,7 @@ def test_a_library_cuobjdump_cannot_read_is_refused_by_member_and_the_next_wheel
     failing = tmp_path / "cuobjdump"
     failing.write_text("#!/bin/sh\necho 'cuobjdump fatal   : Could not open input file' >&2\nexit 1\n")
     failing.chmod(0o755)
-    target = Target(gpu=True, arch="sm_121a", accepted_cubins=("sm_121a",), driver_cuda=(13, 0),
+    target = Target(gpu=True, arch="sm_121a", driver_cuda=(13, 0),
                     torch_version="2.13.0", platform=HOST_PLATFORM)  # fmt: skip
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()

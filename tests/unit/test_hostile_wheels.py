@@ -15,7 +15,7 @@ from pipeline.infra import wheels
 from pipeline.stages.build.inspect import Target, inspect_wheel
 from tests.wheelfactory import make_wheel
 
-ANY_HOST = Target(gpu=False, arch=None, accepted_cubins=(), driver_cuda=None, torch_version="2.13.0", platform=None)
+ANY_HOST = Target(gpu=False, arch=None, driver_cuda=None, torch_version="2.13.0", platform=None)
 
 
 def _elf(machine: int) -> bytes:

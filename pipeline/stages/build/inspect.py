@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import re
-import tempfile
+import fnmatch
 import zipfile
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -15,17 +15,11 @@ from packaging.version import InvalidVersion, Version
 
 from pipeline.config.matrix import Profile
 from pipeline.errors import EngineError
-from pipeline.infra.fatbin import Cuobjdump, Image, Inventory
+from pipeline.infra.fatbin import Cuobjdump, Image, Inventory, inventory_wheel
 from pipeline.infra.safe_files import shown
-from pipeline.infra.wheels import (
-    READ_ERRORS,
-    check_archive,
-    elf_problems,
-    extracted_member,
-    native_members,
-    read_metadata,
-)
+from pipeline.infra.wheels import READ_ERRORS, check_archive, elf_problems, read_metadata
 from pipeline.progress import Say, quiet
+from pipeline.stages.build.arch_rules import cubin_runs_on, platform_problem, ptx_runs_on, split_arch
 from pipeline.status import Status, worst
 
 # PTX ISA version -> the CUDA release that introduced it (NVIDIA's PTX ISA release notes).
@@ -35,8 +29,9 @@ _PTX_TO_CUDA = {
     (8, 3): (12, 3), (8, 4): (12, 4), (8, 5): (12, 5), (8, 6): (12, 7), (8, 7): (12, 8), (8, 8): (12, 9),
     (9, 0): (13, 0),
 }  # fmt: skip
-# flagged: usable, but only through a PTX JIT at first load
-Verdict = Literal["ok", "flagged", "refused"]
+# flagged: usable, but only through a PTX JIT at first load; absent: no image for the target, in a library that
+# upstream builds only for other GPUs by design (the profile's absent_by_design), so nothing the target runs loads it
+Verdict = Literal["ok", "flagged", "refused", "absent"]
 
 
 @dataclass(frozen=True)
@@ -45,10 +40,11 @@ class Target:
 
     gpu: bool
     arch: str | None  # "sm_121a"
-    accepted_cubins: tuple[str, ...]
     driver_cuda: tuple[int, int] | None
     torch_version: str
-    platform: str | None
+    platform: str | None  # "linux_aarch64"
+    glibc: tuple[int, int] | None = None  # the host's; manylinux_2_N wheels with N up to it install
+    absent_by_design: Mapping[str, str] = field(default_factory=dict)  # member glob -> why it has no image here
 
     @staticmethod
     def of(profile: Profile, driver_cuda: str | None = None) -> Target:
@@ -56,11 +52,16 @@ class Target:
         return Target(
             gpu=profile.accelerator != "cpu",
             arch=f"sm_{profile.arch.replace('.', '')}" if profile.arch else None,
-            accepted_cubins=profile.accepted_cubins,
             driver_cuda=_version_pair(cuda) if cuda else None,
             torch_version=profile.torch.version,
             platform=profile.platform,
+            glibc=_version_pair(profile.glibc) if profile.glibc else None,
+            absent_by_design=profile.absent_by_design,
         )
+
+    def by_design(self, member: str) -> str | None:
+        """Why this library has no image for the target by design, if the profile says so."""
+        return next((why for pattern, why in self.absent_by_design.items() if fnmatch.fnmatch(member, pattern)), None)
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,16 @@ class LibraryFinding:
 
 
 @dataclass(frozen=True)
+class CubinSet:
+    """A wheel's bare .cubin members, counted rather than listed (FlashInfer's cubin wheel holds about 16,000)."""
+
+    total: int
+    by_arch: Mapping[str, int]
+    usable: int  # how many load on the target; the others' kernels are JIT-compiled at first use
+    unreadable: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class WheelReport:
     """Everything inspection found in one wheel."""
 
@@ -85,6 +96,12 @@ class WheelReport:
     problems: tuple[str, ...]
     notes: tuple[str, ...]
     libraries: tuple[LibraryFinding, ...]
+    cubins: CubinSet | None = None
+
+    @property
+    def absent(self) -> tuple[str, ...]:
+        """The libraries with no image for the target by design."""
+        return tuple(lib.member for lib in self.libraries if lib.status == "absent")
 
 
 @dataclass(frozen=True)
@@ -122,15 +139,17 @@ def inspect_wheel(wheel: Path, target: Target, cuobjdump: Cuobjdump | None, *, s
     wheel that cannot even be read (a bad name, METADATA missing or not UTF-8, a member pip would refuse) is FAIL
     with the reason, never an error that stops the run."""
     try:
-        report = _inspect_readable(wheel, target, cuobjdump)
+        report = _inspect_readable(wheel, target, cuobjdump, say)
     except READ_ERRORS as exc:
         report = WheelReport(wheel.name, "", "", Status.FAIL, (f"unreadable wheel: {shown(str(exc))[:300]}",), (), ())
-    shown_libraries = f" ({len(report.libraries)} native libraries)" if report.libraries else ""
-    say(f"inspect {shown(wheel.name)}: {report.status.value}{shown_libraries}")
+    counted = [f"{len(report.libraries)} native libraries"] * bool(report.libraries)
+    counted += [f"{len(report.absent)} absent on this GPU by design"] * bool(report.absent)
+    counted += [f"{report.cubins.total:,} cubins, {report.cubins.usable:,} usable"] if report.cubins else []
+    say(f"inspect {shown(wheel.name)}: {report.status.value}" + (f" ({'; '.join(counted)})" if counted else ""))
     return report
 
 
-def _inspect_readable(wheel: Path, target: Target, cuobjdump: Cuobjdump | None) -> WheelReport:
+def _inspect_readable(wheel: Path, target: Target, cuobjdump: Cuobjdump | None, say: Say) -> WheelReport:
     archive = check_archive(wheel)
     if archive.problems and archive.members == 0:
         return WheelReport(wheel.name, "", "", Status.FAIL, archive.problems, (), ())
@@ -143,19 +162,25 @@ def _inspect_readable(wheel: Path, target: Target, cuobjdump: Cuobjdump | None) 
             f"METADATA says {shown(meta.name)} {shown(meta.version)} but the file name says {meta.filename_name} "
             f"{meta.filename_version}"
         )
-    if target.platform and meta.platform_tag != "any" and not meta.platform_tag.endswith(target.platform):
-        problems.append(f"built for {meta.platform_tag}, the profile runs {target.platform}")
+    if target.platform and (platform := platform_problem(meta.platform_tag, target.platform, target.glibc)):
+        problems.append(platform)
     with zipfile.ZipFile(wheel) as opened:
         problems.extend(elf_problems(opened, meta.platform_tag))
     notes, torch_problems = _torch_requirement(meta.requires, target)
     problems.extend(torch_problems)
     libraries: tuple[LibraryFinding, ...] = ()
+    cubins: CubinSet | None = None
     if target.gpu and cuobjdump is not None:
-        libraries = _libraries(wheel, target, cuobjdump)
+        libraries, cubins = _gpu_code(wheel, target, cuobjdump, say)
         problems.extend(f"{lib.member}: {lib.reason}" for lib in libraries if lib.status == "refused")
-        notes.extend(f"{lib.member}: {lib.reason}" for lib in libraries if lib.status == "flagged")
+        notes.extend(f"{lib.member}: {lib.reason}" for lib in libraries if lib.status in ("flagged", "absent"))
+        if absent := [lib.member for lib in libraries if lib.status == "absent"]:
+            notes.append(f"absent on {target.arch} by design ({len(absent)}): {', '.join(absent)}")
+        if cubins is not None:
+            notes.append(cubin_note(cubins, target))
+            problems.extend(f"{member}: cuobjdump cannot read it" for member in cubins.unreadable)
     status = Status.FAIL if problems else Status.PASS
-    return WheelReport(wheel.name, meta.name, meta.version, status, tuple(problems), tuple(notes), libraries)
+    return WheelReport(wheel.name, meta.name, meta.version, status, tuple(problems), tuple(notes), libraries, cubins)
 
 
 def _torch_requirement(requires: Sequence[str], target: Target) -> tuple[list[str], list[str]]:
@@ -186,21 +211,42 @@ def _torch_requirement(requires: Sequence[str], target: Target) -> tuple[list[st
     return notes, problems
 
 
-def _libraries(wheel: Path, target: Target, cuobjdump: Cuobjdump) -> tuple[LibraryFinding, ...]:
-    """Each native library extracted on its own, inventoried and removed, so the disk holds one at a time."""
-    findings = []
-    with tempfile.TemporaryDirectory(prefix="inspect-") as scratch:
-        for member in native_members(wheel):
-            try:
-                with extracted_member(wheel, member, Path(scratch)) as path:
-                    inventory = cuobjdump.inventory(path)
-            except EngineError as exc:  # a corrupt ELF: the member is refused, the run goes on
-                reason = str(exc).split(": ", 1)[-1][:300]
-                findings.append(LibraryFinding(shown(member), (), (), "refused", f"cuobjdump cannot read it: {reason}"))
-                continue
-            if (finding := judge_library(shown(member), inventory, target)) is not None:
-                findings.append(finding)
-    return tuple(findings)
+def _gpu_code(
+    wheel: Path, target: Target, cuobjdump: Cuobjdump, say: Say
+) -> tuple[tuple[LibraryFinding, ...], CubinSet | None]:
+    """Every native member judged: libraries one by one, bare cubins counted by architecture."""
+    findings: list[LibraryFinding] = []
+    cubin_archs: Counter[str] = Counter()
+    unreadable: list[str] = []
+    for member, read in inventory_wheel(wheel, cuobjdump, say=say):
+        name = shown(member)
+        if isinstance(read, EngineError):
+            reason = str(read).split(": ", 1)[-1][:300]
+            if member.endswith(".cubin"):
+                unreadable.append(name)
+            else:
+                findings.append(LibraryFinding(name, (), (), "refused", f"cuobjdump cannot read it: {reason}"))
+        elif member.endswith(".cubin"):
+            cubin_archs.update(read.cubin_archs)
+        elif (finding := judge_library(name, read, target)) is not None:
+            findings.append(finding)
+    if not cubin_archs and not unreadable:
+        return tuple(findings), None
+    usable = sum(n for arch, n in cubin_archs.items() if target.arch and cubin_runs_on(arch, target.arch))
+    by_arch = dict(sorted(cubin_archs.items(), key=lambda item: split_arch(item[0])))
+    return tuple(findings), CubinSet(sum(cubin_archs.values()), by_arch, usable, tuple(unreadable))
+
+
+def cubin_note(cubins: CubinSet, target: Target) -> str:
+    """What a wheel's bare cubins give the target: those that load, and those whose kernels are compiled instead."""
+    archs = ", ".join(f"{arch} {count:,}" for arch, count in cubins.by_arch.items())
+    if cubins.usable == cubins.total:
+        return f"{cubins.total:,} cubins ({archs}), all load on {target.arch}"
+    rest = cubins.total - cubins.usable
+    return (
+        f"{cubins.total:,} cubins ({archs}): {cubins.usable:,} load on {target.arch}; the kernels of the other "
+        f"{rest:,} are JIT-compiled at first use (FlashInfer's JIT, which needs nvcc in the runtime)"
+    )
 
 
 def judge_library(member: str, inventory: Inventory, target: Target) -> LibraryFinding | None:
@@ -217,7 +263,7 @@ def judge_library(member: str, inventory: Inventory, target: Target) -> LibraryF
     def finding(status: Verdict, reason: str) -> LibraryFinding:
         return LibraryFinding(member, cubins, shown_ptx, status, reason)
 
-    matching = [arch for arch in cubins if arch in target.accepted_cubins]
+    matching = [arch for arch in cubins if target.arch and cubin_runs_on(arch, target.arch)]
     if matching:
         extra = f"; unused PTX newer than the driver's CUDA {driver}: {too_new_text}" if too_new else ""
         return finding("ok", f"cubins for {', '.join(matching)}{extra}")
@@ -234,28 +280,10 @@ def judge_library(member: str, inventory: Inventory, target: Target) -> LibraryF
             "refused",
             f"no cubin for {target.arch}, and its PTX is newer than the driver's CUDA {driver}: {too_new_text}",
         )
-    return finding(
-        "refused", f"no image for {target.arch}: cubins {has}" + (f", PTX {', '.join(shown_ptx)}" if ptx else "")
-    )
-
-
-def ptx_runs_on(ptx_arch: str, target: str) -> bool:
-    """Whether the driver can JIT this PTX for the target: plain PTX for any newer GPU, family PTX within its
-    major version, arch-specific ('a') PTX for that exact architecture only."""
-    ptx_number, ptx_suffix = _split(ptx_arch)
-    target_number, _ = _split(target)
-    if ptx_suffix == "a":
-        return ptx_number == target_number
-    if ptx_suffix == "f":
-        return ptx_number // 10 == target_number // 10 and ptx_number <= target_number
-    return ptx_number <= target_number
-
-
-def _split(arch: str) -> tuple[int, str]:
-    match = re.fullmatch(r"(?:sm|compute)_(\d+)([af]?)", arch)
-    if not match:
-        raise ValueError(f"not a GPU architecture: {arch!r}")
-    return int(match[1]), match[2]
+    images = f"cubins {has}" + (f", PTX {', '.join(shown_ptx)}" if ptx else "")
+    if (why := target.by_design(member)) is not None:
+        return finding("absent", f"absent on {target.arch} by design ({why}): {images}")
+    return finding("refused", f"no image for {target.arch}: {images}")
 
 
 def _isa(image: Image) -> str:
