@@ -122,16 +122,19 @@ def print_report(report: ArtifactReport, say: Say = print) -> None:
     for wheel in report.wheels:
         say(f"{wheel.status.value:4}  {shown(wheel.wheel)}")
         for library in wheel.libraries:
-            say(
-                f"      {library.status:8} {shown(library.member)}: cubins {', '.join(library.cubins) or 'none'}"
-                + (f"; PTX {', '.join(library.ptx)}" if library.ptx else "")
+            images = f"cubins {', '.join(library.cubins) or 'none'}" + (
+                f"; PTX {', '.join(library.ptx)}" if library.ptx else ""
             )
+            what = images if library.status == "ok" else shown(library.reason)
+            say(f"      {library.status:8} {shown(library.member)}: {what}")
         for problem in wheel.problems:
             say(f"      problem: {shown(problem)}")
         for note in wheel.notes:
             say(f"      note: {shown(note)}")
     for problem in report.problems:
         say(f"FAIL  {shown(problem)}")
+    for note in report.notes:
+        say(f"note: {shown(note)}")
     say(f"inspection: {report.status.value}")
 
 

@@ -26,6 +26,20 @@ def parse_pinned(spec: str) -> tuple[str, str]:
 def download_sdist(spec: str, dest: Path, *, client: httpx.Client | None = None, index: str = PYPI_JSON) -> Path:
     """The sdist of `name==version` in `dest` (reused when already there with the listed sha256)."""
     name, version = parse_pinned(spec)
+    return download_release_file(name, version, None, dest, client=client, index=index)
+
+
+def download_release_file(
+    name: str,
+    version: str,
+    filename: str | None,
+    dest: Path,
+    *,
+    client: httpx.Client | None = None,
+    index: str = PYPI_JSON,
+) -> Path:
+    """One file of a release (the sdist when `filename` is None) in `dest`, checked against the sha256 the index
+    lists; reused when already there with that sha256. Fetched as a file, never built or installed."""
     own = client is None
     http = client or httpx.Client(timeout=httpx.Timeout(60.0, read=300.0), follow_redirects=True)
     try:
@@ -37,29 +51,39 @@ def download_sdist(spec: str, dest: Path, *, client: httpx.Client | None = None,
         files = response.json().get("releases", {}).get(version)
         if files is None:
             raise SparkNightlyError(f"the index has no {name} {version}")
-        sdists = [u for u in files if u["packagetype"] == "sdist"]
-        if not sdists:
-            raise SparkNightlyError(f"{name} {version} has no source distribution on the index")
-        listed = sdists[0]
+        if filename is None:
+            chosen = [u for u in files if u["packagetype"] == "sdist"]
+            if not chosen:
+                raise SparkNightlyError(f"{name} {version} has no source distribution on the index")
+        else:
+            chosen = [u for u in files if u["filename"] == filename]
+            if not chosen:
+                raise SparkNightlyError(f"{name} {version} has no file {filename} on the index")
+        listed = chosen[0]
         target: Path = dest / str(listed["filename"])
         expected = str(listed["digests"]["sha256"])
         if target.exists() and sha256_of(target) == expected:
             return target
         dest.mkdir(parents=True, exist_ok=True)
-        partial = target.with_name(target.name + ".part")
-        digest = hashlib.sha256()
-        with http.stream("GET", urljoin(listing_url, listed["url"])) as stream, partial.open("wb") as sink:
-            stream.raise_for_status()
-            for block in stream.iter_bytes(1 << 20):
-                digest.update(block)
-                sink.write(block)
-        if digest.hexdigest() != expected:
-            partial.unlink()
-            raise SparkNightlyError(f"{listed['filename']}: sha256 {digest.hexdigest()} but the index lists {expected}")
-        partial.replace(target)
+        _stream(http, urljoin(listing_url, listed["url"]), target, expected)
         return target
     except httpx.HTTPError as exc:
-        raise SparkNightlyError(f"cannot download the sdist of {name} {version}: {exc}") from None
+        raise SparkNightlyError(f"cannot download {filename or 'the sdist'} of {name} {version}: {exc}") from None
     finally:
         if own:
             http.close()
+
+
+def _stream(http: httpx.Client, url: str, target: Path, expected: str) -> None:
+    """Download into a partial file, hashing as it goes; it takes its name only when the sha256 matched."""
+    partial = target.with_name(target.name + ".part")
+    digest = hashlib.sha256()
+    with http.stream("GET", url) as stream, partial.open("wb") as sink:
+        stream.raise_for_status()
+        for block in stream.iter_bytes(1 << 20):
+            digest.update(block)
+            sink.write(block)
+    if digest.hexdigest() != expected:
+        partial.unlink()
+        raise SparkNightlyError(f"{target.name}: sha256 {digest.hexdigest()} but the index lists {expected}")
+    partial.replace(target)

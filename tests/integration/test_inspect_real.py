@@ -28,6 +28,7 @@ OBJECTS = {  # name: nvcc -gencode arguments
     "sm121a": ["arch=compute_121a,code=sm_121a"],
     "sm90": ["arch=compute_90,code=sm_90"],
     "ptx90": ["arch=compute_90,code=compute_90"],
+    "sm90_sm100f": ["arch=compute_90,code=sm_90", "arch=compute_100f,code=sm_100f"],  # datacenter images only
 }
 REAL_CUDA_WHEEL = "nvidia-curand==10.4.0.35"  # cuRAND of CUDA 13.0: 60 MB, cubins for sm_75 .. sm_121
 
@@ -74,8 +75,10 @@ def spark() -> Target:
     return replace(Target.of(config.matrix.profiles["spark"]), platform=HOST_PLATFORM)
 
 
-def _kernel_wheel(tmp_path: Path, so: Path, *, requires: tuple[str, ...] = ("torch==2.13.0",)) -> Path:
-    files = {f"_C{so.stem}.so": so.read_bytes()}
+def _kernel_wheel(
+    tmp_path: Path, so: Path, *, requires: tuple[str, ...] = ("torch==2.13.0",), member: str | None = None
+) -> Path:
+    files = {member or f"_C{so.stem}.so": so.read_bytes()}
     return make_wheel(tmp_path, "vllm", "0.27.2.dev1+g0123456", files, requires=requires, platform=HOST_PLATFORM)
 
 
@@ -94,6 +97,16 @@ def test_a_wheel_with_only_sm_90_cubins_is_refused_naming_the_missing_architectu
     report = inspect_wheel(_kernel_wheel(tmp_path, objects["sm90"]), spark, cuobjdump)
     assert report.status.value == "FAIL"
     assert report.problems == ("vllm/_Clibkernel_sm90.so: no image for sm_121a: cubins sm_90",)
+
+
+def test_vllms_own_kernels_with_only_datacenter_images_are_refused_whatever_is_absent_by_design(
+    objects: dict[str, Path], cuobjdump: Cuobjdump, spark: Target, tmp_path: Path
+) -> None:
+    assert spark.absent_by_design  # the shipped profile's list, which names FlashMLA, FA3 and others, not _C
+    wheel = _kernel_wheel(tmp_path, objects["sm90_sm100f"], member="_C.abi3.so")
+    report = inspect_wheel(wheel, spark, cuobjdump)
+    assert report.status.value == "FAIL"
+    assert report.problems == ("vllm/_C.abi3.so: no image for sm_121a: cubins sm_90, sm_100f",)
 
 
 def test_a_ptx_only_library_is_flagged_as_jit_at_first_load(

@@ -29,6 +29,7 @@ _PTX_TO_CUDA = {
     (8, 3): (12, 3), (8, 4): (12, 4), (8, 5): (12, 5), (8, 6): (12, 7), (8, 7): (12, 8), (8, 8): (12, 9),
     (9, 0): (13, 0),
 }  # fmt: skip
+RUST_FRONTEND = "vllm/vllm-rs"  # vLLM's Rust frontend binary (tools/build_rust.py), optional in its build
 # flagged: usable, but only through a PTX JIT at first load; absent: no image for the target, in a library that
 # upstream builds only for other GPUs by design (the profile's absent_by_design), so nothing the target runs loads it
 Verdict = Literal["ok", "flagged", "refused", "absent"]
@@ -111,6 +112,7 @@ class ArtifactReport:
     status: Status
     wheels: tuple[WheelReport, ...]
     problems: tuple[str, ...]  # across wheels: families missing or doubled
+    notes: tuple[str, ...] = ()  # across wheels: what works, but not as one might expect
 
 
 def inspect_wheels(
@@ -131,7 +133,21 @@ def inspect_wheels(
     problems.extend(f"no wheel of {family}" for family in families if family not in names)
     statuses = [r.status for r in reports] + [Status.FAIL] * bool(problems)
     status = worst(statuses) if statuses else Status.FAIL
-    return ArtifactReport(status, tuple(reports), tuple(problems or (["no wheels"] if not reports else [])))
+    notes = tuple(_companion_notes(reports))
+    return ArtifactReport(status, tuple(reports), tuple(problems or (["no wheels"] if not reports else [])), notes)
+
+
+def _companion_notes(reports: Sequence[WheelReport]) -> list[str]:
+    """FlashInfer loads its cubin and jit-cache wheels only at exactly its own version (flashinfer/jit/env.py):
+    another version is ignored with a warning, and its kernels are JIT-compiled or downloaded instead."""
+    versions = {r.name: r.version for r in reports}
+    python = versions.get("flashinfer-python")
+    return [
+        f"{name} {version} beside flashinfer-python {python}: FlashInfer ignores a companion of another version, "
+        "so these kernels are JIT-compiled at first use"
+        for name, version in sorted(versions.items())
+        if python and name.startswith(("flashinfer-cubin", "flashinfer-jit-cache")) and version != python
+    ]
 
 
 def inspect_wheel(wheel: Path, target: Target, cuobjdump: Cuobjdump | None, *, say: Say = quiet) -> WheelReport:
@@ -168,19 +184,29 @@ def _inspect_readable(wheel: Path, target: Target, cuobjdump: Cuobjdump | None, 
         problems.extend(elf_problems(opened, meta.platform_tag))
     notes, torch_problems = _torch_requirement(meta.requires, target)
     problems.extend(torch_problems)
+    if meta.name == "vllm":
+        with zipfile.ZipFile(wheel) as opened:
+            notes.append(rust_frontend_note(opened))
     libraries: tuple[LibraryFinding, ...] = ()
     cubins: CubinSet | None = None
     if target.gpu and cuobjdump is not None:
         libraries, cubins = _gpu_code(wheel, target, cuobjdump, say)
         problems.extend(f"{lib.member}: {lib.reason}" for lib in libraries if lib.status == "refused")
-        notes.extend(f"{lib.member}: {lib.reason}" for lib in libraries if lib.status in ("flagged", "absent"))
+        notes.extend(f"{lib.member}: {lib.reason}" for lib in libraries if lib.status == "flagged")
         if absent := [lib.member for lib in libraries if lib.status == "absent"]:
-            notes.append(f"absent on {target.arch} by design ({len(absent)}): {', '.join(absent)}")
+            notes.append(f"{len(absent)} libraries absent on {target.arch} by design: {', '.join(absent)}")
         if cubins is not None:
             notes.append(cubin_note(cubins, target))
             problems.extend(f"{member}: cuobjdump cannot read it" for member in cubins.unreadable)
     status = Status.FAIL if problems else Status.PASS
     return WheelReport(wheel.name, meta.name, meta.version, status, tuple(problems), tuple(notes), libraries, cubins)
+
+
+def rust_frontend_note(archive: zipfile.ZipFile) -> str:
+    """Whether vLLM's optional Rust frontend was built: setuptools-rust skips it, with a warning, without cargo."""
+    if RUST_FRONTEND in archive.namelist():
+        return f"Rust frontend built ({RUST_FRONTEND})"
+    return f"Rust frontend not built (no {RUST_FRONTEND}: the build had no cargo, or it failed and was skipped)"
 
 
 def _torch_requirement(requires: Sequence[str], target: Target) -> tuple[list[str], list[str]]:
