@@ -24,6 +24,7 @@ The tree (exit code beside each class):
     ├── EngineError               3  a candidate engine could not be set up, booted or reached
     │   ├── BootError             3  the server died, hung or served the wrong model while booting
     │   └── NonFiniteLogprobsError 3 the server computed logprobs JSON cannot hold (NaN logits)
+    ├── BuildPreflightError       1  the runner lacks what a build needs (each missing piece with its fix)
     ├── PublishRefused            1  publishing refused before anything was uploaded
     ├── TamperedAsset             1  a downloaded file does not match its manifest
     │   └── StoreContentError     1  a store served malformed JSON, an unsafe name or a link
@@ -195,6 +196,12 @@ class StoreContentError(TamperedAsset):
     """A release store served something malformed (a JSON file, a name, a link): nothing of it is used."""
 
     hint = "do not use this store's night; report it to whoever keeps the store"
+
+
+class BuildPreflightError(SparkNightlyError):
+    """The runner lacks what a build needs; nothing was built."""
+
+    hint = "install what is named (the runbook's 'Preparing a Spark runner'), then run the night again"
 
 
 class ReleaseStoreError(SparkNightlyError):

@@ -32,7 +32,7 @@ from pipeline.stages.build.build_plan import BuildPlan
 from pipeline.stages.prove.boot import Candidate
 from pipeline.stages.prove.candidate import NightCandidate, prepare_night_candidate
 from pipeline.stages.prove.entry_run import EntryContext, run_entry
-from pipeline.stages.release.publish import Night, build_manifest, publish_night
+from pipeline.stages.release.publish import Night, build_manifest, inspection_summary, publish_night
 from pipeline.stages.release.stores import open_store
 from pipeline.status import Status, worst
 
@@ -300,6 +300,7 @@ def _publish(
         entries=[_manifest_entry(o) for o in outcomes],
         report=str(plan.run_dir / "summary.md"),
         culprits=culprits,
+        inspection=inspection_summary(night.lock.parent),
     )
     files = [*night.wheels, night.lock]
     release = publish_night(open_store(settings), Night(plan.night, plan.run_id, True, manifest), files, say=say)

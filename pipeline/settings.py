@@ -107,6 +107,18 @@ class Settings:
         key="build.max_jobs",
         minimum=0,
     )
+    build_ccache_size: str = _setting(
+        "50G",
+        "ccache's size (compressed), as the community's Spark builds keep it",
+        key="build.ccache_size",
+        pattern=r"^\d+(\.\d+)?[KMGT]?$",
+    )
+    build_min_free_gib: int = _setting(
+        80,
+        "free disk (GiB) a CUDA build needs before it starts (the source, objects, wheels and the compiler cache)",
+        key="build.min_free_gib",
+        minimum=0,
+    )
     build_image: str = _setting(
         "nvidia/cuda:13.0.1-devel-ubuntu24.04",
         "base of the build image (docker mode)",

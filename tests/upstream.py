@@ -59,3 +59,11 @@ FLASHINFER_PYTHON = Upstream(
     "bfdc18b9e1e4d8d0730fe4343dc0e284cd0c160086de80f99888bc4867922d49",
     62052965,
 )
+# a FlashInfer of another version than vLLM 0.33.0 pins, as tonight's FlashInfer `main` is on most nights
+FLASHINFER_PYTHON_OTHER = Upstream(
+    "flashinfer-python",
+    "0.7.2",
+    "flashinfer_python-0.7.2-py3-none-any.whl",
+    "770550a0aa92b2f10e6c9a1f048dd43713f0f3bb6a12710186fcf8e4e9c99bd8",
+    65195219,
+)

@@ -77,6 +77,7 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
         cache_dir=cache_dir,
         expect_families=not args.sdist,
         lock=not args.no_lock,
+        min_free_gib=settings.build_min_free_gib,
         say=to_stderr,
     )
     print_report(built.report)

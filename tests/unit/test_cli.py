@@ -95,7 +95,7 @@ def test_build_dry_run_on_a_spark_prints_the_exact_commands_of_the_night(capsys:
     for expected in (
         "-e FLASHINFER_CUDA_ARCH_LIST=12.1a",
         "-e TORCH_CUDA_ARCH_LIST=12.1a",
-        "/opt/build/bin/python use_existing_torch.py",
+        "/opt/build/bin/python tools/use_existing_torch.py",
         "/opt/build/bin/uv build --no-build-isolation --wheel --python /opt/build/bin/python --out-dir /out "
         "flashinfer-cubin",
     ):

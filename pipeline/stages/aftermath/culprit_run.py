@@ -88,6 +88,7 @@ class SparkTrials:
                 run_dir=trial_dir,
                 out_dir=wheels_dir / trial_id,
                 cache_dir=cache_dir,
+                min_free_gib=self.settings.build_min_free_gib,
                 say=self.say,
             )
             if built.report.status == Status.FAIL:

@@ -18,6 +18,7 @@ from pipeline.infra.wheel_cache import WheelCache, cache_key, copy_out
 from pipeline.infra.wheels import read_metadata
 from pipeline.progress import Say, quiet
 from pipeline.stages.build.builders.base import Builder, BuildSource, Paths, Step, Toolchain
+from pipeline.stages.build.preflight import build_checks, require
 
 _SILENCE_S = 1800.0  # nvcc on one large kernel file can be quiet for many minutes
 _IMAGE_PYTHON = "/opt/build/bin/python"
@@ -67,9 +68,11 @@ def build_source(
     work_dir: Path,
     out_dir: Path,
     cache_dir: Path,
+    min_free_gib: int = 0,
     say: Say = quiet,
 ) -> BuildResult:
-    """Wheels for one source: from the cache when its key is there, else built, checked and stored."""
+    """Wheels for one source: from the cache when its key is there, else built (once the runner has what the build
+    needs: see preflight), checked and stored."""
     started = time.monotonic()
     key = source_key(builder, source, toolchain, host_identity())
     entry = cache.lookup(key)
@@ -83,7 +86,14 @@ def build_source(
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     try:
-        expected = builder.families(root)
+        checks = build_checks(
+            toolchain, work_dir, min_free_gib=min_free_gib, rust=builder.rust_channel(root) is not None
+        )
+        for check in checks:
+            state = "ok" if check.ok else ("MISSING" if check.required else "missing (optional)")
+            say(f"{builder.family}: preflight {check.name}: {state}: {check.found}")
+        require(checks)
+        expected = builder.families(root, toolchain.cuda_arch)
         requirements = builder.build_requirements(root, toolchain)
         if toolchain.mode == "docker":
             _build_in_image(
@@ -133,7 +143,7 @@ def _build_in_image(
     say: Say,
 ) -> None:
     """The Spark path: the same steps, each in `docker run` of a build image rendered from the same requirements."""
-    dockerfile = render_build_dockerfile(toolchain, requirements)
+    dockerfile = render_build_dockerfile(toolchain, requirements, builder.rust_channel(root))
     image = build_image_tag(dockerfile)
     context = work_dir / "build-image"
     context.mkdir(parents=True, exist_ok=True)
@@ -186,18 +196,25 @@ def _check_families(builder: Builder, wheels: Sequence[Path], expected: Sequence
         )
 
 
-def render_build_dockerfile(toolchain: Toolchain, requirements: Sequence[str]) -> str:
-    """The build image: the CUDA devel base, ccache, and a venv holding exactly the build requirements."""
+def render_build_dockerfile(toolchain: Toolchain, requirements: Sequence[str], rust: str | None = None) -> str:
+    """The build image: the CUDA devel base, ccache, a venv holding exactly the build requirements, and the Rust
+    toolchain the source pins (vLLM's optional frontend: without cargo, setuptools-rust skips it with a warning)."""
     base = toolchain.base_image or "nvidia/cuda:13.0.1-devel-ubuntu24.04"
     indexes = " ".join(f"--extra-index-url {url}" for url in toolchain.index_urls)
+    rust_lines = [
+        "RUN curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal "
+        f"--default-toolchain {rust}",
+        "ENV PATH=/root/.cargo/bin:$PATH",
+    ]
     return "\n".join(
         [
             "# syntax=docker/dockerfile:1",
             "# spark-nightly build image: the toolchain of the cache key, nothing else",
             f"FROM {base}",
             "ENV DEBIAN_FRONTEND=noninteractive",
-            "RUN apt-get update && apt-get install -y --no-install-recommends git ccache python3 python3-venv "
-            "python3-dev && rm -rf /var/lib/apt/lists/*",
+            "RUN apt-get update && apt-get install -y --no-install-recommends git ccache curl ca-certificates python3 "
+            "python3-venv python3-dev && rm -rf /var/lib/apt/lists/*",
+            *(rust_lines if rust else []),
             f"RUN python3 -m venv /opt/build && /opt/build/bin/pip install {indexes} "
             + " ".join(f"'{r}'" for r in requirements),
             "",

@@ -15,6 +15,7 @@ from pipeline.infra.runtime import sha256_of, write_atomically
 from pipeline.infra.wheel_cache import WheelCache
 from pipeline.progress import Say, quiet
 from pipeline.settings import Settings
+from pipeline.stages.build.arch_rules import pip_platforms
 from pipeline.stages.build.build_wheels import BuildResult, build_source
 from pipeline.stages.build.builders import BUILDERS
 from pipeline.stages.build.builders.base import BuildSource, Toolchain
@@ -43,6 +44,7 @@ def build_inspect_lock(
     cache_dir: Path,
     expect_families: bool = True,
     lock: bool = True,
+    min_free_gib: int = 0,
     say: Say = quiet,
 ) -> BuiltNight:
     """Writes build.json and inspect.json (and lock.txt when the wheels pass and `lock`) into `run_dir`."""
@@ -55,6 +57,7 @@ def build_inspect_lock(
             work_dir=run_dir / "build",
             out_dir=out_dir,
             cache_dir=cache_dir,
+            min_free_gib=min_free_gib,
             say=say,
         )
         for source in sources
@@ -75,8 +78,10 @@ def build_inspect_lock(
         index_urls=toolchain.index_urls,
         dest=run_dir,
         log_dir=run_dir,
+        platforms=pip_platforms(target.platform, target.glibc),
         say=say,
     )
+    write_atomically(run_dir / "lock-notes.json", json.dumps({"version": 1, "notes": list(locked.notes)}) + "\n")
     return BuiltNight(wheels, report, locked.path)
 
 
@@ -91,6 +96,7 @@ def toolchain_for(profile: Profile, settings: Settings) -> Toolchain:
         mode="docker" if settings.build_mode == "docker" else "host",
         ccache_dir=settings.path("cache_dir") / "ccache" if has_ccache else None,
         base_image=settings.build_image,
+        ccache_size=settings.build_ccache_size or "50G",
     )
 
 

@@ -45,6 +45,27 @@ class Night:
     manifest: Mapping[str, Any]  # built by the nightly: plan, lock, host, health, outcomes, links
 
 
+def inspection_summary(run_dir: Path) -> dict[str, Any] | None:
+    """What inspection and the lock said of a built night (inspect.json, lock-notes.json in its run directory): per
+    wheel its status, the libraries absent on the target by design and its notes; the pins the lock replaced."""
+    inspected = run_dir / "inspect.json"
+    if not inspected.exists():
+        return None  # a runtime installed from pip: nothing was built or inspected
+    report = json.loads(inspected.read_text())
+    wheels = [
+        {
+            "wheel": w["wheel"],
+            "status": w["status"],
+            "absent_by_design": [lib["member"] for lib in w["libraries"] if lib["status"] == "absent"],
+            "notes": w["notes"],
+        }
+        for w in report["wheels"]
+    ]
+    notes = run_dir / "lock-notes.json"
+    lock_notes = json.loads(notes.read_text())["notes"] if notes.exists() else []
+    return {"wheels": wheels, "notes": report.get("notes", []), "lock_notes": lock_notes}
+
+
 def build_manifest(
     *,
     night: str,
@@ -58,6 +79,7 @@ def build_manifest(
     entries: Sequence[Mapping[str, Any]],
     report: str | None = None,
     culprits: Mapping[str, Any] | None = None,
+    inspection: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The evidence a release carries (schema: config/schemas/manifest.schema.json), checked before it is used."""
     statuses = {e["status"] for e in entries}
@@ -81,6 +103,8 @@ def build_manifest(
     }
     if culprits is not None:
         manifest["culprits"] = dict(culprits)
+    if inspection is not None:
+        manifest["inspection"] = dict(inspection)
     problems = sorted(MANIFEST_SCHEMA.iter_errors(manifest), key=str)
     if problems:
         raise SparkNightlyError(f"the manifest breaks its schema: {problems[0].message}")

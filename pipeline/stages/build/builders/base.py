@@ -81,6 +81,7 @@ class Toolchain:
     ccache_dir: Path | None
     base_image: str | None = None  # docker mode: a CUDA devel image
     timeout_s: float = 4 * 3600.0
+    ccache_size: str = "50G"
 
     def identity(self, host: Mapping[str, str]) -> dict[str, object]:
         """What decides the wheels' bytes (MAX_JOBS and the cache do not)."""
@@ -120,11 +121,16 @@ class Builder(Protocol):
     family: str
     revision: int  # bump when the steps change: part of the cache key
 
-    def families(self, root: Path | None) -> tuple[str, ...]:
-        """The wheel families this source yields (None: as many as a full source checkout has)."""
+    def families(self, root: Path | None, cuda_arch: str | None = None) -> tuple[str, ...]:
+        """The wheel families this source yields for the architecture (root None: those of a full checkout that
+        every night has; a source may add per-architecture families)."""
         ...
 
     def build_requirements(self, root: Path, toolchain: Toolchain) -> tuple[str, ...]: ...
+
+    def rust_channel(self, root: Path | None) -> str | None:
+        """The Rust toolchain the source builds with (its rust-toolchain.toml), or None when it has no Rust part."""
+        ...
 
     def steps(self, root: Path | None, source: BuildSource, toolchain: Toolchain, paths: Paths) -> list[Step]: ...
 
@@ -142,7 +148,7 @@ def common_env(toolchain: Toolchain, source: BuildSource) -> dict[str, str]:
     if toolchain.ccache_dir is not None:
         env |= {
             "CCACHE_DIR": str(toolchain.ccache_dir),
-            "CCACHE_MAXSIZE": "50G",
+            "CCACHE_MAXSIZE": toolchain.ccache_size,
             "CCACHE_COMPRESS": "1",
             "CMAKE_C_COMPILER_LAUNCHER": "ccache",
             "CMAKE_CXX_COMPILER_LAUNCHER": "ccache",
@@ -163,3 +169,37 @@ def pyproject_build_requires(project: Path) -> tuple[str, ...]:
 def without_torch(requirements: Sequence[str]) -> tuple[str, ...]:
     """Requirements minus any torch line: the toolchain's pinned torch replaces them (use_existing_torch)."""
     return tuple(r for r in requirements if re.split(r"[<>=!~\[; ]", r.strip(), maxsplit=1)[0].lower() != "torch")
+
+
+def read_requirements(listed: Path, *, _seen: frozenset[Path] = frozenset()) -> tuple[str, ...]:
+    """The requirement lines of a pip requirements file, following `-r` includes relative to it (as vLLM's own
+    setup.py does); comments, blank lines and other options are dropped."""
+    if listed.resolve() in _seen:
+        raise SparkNightlyError(f"{listed} includes itself through -r")
+    try:
+        text = listed.read_text()
+    except OSError as exc:
+        raise SparkNightlyError(f"cannot read {listed}: {exc.strerror}") from None
+    found: list[str] = []
+    for raw in text.splitlines():
+        line = raw.split(" #", 1)[0].strip() if not raw.lstrip().startswith("#") else ""
+        if line.startswith(("-r ", "--requirement ")):
+            included = listed.parent / line.split(maxsplit=1)[1]
+            found.extend(read_requirements(included, _seen=_seen | {listed.resolve()}))
+        elif line and not line.startswith("-"):
+            found.append(line)
+    return tuple(dict.fromkeys(found))
+
+
+def rust_toolchain_channel(root: Path) -> str | None:
+    """The channel a source's rust-toolchain.toml pins, if it has one."""
+    path = root / "rust-toolchain.toml"
+    if not path.exists():
+        return None
+    try:
+        channel = tomllib.loads(path.read_text()).get("toolchain", {}).get("channel")
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise SparkNightlyError(f"cannot read {path}: {exc}") from None
+    if not isinstance(channel, str) or not re.fullmatch(r"[\w.-]+", channel):
+        raise SparkNightlyError(f"{path}: [toolchain] channel is missing or not a toolchain name")
+    return channel

@@ -1,7 +1,15 @@
-"""FlashInfer: flashinfer-python, then flashinfer-cubin and flashinfer-jit-cache where the source has them."""
+"""FlashInfer: flashinfer-python, then flashinfer-cubin and the JIT cache where the source has them.
+
+The JIT cache comes in one of two shapes, as the tree defines it: the earlier monolithic `flashinfer-jit-cache` (its
+kernels compiled for FLASHINFER_CUDA_ARCH_LIST into the wheel), or, where the tree has
+`flashinfer-jit-cache-provider/`, the provider split: a `flashinfer-jit-cache` shim that names its providers and
+one `flashinfer-jit-cache-<sm tag>` wheel per architecture (`flashinfer-jit-cache-sm121a` for 12.1a), which is what
+FlashInfer's own installer asks for.
+"""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from pipeline.stages.build.builders.base import (
@@ -21,23 +29,36 @@ _PROJECTS = (
     ("flashinfer-cubin", "flashinfer-cubin"),
     ("flashinfer-jit-cache", "flashinfer-jit-cache"),
 )
+PROVIDER_FOLDER = "flashinfer-jit-cache-provider"
+
+
+def provider_family(cuda_arch: str) -> str:
+    """The provider wheel of one architecture: `12.1a` -> `flashinfer-jit-cache-sm121a`."""
+    return "flashinfer-jit-cache-sm" + cuda_arch.replace(".", "")
 
 
 class FlashInferBuilder:
-    """FlashInfer's three wheels with the kernels compiled for the target architecture."""
+    """FlashInfer's wheels with the kernels compiled for the target architecture."""
 
     family = "flashinfer"
-    revision = 1
+    revision = 2
 
-    def families(self, root: Path | None) -> tuple[str, ...]:
-        return tuple(name for name, folder in _PROJECTS if root is None or (root / folder / "pyproject.toml").exists())
+    def families(self, root: Path | None, cuda_arch: str | None = None) -> tuple[str, ...]:
+        found = tuple(name for name, folder in _PROJECTS if root is None or (root / folder / "pyproject.toml").exists())
+        if root is not None and cuda_arch and self._split(root):
+            found += (provider_family(cuda_arch),)
+        return found
 
     def build_requirements(self, root: Path, toolchain: Toolchain) -> tuple[str, ...]:
         wanted: list[str] = []
-        for name, folder in _PROJECTS:
-            if name in self.families(root):
-                wanted.extend(r for r in without_torch(pyproject_build_requires(root / folder)) if r not in wanted)
+        folders = [folder for name, folder in _PROJECTS if name in self.families(root)]
+        folders += [PROVIDER_FOLDER] * (bool(toolchain.cuda_arch) and self._split(root))
+        for folder in folders:
+            wanted.extend(r for r in without_torch(pyproject_build_requires(root / folder)) if r not in wanted)
         return (*wanted, toolchain.torch, "uv", "wheel", "ninja")
+
+    def rust_channel(self, root: Path | None) -> str | None:
+        return None
 
     def steps(self, root: Path | None, source: BuildSource, toolchain: Toolchain, paths: Paths) -> list[Step]:
         env = common_env(toolchain, source) | {
@@ -48,4 +69,24 @@ class FlashInferBuilder:
             env["FLASHINFER_CUDA_ARCH_LIST"] = toolchain.cuda_arch
         if source.version_label:
             env["FLASHINFER_LOCAL_VERSION"] = source.version_label
-        return [uv_build(name, folder, paths, env) for name, folder in _PROJECTS if name in self.families(root)]
+        arch = toolchain.cuda_arch if root is not None and self._split(root) else None
+        steps = [
+            uv_build(name, folder, paths, env | (self._shim_env(arch) if name == "flashinfer-jit-cache" else {}))
+            for name, folder in _PROJECTS
+            if name in self.families(root)
+        ]
+        if arch:  # the provider split: one wheel of compiled kernels for the architecture, named after it
+            provider = uv_build(
+                PROVIDER_FOLDER, PROVIDER_FOLDER, paths, env | {"FLASHINFER_JIT_CACHE_PROVIDER_ARCH": arch}
+            )
+            steps.append(replace(provider, produces=provider_family(arch)))
+        return steps
+
+    @staticmethod
+    def _shim_env(arch: str | None) -> dict[str, str]:
+        """With the provider split, the jit-cache wheel is the shim that names its provider (no kernels inside)."""
+        return {"FLASHINFER_JIT_CACHE_WHEEL_KIND": "shim", "FLASHINFER_JIT_CACHE_PROVIDER_ARCHS": arch} if arch else {}
+
+    @staticmethod
+    def _split(root: Path) -> bool:
+        return (root / PROVIDER_FOLDER / "pyproject.toml").exists()
