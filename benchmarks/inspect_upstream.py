@@ -1,6 +1,6 @@
 """How long `inspect --profile spark` takes on what upstream ships, the cubin wheel above all.
 
-Usage: .venv/bin/python benchmarks/inspect_upstream.py [ROUNDS]   (default 3; fetches the pinned wheels from PyPI once)
+Usage: .venv/bin/python -m benchmarks.inspect_upstream [ROUNDS]   (default 3; fetches the pinned wheels from PyPI once)
 
 Times inspect_wheel per wheel (archive and RECORD check, metadata, every native member through cuobjdump), as
 `spark-nightly inspect` runs it, and prints each wheel's median, its range, its member count and the members read a

@@ -298,7 +298,7 @@ def judge_library(member: str, inventory: Inventory, target: Target) -> LibraryF
     if usable:
         return finding(
             "flagged",
-            f"PTX only for {target.arch} ({', '.join(p.arch for p in usable)}): JIT-compiled at first load; "
+            f"no cubin for {target.arch}: its PTX ({', '.join(p.arch for p in usable)}) is JIT-compiled at first load; "
             f"cubins: {has}",
         )
     if too_new and any(target.arch and ptx_runs_on(p.arch, target.arch) for p in too_new):
