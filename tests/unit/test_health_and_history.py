@@ -10,8 +10,9 @@ import pytest
 from pipeline.config.matrix import Profile, TorchExpectation
 from pipeline.errors import HistoryError
 from pipeline.infra.confirmed import BuildRef, ConfirmedBook, series_key
+from pipeline.infra.gpu import GpuFacts, parse_nvidia_smi
 from pipeline.infra.history import History, Sample
-from pipeline.stages.prove.health import GpuFacts, HostFacts, WindowFacts, judge_health, parse_nvidia_smi
+from pipeline.stages.prove.health import HostFacts, WindowFacts, judge_health
 
 SPARK = Profile(
     "spark",

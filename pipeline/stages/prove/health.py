@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import subprocess
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -16,11 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pynvml  # nvidia-ml-py: imports anywhere, needs a driver only at nvmlInit
-
 from pipeline.config.matrix import Profile
 from pipeline.errors import HostUnhealthy
 from pipeline.infra import procs
+from pipeline.infra.gpu import GpuFacts, read_gpus
 
 # NVML clock-event (throttle) reasons that make numbers lie; idle and application-clock settings do not.
 BAD_CLOCK_EVENTS = {
@@ -33,20 +31,6 @@ BAD_CLOCK_EVENTS = {
 }
 BUSY_PROCESS_SHARE = 0.05  # processes not ours using less than this share of a core are background noise
 CANARY_BYTES = 64 * 1024 * 1024
-
-
-@dataclass(frozen=True)
-class GpuFacts:
-    """What NVML (or nvidia-smi) reported for one GPU."""
-
-    index: int
-    name: str
-    sm_clock_mhz: int
-    max_sm_clock_mhz: int
-    clock_event_reasons: int
-    power_w: float
-    temperature_c: int
-    memory_free_gib: float
 
 
 @dataclass(frozen=True)
@@ -90,6 +74,7 @@ class HealthReport:
     reasons: tuple[str, ...]
     facts: HostFacts
     limits: Mapping[str, float] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()  # what could not be read, and what was read instead
 
 
 def _version_tuple(text: str) -> tuple[int, ...]:
@@ -113,9 +98,18 @@ def judge_health(profile: Profile, facts: HostFacts, *, under_load: bool = False
             f"{window.seconds:.0f} s measurement (max {max_load:g}): {window.foreign_s:.1f} CPU-seconds of "
             f"{window.busy_s:.1f} busy, short-lived processes included"
         )
+    notes: list[str] = []
     if profile.accelerator == "cuda":
         reasons += _gpu_reasons(profile, facts, limits, under_load=under_load)
-    return HealthReport(not reasons, tuple(reasons), facts, limits)
+        notes += [_unreadable_note(gpu) for gpu in facts.gpus if gpu.unreadable]
+    return HealthReport(not reasons, tuple(reasons), facts, limits, tuple(notes))
+
+
+def _unreadable_note(gpu: GpuFacts) -> str:
+    note = f"GPU {gpu.index} ({gpu.name}) does not report {', '.join(gpu.unreadable)}"
+    if gpu.unified_memory:
+        note += "; it shares the host's memory, so its free memory is the host's MemAvailable"
+    return note
 
 
 def _gpu_reasons(profile: Profile, facts: HostFacts, limits: Mapping[str, float], *, under_load: bool) -> list[str]:
@@ -137,20 +131,26 @@ def _gpu_reasons(profile: Profile, facts: HostFacts, limits: Mapping[str, float]
     for gpu in facts.gpus:
         # an idle GPU has no reason to hold its clock down; under load a GPU at its power limit flags slowdowns
         # legitimately (an H200 at 691 W showed 0x4 at 1470 MHz), so there the clock floor decides
-        events = [text for bit, text in BAD_CLOCK_EVENTS.items() if gpu.clock_event_reasons & bit]
+        reasons_held = gpu.clock_event_reasons or 0
+        events = [text for bit, text in BAD_CLOCK_EVENTS.items() if reasons_held & bit]
         if events and not under_load:
-            reasons.append(
-                f"GPU {gpu.index} clock held down: {', '.join(events)} (reasons 0x{gpu.clock_event_reasons:x})"
-            )
+            reasons.append(f"GPU {gpu.index} clock held down: {', '.join(events)} (reasons 0x{reasons_held:x})")
         floor = limits.get("min_sm_clock_mhz")
-        if under_load and floor is not None and gpu.sm_clock_mhz < floor:
-            reasons.append(f"GPU {gpu.index} runs at {gpu.sm_clock_mhz} MHz under load, floor {floor:g} MHz")
+        if under_load and floor is not None and gpu.sm_clock_mhz is not None and gpu.sm_clock_mhz < floor:
+            held = f" ({', '.join(events)})" if events else ""
+            reasons.append(f"GPU {gpu.index} runs at {gpu.sm_clock_mhz} MHz under load, floor {floor:g} MHz{held}")
         hot = limits.get("max_temperature_c")
-        if hot is not None and gpu.temperature_c > hot:
+        if hot is not None and gpu.temperature_c is not None and gpu.temperature_c > hot:
             reasons.append(f"GPU {gpu.index} at {gpu.temperature_c} C, above {hot:g} C")
         free = limits.get("min_free_memory_gib")
-        if free is not None and not under_load and gpu.memory_free_gib < free:
-            reasons.append(f"GPU {gpu.index} has {gpu.memory_free_gib:.1f} GiB free, needs {free:g} GiB")
+        if free is not None and not under_load and gpu.memory_free_gib is not None and gpu.memory_free_gib < free:
+            if gpu.unified_memory:
+                held = f"shares the host's memory: {gpu.memory_free_gib:.1f} GiB available (MemAvailable)"
+            else:
+                held = f"has {gpu.memory_free_gib:.1f} GiB free"
+            reasons.append(f"GPU {gpu.index} {held}, needs {free:g} GiB")
+        elif free is not None and not under_load and gpu.memory_free_gib is None:
+            reasons.append(f"GPU {gpu.index}: its free memory cannot be read (neither the driver nor MemAvailable)")
     return reasons
 
 
@@ -260,72 +260,6 @@ def _cpu_times() -> dict[int, tuple[str, int]]:
     return times
 
 
-def read_gpus() -> tuple[str | None, tuple[GpuFacts, ...], str]:
-    """GPU facts through NVML (nvidia-ml-py), falling back to nvidia-smi; none on a CPU host."""
-    try:
-        return read_nvml()
-    except Exception:  # no library, no driver, or no GPU: try the command line tool
-        pass
-    try:
-        return read_nvidia_smi()
-    except (OSError, subprocess.SubprocessError, ValueError):
-        return None, (), "none"
-
-
-def read_nvml() -> tuple[str | None, tuple[GpuFacts, ...], str]:
-    pynvml.nvmlInit()  # raises without a driver or a GPU
-    try:
-        driver = pynvml.nvmlSystemGetDriverVersion()
-        gpus = []
-        for index in range(pynvml.nvmlDeviceGetCount()):
-            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-            memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
-            gpus.append(
-                GpuFacts(
-                    index=index,
-                    name=str(pynvml.nvmlDeviceGetName(handle)),
-                    sm_clock_mhz=int(pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)),
-                    max_sm_clock_mhz=int(pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM)),
-                    clock_event_reasons=int(pynvml.nvmlDeviceGetCurrentClocksEventReasons(handle)),
-                    power_w=pynvml.nvmlDeviceGetPowerUsage(handle) / 1000,
-                    temperature_c=int(pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU)),
-                    memory_free_gib=memory.free / 2**30,
-                )
-            )
-        return str(driver), tuple(gpus), "nvml"
-    finally:
-        pynvml.nvmlShutdown()
-
-
-_SMI_FIELDS = (
-    "index,name,clocks.sm,clocks.max.sm,clocks_event_reasons.active,power.draw,temperature.gpu,"
-    "memory.free,driver_version"
-)
-
-
-def read_nvidia_smi() -> tuple[str | None, tuple[GpuFacts, ...], str]:
-    output = subprocess.run(
-        ["nvidia-smi", f"--query-gpu={_SMI_FIELDS}", "--format=csv,noheader,nounits"],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=True,
-    ).stdout
-    return parse_nvidia_smi(output)
-
-
-def parse_nvidia_smi(output: str) -> tuple[str | None, tuple[GpuFacts, ...], str]:
-    """nvidia-smi's CSV (noheader, nounits) for _SMI_FIELDS into GPU facts."""
-    gpus, driver = [], None
-    for line in output.strip().splitlines():
-        index, name, sm, max_sm, reasons, power, temp, free, driver = (part.strip() for part in line.split(","))
-        power_w = float(power) if power not in ("[N/A]", "N/A") else 0.0
-        gpus.append(
-            GpuFacts(int(index), name, int(sm), int(max_sm), int(reasons, 16), power_w, int(temp), float(free) / 1024)
-        )
-    return driver, tuple(gpus), "nvidia-smi"
-
-
 def canary_throughput(size: int = CANARY_BYTES) -> float:
     """MB/s of sha256 over a fixed buffer: a tiny host benchmark whose own history shows host drift."""
     block = bytes(range(256)) * (size // 256)
@@ -357,6 +291,9 @@ def health_facts_for_history(report: HealthReport) -> dict[str, Any]:
                 "reasons": g.clock_event_reasons,
                 "power_w": g.power_w,
                 "temp_c": g.temperature_c,
+                "free_gib": None if g.memory_free_gib is None else round(g.memory_free_gib, 1),
+                "unified_memory": g.unified_memory,
+                "unreadable": list(g.unreadable),
             }
             for g in facts.gpus
         ],
