@@ -21,7 +21,7 @@ from pipeline.infra.runtime import write_atomically
 from pipeline.outcome import Failure, Outcome
 from pipeline.progress import Progress, Say, clock_text
 from pipeline.settings import Settings
-from pipeline.stages.aftermath.alert import AlertEvent, raise_alerts
+from pipeline.stages.aftermath.alert import BLIND_KEY, AlertEvent, raise_alerts
 from pipeline.stages.aftermath.alert_backends import deliver_alerts
 from pipeline.stages.aftermath.culprit_run import WHEELS_ENTRY, CulpritFindings, NightRef, find_culprit
 from pipeline.stages.aftermath.durations import Durations
@@ -354,6 +354,8 @@ def _stage_reports(state: NightRun) -> None:
         "publish": state.publish_note,
         "host": socket.gethostname(),
         "alerts": [{"key": e.key, "action": e.action, "title": e.title} for e in state.events],
+        # the gate saw nothing it can judge (see stages/aftermath/blind.py): the run is not green
+        "blind": [e.body for e in state.events if e.key == BLIND_KEY and e.action != "closed"],
         "alert_problems": state.alert_problems,
         "suspects": findings.suspects if findings is not None else None,
         "culprits": findings.search.to_json() if findings is not None and findings.search is not None else None,

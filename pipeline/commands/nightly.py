@@ -77,8 +77,8 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
         raise
     if not args.actions:
         return code
-    _report_to_actions(plan.run_dir, shard=args.no_publish)
-    return 0
+    blind = report_to_actions(plan.run_dir, shard=args.no_publish)
+    return 1 if blind else 0  # a gate that measured nothing is not a green run, whatever the verdict
 
 
 def _print_shards(args: argparse.Namespace, settings: Settings, config: Config) -> int:
@@ -92,16 +92,22 @@ def _print_shards(args: argparse.Namespace, settings: Settings, config: Config) 
     return 0
 
 
-def _report_to_actions(run_dir: Path, *, shard: bool) -> None:
+def report_to_actions(run_dir: Path, *, shard: bool) -> bool:
+    """Outputs and annotations for the step; True when the gate was blind tonight (the step then fails)."""
     run = json.loads((run_dir / "run.json").read_text())
     actions.set_output("verdict", run["verdict"])
     actions.set_output("report", str(run_dir / "report.html"))
     if shard:
         actions.annotate("notice", "spark-nightly shard", "entries run; the night's verdict is the publish job's")
-    else:
-        actions.annotate_verdict(
-            run["verdict"], f"night {run['night']}: {run['verdict']}; {run['publish'] or 'nothing published'}"
-        )
+        return False
+    actions.annotate_verdict(
+        run["verdict"], f"night {run['night']}: {run['verdict']}; {run['publish'] or 'nothing published'}"
+    )
+    blind = run.get("blind") or []
+    if blind:
+        actions.set_output("blind", "true")
+        actions.annotate("error", "spark-nightly measures nothing", blind[0].splitlines()[0])
+    return bool(blind)
 
 
 def shards(config: Config, profile: str, count: int, *, only: list[str] | None = None) -> dict[str, Any]:

@@ -70,8 +70,11 @@ def test_a_night_that_measures_no_cell_leaves_the_alert_as_it_is(tmp_path: Path)
     golden = Outcome(
         ENTRY, Status.FAIL, "golden", "1 failed", True, 2.0, {}, (Failure(f"{ENTRY}:golden:exact:paris", "g", "r"),)
     )
-    assert _night(state, "2026-11-21", unhealthy) == []
-    assert [(e.key, e.action) for e in _night(state, "2026-11-22", golden)] == [(golden.failures[0].key, "opened")]
+    assert [(e.key, e.action) for e in _night(state, "2026-11-21", unhealthy)] == [("pipeline:blind", "opened")]
+    assert [(e.key, e.action) for e in _night(state, "2026-11-22", golden)] == [
+        (golden.failures[0].key, "opened"),
+        ("pipeline:blind", "closed"),  # golden measured something: the gate sees again
+    ]
     alerts = json.loads(state.read_text())["alerts"]
     assert alerts[f"{ENTRY}:perf"]["open"]
 
@@ -95,6 +98,7 @@ def test_open_alerts_of_the_old_one_per_cell_form_are_carried_over_and_not_left_
     assert [(e.key, e.action) for e in events] == [
         (f"{ENTRY}:perf", "updated"),  # the oldest open one, with its issue, now tracks both cells
         (f"{ENTRY}:perf:pp128 (c1)", "closed"),  # the other points to it
+        ("pipeline:blind", "opened"),  # and the night measured nothing
     ]
     assert "continues in #7" in events[1].body
     alerts = json.loads(state.read_text())["alerts"]
@@ -102,5 +106,5 @@ def test_open_alerts_of_the_old_one_per_cell_form_are_carried_over_and_not_left_
     assert carried["issue"] == 7 and carried["open"] and set(carried["subjects"]) == {"tg32 (c1)", "pp128 (c1)"}
     assert not alerts[f"{ENTRY}:perf:pp128 (c1)"]["open"]
     assert not alerts[f"{ENTRY}:perf:tg32 (c4)"]["open"]  # a closed one stays as it was
-    (closed,) = _night(state, "2026-11-20", _perf([], ["pp128 (c1)", "tg32 (c1)"]))
-    assert (closed.key, closed.action) == (f"{ENTRY}:perf", "closed")
+    closed = _night(state, "2026-11-20", _perf([], ["pp128 (c1)", "tg32 (c1)"]))
+    assert [(e.key, e.action) for e in closed] == [(f"{ENTRY}:perf", "closed"), ("pipeline:blind", "closed")]

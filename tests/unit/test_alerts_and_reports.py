@@ -66,8 +66,12 @@ def test_an_inconclusive_night_neither_opens_nor_closes(tmp_path: Path) -> None:
     state = tmp_path / "alerts.json"
     _night(state, "2026-11-20", _failing("2026-11-20"))
     unhealthy = Outcome("smollm2-135m-instruct", Status.INCONCLUSIVE, "health", "host unhealthy", True, 2.0)
-    assert _night(state, "2026-11-21", unhealthy) == []
-    assert _night(state, "2026-11-22", _passing()) == [("smollm2-135m-instruct:perf", "closed")]
+    # the regression alert stays as it is; a night that measured nothing is the pipeline's own alert, not a verdict
+    assert _night(state, "2026-11-21", unhealthy) == [("pipeline:blind", "opened")]
+    assert _night(state, "2026-11-22", _passing()) == [
+        ("smollm2-135m-instruct:perf", "closed"),
+        ("pipeline:blind", "closed"),
+    ]
 
 
 def test_a_pipeline_crash_is_its_own_alert_and_blames_no_entry(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from pipeline.infra.runtime import write_atomically
 from pipeline.outcome import Failure, Outcome
 from pipeline.progress import Say, quiet
 from pipeline.stages.aftermath.alert_records import (
+    BLIND_KEY,
     PIPELINE_KEY,
     AlertEvent,
     all_recovered,
@@ -26,10 +27,19 @@ from pipeline.stages.aftermath.alert_records import (
     open_body,
     update_body,
 )
+from pipeline.stages.aftermath.blind import blind_alert, blind_reasons
 from pipeline.status import Status
 
 ALERTS_VERSION = 1
-__all__ = ["ALERTS_VERSION", "PIPELINE_KEY", "AlertEvent", "raise_alerts", "raise_pipeline_failure", "write_local"]
+__all__ = [
+    "ALERTS_VERSION",
+    "BLIND_KEY",
+    "PIPELINE_KEY",
+    "AlertEvent",
+    "raise_alerts",
+    "raise_pipeline_failure",
+    "write_local",
+]
 
 
 def _state(path: Path) -> dict[str, Any]:
@@ -77,13 +87,16 @@ def raise_alerts(
     last_good |= dict.fromkeys(passing, night)
     measured = {o.entry: o for o in outcomes}
     for key, known in sorted(alerts.items()):
-        if key == PIPELINE_KEY or key in groups or not known["open"]:
+        if key.startswith(PIPELINE_KEY) or key in groups or not known["open"]:
             continue
         entry = key.split(":", 1)[0]
         if entry in passing or (entry in measured and all_recovered(known, measured[entry], night)):
             known["open"] = False
             events.append(AlertEvent(key, "closed", known["title"], close_body(known, night, run_id), night, run_id))
     events.extend(_pipeline_alert(alerts, crash, night, run_id))
+    if crash is None:  # a crashed night says nothing about what the gate can see
+        blind = blind_reasons(outcomes, state.setdefault("inconclusive", {}), night)
+        events.extend(blind_alert(alerts, blind, night, run_id))
     state_path.parent.mkdir(parents=True, exist_ok=True)
     write_atomically(state_path, json.dumps(state, indent=2, sort_keys=True) + "\n")
     return one_event_per_alert(events)

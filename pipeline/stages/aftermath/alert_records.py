@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pipeline.outcome import Failure, Outcome, perf_alert_key
 
 PIPELINE_KEY = "pipeline"
+BLIND_KEY = "pipeline:blind"  # the gate measured nothing it can judge: the pipeline's own alert, not a regression
 Action = Literal["opened", "updated", "closed"]
 RECOVERED = frozenset({"PASS", "XFAIL"})  # a cell measured with one of these statuses has recovered
 # the key of an alert of the earlier form, one per failing perf cell: `<entry>:perf:<cell>`
@@ -31,7 +32,7 @@ class AlertEvent:
     @property
     def kind(self) -> str:
         """What failed: a regression of the wheels, or the pipeline itself."""
-        return "pipeline-failure" if self.key == PIPELINE_KEY else "regression"
+        return "pipeline-failure" if self.key in (PIPELINE_KEY, BLIND_KEY) else "regression"
 
 
 def new_alert(outcome: Outcome, failures: Sequence[Failure], *, night: str, last_good: str | None) -> dict[str, Any]:
