@@ -385,6 +385,14 @@ def _rule_issues(
     for target, repo in (("publish_target", "publish_repo"), ("alert_target", "alert_repo")):
         if values[target] == "github" and not values[repo]:
             found.append(issue(target, f"{keys[target]} is github but {keys[repo]} is not set; set it to owner/name"))
+    hook = values["alert_webhook_url"]
+    if values["alert_target"] == "webhook" and not hook:
+        found.append(issue("alert_target", "alert.target is webhook but alert.webhook_url is not set"))
+    if hook and not re.match(r"^https?://[^\s/]+", hook):  # the URL is a secret: never quoted
+        found.append(issue("alert_webhook_url", "alert.webhook_url is not an http(s) URL (https://hooks...)"))
+    for name in ("vllm_repo", "vllm_ref", "flashinfer_repo", "flashinfer_ref"):
+        if not values[name]:
+            found.append(issue(name, f"{keys[name]} is empty: name the repository URL or the branch/commit to build"))
     from_implicit = implicit is not None and sources["github_allow_custom_api"].startswith(f"{implicit.file}:")
     if implicit is not None and from_implicit and values["github_allow_custom_api"]:
         found.append(

@@ -95,8 +95,19 @@ def _load_dir(found: _Collector, directory: Path, schema_name: str, pattern: str
         doc = found.attempt(lambda p=path: load(p, schema_name))  # type: ignore[misc]
         if doc is not None:
             docs[path.relative_to(directory).with_suffix("").as_posix()] = doc
-    for stray in sorted(directory.rglob("*.yml")):
-        found.add([ConfigIssue(display_name(stray), 1, 1, "", "configuration files end in .yaml; rename it")])
+    read = {directory / f"{name}.yaml" for name in docs} | set(directory.glob(pattern))
+    for stray in sorted(p for p in directory.rglob("*") if p.is_file() and p not in read):
+        if stray.suffix == ".yml":
+            found.add([ConfigIssue(display_name(stray), 1, 1, "", "configuration files end in .yaml; rename it")])
+        elif not stray.name.startswith("."):  # dotfiles (.gitkeep) are the repository's, not configuration
+            where = f"{directory.name}/{pattern}"
+            found.add(
+                [
+                    ConfigIssue(
+                        display_name(stray), 1, 1, "", f"no rule reads this file (only {where}); move or delete it"
+                    )
+                ]
+            )
     return docs
 
 

@@ -45,6 +45,11 @@ def matrix_issues(doc: Document, matrix: Matrix) -> Iterator[ConfigIssue]:
             yield doc.issue(
                 ("profiles", name, "torch"), "a cuda profile must say which CUDA torch is built for (torch.cuda)"
             )
+        if profile.accelerator == "cpu" and profile.torch.cuda:
+            yield doc.issue(
+                ("profiles", name, "torch", "cuda"),
+                f"a cpu profile runs a CPU torch: remove torch.cuda ({profile.torch.cuda}) or set accelerator: cuda",
+            )
         if (
             profile.driver_min
             and profile.driver_below

@@ -166,6 +166,10 @@ def level_problems(ref: Reference) -> list[tuple[str, str]]:
         return problems
     worse = -1 if ref.higher_is_better else 1
     for name, level in (("warn", ref.warn), ("fail", ref.fail)):
+        if ref.higher_is_better and level.bound(ref.ref) <= 0:
+            problems.append((name, f"{level} puts the bound at {level.bound(ref.ref):g} {ref.unit}, which no "
+                             f"measurement falls below: it never trips; use a level between 0 and -100%"))  # fmt: skip
+            continue
         delta = level.bound(ref.ref) - ref.ref
         if delta * worse <= 0:
             direction = "below" if ref.higher_is_better else "above"

@@ -81,7 +81,9 @@ def test_a_named_settings_file_must_exist(tmp_path: Path) -> None:
 
 
 def test_the_settings_file_is_found_in_the_working_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    (tmp_path / "spark-nightly.yaml").write_text("version: 1\nalert:\n  target: webhook\n")
+    (tmp_path / "spark-nightly.yaml").write_text(
+        "version: 1\nalert:\n  target: webhook\n  webhook_url: https://hooks.example.invalid/services/T0/B0/x\n"
+    )
     monkeypatch.chdir(tmp_path)
     resolved = resolve(settings_file=None, environ={}, cli=[])
     assert resolved.sources["alert_target"] == "spark-nightly.yaml:3"
@@ -100,3 +102,21 @@ def test_the_shipped_settings_schema_matches_the_declarations() -> None:
     shipped = json.loads(resources.files("pipeline.config").joinpath("schemas", "settings.schema.json").read_text())
     assert shipped == settings_schema()
     assert len(declarations()) == len({d.key for d in declarations()}) == len({d.env for d in declarations()})
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("alert:\n  target: webhook\n", "alert.target is webhook but alert.webhook_url is not set"),
+        ("alert:\n  webhook_url: ftp://hooks.example.invalid/very-secret\n", "alert.webhook_url is not an http(s) URL"),
+        ("sources:\n  vllm: {repo: ''}\n", "sources.vllm.repo is empty"),
+        ("sources:\n  flashinfer: {ref: ''}\n", "sources.flashinfer.ref is empty"),
+    ],
+)
+def test_what_a_runner_would_trip_on_later_is_refused_now(tmp_path: Path, text: str, expected: str) -> None:
+    path = tmp_path / "spark-nightly.yaml"
+    path.write_text("version: 1\n" + text)
+    with pytest.raises(ConfigError) as caught:
+        resolve(settings_file=str(path), environ={}, cli=[])
+    (issue,) = caught.value.issues
+    assert expected in str(issue) and str(issue).startswith(f"{path}:") and "very-secret" not in str(issue)
