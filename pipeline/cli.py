@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from pipeline import __version__
-from pipeline.commands import bench, build, engine, golden, inspect, nightly, pipeline_failed, releases
+from pipeline.commands import bench, build, doctor, engine, golden, inspect, nightly, pipeline_failed, releases
 from pipeline.config.bundle import Config, ConfigPaths, load_config
 from pipeline.config.recipes import ImportOptions, give_unique_ids, import_recipe
 from pipeline.config.thresholds import Reference
@@ -102,6 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
         (build, "build"),
         (inspect, "inspect"),
         (nightly, "nightly"),
+        (doctor, "doctor"),
     ):
         module.add_parser(commands, common)
         commands.choices[name].set_defaults(handler=_with_config(module.run))

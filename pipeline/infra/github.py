@@ -346,3 +346,13 @@ def _release(data: dict[str, Any]) -> Release:
 
 def _asset(data: dict[str, Any]) -> Asset:
     return Asset(int(data["id"]), str(data["name"]), int(data["size"]), data.get("digest"), str(data["state"]))
+
+
+def repository_access(repo: str, token: str, *, api_url: str = PUBLIC_API) -> dict[str, bool]:
+    """What the token may do in the repository (GitHub's `permissions`: admin, push, pull); raises when it cannot
+    even read it. For `spark-nightly doctor`, before a night needs it."""
+    connection = _Connection(
+        repo, token, setting="the repository", error=SparkNightlyError, api_url=api_url, say=quiet, sleep=_sleep
+    )
+    permissions = getattr(connection.repo, "permissions", None) or {}
+    return {str(name): bool(value) for name, value in dict(permissions).items()}

@@ -1,0 +1,227 @@
+"""`spark-nightly doctor`: every prerequisite of a night on this runner, each with its fix, before the first night.
+
+One table: the driver in the profile's window and NVML readable (GPU profiles), what a build needs (Python headers,
+nvcc, ccache, docker with the NVIDIA runtime), disk for the night, the candidate runtime and model weights in the
+cache (CPU profile), ssh to the other nodes of cluster entries, the state directory, and the GitHub token's reach
+to the repository when one is the publish or alert target. Exit 1 when the night cannot run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from pipeline.config.bundle import Config
+from pipeline.config.matrix import ModelEntry, Profile
+from pipeline.errors import CapturedFailure, ProcessError, SparkNightlyError
+from pipeline.infra import procs
+from pipeline.infra.github import repository_access
+from pipeline.infra.gpu import read_gpus
+from pipeline.infra.runtime import load_runtime, runtime_root
+from pipeline.infra.safe_files import shown
+from pipeline.infra.weights import package_folder, verified
+from pipeline.settings import Settings
+from pipeline.stages.build.night_build import toolchain_for
+from pipeline.stages.build.preflight import Check, build_checks
+
+CPU_DISK_GIB = 10  # the CPU runtime, the converted model and a night's runs (the README's prerequisite)
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
+    commands.add_parser(
+        "doctor",
+        parents=[common],
+        help="check every prerequisite of a night on this runner, each with its fix",
+        description="Print a table of every prerequisite of a night of the profile on this runner (driver, NVML, "
+        "build tools, docker, disk, runtime and weights, ssh to the other nodes, state directory, GitHub token) with "
+        "the fix for each one missing; exit 1 when the night cannot run. Run it on each runner before the first night.",
+    )
+
+
+def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
+    profile = config.matrix.profiles[settings.profile]
+    entries = config.matrix.select(settings.profile, ())
+    checks = prerequisites(settings, profile, entries)
+    width = max(len(c.name) for c in checks)
+    for check in checks:
+        state = "ok" if check.ok else ("MISSING" if check.required else "missing")
+        print(f"{state:8}  {check.name:{width}}  {shown(check.found)}")
+        if not check.ok and check.fix:
+            print(f"{'':8}  {'':{width}}  fix: {check.fix}")
+    blocking = [c.name for c in checks if c.required and not c.ok]
+    print(f"doctor: {'the night cannot run: ' + ', '.join(blocking) if blocking else 'ready for a night'}")
+    return 1 if blocking else 0
+
+
+def prerequisites(
+    settings: Settings, profile: Profile, entries: Sequence[ModelEntry], *, environ: dict[str, str] | None = None
+) -> list[Check]:
+    """Every check for a night of `profile` with these entries, in the order a maintainer fixes them."""
+    environ = dict(os.environ) if environ is None else environ
+    checks = [_state_dir(settings.path("state_dir"))]
+    if profile.accelerator == "cpu":
+        checks += [_disk(settings.path("cache_dir"), CPU_DISK_GIB), *_cpu_runtime(settings, profile, entries)]
+    else:
+        checks += _gpu(profile)
+        toolchain = toolchain_for(profile, settings)
+        checks += build_checks(
+            toolchain, settings.path("runs_dir"), min_free_gib=settings.build_min_free_gib, rust=True
+        )
+        if any(e.launch.target in {"docker", "ray"} for e in entries):
+            checks.append(_nvidia_runtime())
+        checks += [_ssh(node) for node in _other_nodes(profile, entries)]
+    checks += _github(settings, environ)
+    return checks
+
+
+def _state_dir(path: Path) -> Check:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".doctor-"):
+            pass
+    except OSError as exc:
+        return Check(
+            "state directory",
+            False,
+            f"{path}: {exc.strerror}",
+            "make it writable by the runner's user, or set SPARK_NIGHTLY_PATHS_STATE to a folder it owns",
+        )
+    return Check("state directory", True, f"{path} (writable)")
+
+
+def _disk(path: Path, need_gib: int) -> Check:
+    probe = next((p for p in (path, *path.parents) if p.exists()), Path("/"))
+    free = shutil.disk_usage(probe).free / 1024**3
+    return Check(
+        "disk",
+        free >= need_gib,
+        f"{free:.0f} GiB free at {probe} (a night needs {need_gib})",
+        f"free at least {need_gib} GiB there, or move paths.cache",
+    )
+
+
+def _cpu_runtime(settings: Settings, profile: Profile, entries: Sequence[ModelEntry]) -> list[Check]:
+    """The pinned runtime and each entry's converted weights: installed by the first night when missing."""
+    cache = settings.path("cache_dir")
+    root = runtime_root(profile.name, profile.candidate_requirements, profile.candidate_remove, cache)
+    runtime = load_runtime(root)
+    found = f"{' '.join(profile.candidate_requirements)} in {root}" if runtime else "not installed"
+    fix = "./scripts/nightly installs it (about 1.5 minutes), or spark-nightly engine check <entry>"
+    checks = [Check("candidate runtime", runtime is not None, found, fix, required=False)]
+    for entry in entries:
+        if entry.weights.source == "package":
+            folder = package_folder(entry, cache)
+            ok = verified(folder)
+            checks.append(
+                Check(
+                    f"weights {entry.id}",
+                    ok,
+                    str(folder) if ok else f"not converted yet ({folder})",
+                    f"spark-nightly engine check {entry.id} converts them (about 20 s)",
+                    required=False,
+                )
+            )
+    return checks
+
+
+def _gpu(profile: Profile) -> list[Check]:
+    driver, gpus, source = read_gpus()
+    if not gpus:
+        return [Check("GPU", False, "NVML and nvidia-smi found none", "install the NVIDIA driver (580.x on a Spark)")]
+    window = f"at least {profile.driver_min or 'any'}, below {profile.driver_below or 'any'}"
+    in_window = _in_window(driver or "", profile.driver_min, profile.driver_below)
+    unreadable = sorted({field for gpu in gpus for field in gpu.unreadable})
+    what = f"{len(gpus)} x {gpus[0].name} via {source}" + (
+        f"; not reported: {', '.join(unreadable)}" if unreadable else ""
+    )
+    return [
+        Check(
+            "NVIDIA driver",
+            in_window,
+            f"{driver} ({window})",
+            f"install a driver {window} (590.x deadlocks CUDA graphs on GB10)",
+        ),
+        Check(
+            "NVML",
+            all(g.sm_clock_mhz is not None for g in gpus),
+            what,
+            "the SM clock must be readable: reinstall the driver's NVML (libnvidia-ml)",
+        ),
+    ]
+
+
+def _in_window(driver: str, low: str | None, below: str | None) -> bool:
+    version = _release(driver)
+    return bool(version) and (not low or version >= _release(low)) and (not below or version < _release(below))
+
+
+def _release(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split(".") if part.isdigit())
+
+
+def _nvidia_runtime() -> Check:
+    fix = "install Docker and the NVIDIA Container Toolkit, then: sudo nvidia-ctk runtime configure --runtime=docker"
+    found = _answer(["docker", "info", "--format", "{{json .Runtimes}}"])
+    if found is None:
+        return Check("docker + NVIDIA runtime", False, "docker does not answer", fix)
+    return Check("docker + NVIDIA runtime", '"nvidia"' in found, "runtimes: " + found[:120], fix)
+
+
+def _other_nodes(profile: Profile, entries: Sequence[ModelEntry]) -> list[str]:
+    return list(profile.nodes[1:]) if any(e.topology != "solo" for e in entries) else []
+
+
+def _ssh(node: str) -> Check:
+    answer = _answer(["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", node, "true"])
+    return Check(
+        f"ssh {node}",
+        answer is not None,
+        "answers without a password" if answer is not None else "no answer without a password",
+        f"ssh-copy-id {node}, and accept its host key once",
+    )
+
+
+def _github(settings: Settings, environ: dict[str, str]) -> list[Check]:
+    targets = ((settings.publish_target, settings.publish_repo), (settings.alert_target, settings.alert_repo))
+    repos = sorted({repo for target, repo in targets if target == "github"})
+    token = environ.get(settings.github_token_env, "")
+    checks = []
+    for repo in repos:
+        if not token:
+            checks.append(
+                Check(
+                    f"GitHub {repo}",
+                    False,
+                    f"${settings.github_token_env} is not set here",
+                    "the workflow's publish job has its own token; set it here to check its reach",
+                    required=False,
+                )
+            )
+            continue
+        checks.append(_reach(repo, token, settings.github_api_url))
+    return checks
+
+
+def _reach(repo: str, token: str, api_url: str) -> Check:
+    try:
+        permissions = repository_access(repo, token, api_url=api_url)
+    except SparkNightlyError as exc:
+        return Check(f"GitHub {repo}", False, str(exc), "a token that can read the repository")
+    can = permissions.get("push", False)
+    return Check(
+        f"GitHub {repo}",
+        can,
+        "the token can write" if can else "the token cannot write",
+        "releases and issues need contents: write and issues: write",
+    )
+
+
+def _answer(argv: list[str]) -> str | None:
+    try:
+        return procs.capture(argv, timeout_s=20)
+    except (CapturedFailure, ProcessError, OSError):
+        return None
