@@ -21,6 +21,9 @@ CONTAINER_HF_CACHE = "/root/.cache/huggingface"
 # vLLM reads its API key from this variable: it is passed to containers by name, so no argv, log or rendered
 # plan ever holds the value
 API_KEY_ENV = "VLLM_API_KEY"
+# What every launch sets, whatever the entry says: nothing is fetched from a hub at serve time, and vLLM counts
+# requests with NaN logits (vllm:corrupted_requests), which the golden stage reads on every entry that can have it
+HARNESS_ENV = {"HF_HUB_OFFLINE": "1", "VLLM_COMPUTE_NANS_IN_LOGITS": "1"}
 
 
 def beyond_loopback(address: str) -> bool:
@@ -114,7 +117,7 @@ def local_plan(
     else:
         head = [vllm, "serve", model_ref]
     argv = (*head, *serve_arguments(entry, host=listen, port=port))
-    env = dict(entry.env) | {"HF_HUB_OFFLINE": "1"}
+    env = dict(entry.env) | HARNESS_ENV
     return LaunchPlan(
         "local", (Step(argv, purpose="the API server"),), env=env, secrets=boot_secrets(listen), listen=listen
     )
@@ -134,7 +137,7 @@ def docker_plan(
     """`docker run` on a Spark: all GPUs, host IPC (the host's /dev/shm) and network, the shared model cache; the API
     server binds `listen` (loopback unless the profile says otherwise, and then only with a key). Weights in a
     local folder (converted from a package) are mounted read-only at the same path."""
-    env = dict(entry.env) | {"HF_HUB_OFFLINE": "1"}
+    env = dict(entry.env) | HARNESS_ENV
     keys = boot_secrets(listen)
     if entry.launch.entrypoint == "module":
         head: tuple[str, ...] = ("python3", "-m", "vllm.entrypoints.openai.api_server", "--model", model_ref)
@@ -206,7 +209,7 @@ def ray_plan(
     keys = boot_secrets(profile.listen)
 
     def on_host(name: str, address: str, command: Sequence[str], pass_through: Sequence[str] = ()) -> tuple[str, ...]:
-        env = dict(entry.env) | {"HF_HUB_OFFLINE": "1", "VLLM_HOST_IP": address}
+        env = dict(entry.env) | HARNESS_ENV | {"VLLM_HOST_IP": address}
         return container_argv(
             name,
             image,

@@ -96,7 +96,7 @@ def test_the_local_plan_runs_the_module_when_the_entry_point_is_broken() -> None
         "--model",
         "/models/m",
     )
-    assert plan.env == {"VLLM_X": "1", "HF_HUB_OFFLINE": "1"}
+    assert plan.env == {"VLLM_X": "1", "HF_HUB_OFFLINE": "1", "VLLM_COMPUTE_NANS_IN_LOGITS": "1"}
 
 
 def test_the_docker_plan_has_gpus_host_ipc_cache_env_and_a_cleanup() -> None:
@@ -107,6 +107,7 @@ def test_the_docker_plan_has_gpus_host_ipc_cache_env_and_a_cleanup() -> None:
         "--ipc host",
         "-v /hf:/root/.cache/huggingface",
         "-e VLLM_X=1",
+        "-e VLLM_COMPUTE_NANS_IN_LOGITS=1",  # the golden stage's NaN counter, on a Spark too
         "img:1 vllm serve org/model",
     ):
         assert part in text
