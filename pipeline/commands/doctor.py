@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,7 +25,7 @@ from pipeline.infra.safe_files import shown
 from pipeline.infra.weights import package_folder, verified
 from pipeline.settings import Settings
 from pipeline.stages.build.night_build import toolchain_for
-from pipeline.stages.build.preflight import Check, build_checks
+from pipeline.stages.build.preflight import Check, build_checks, disk_check
 
 CPU_DISK_GIB = 10  # the CPU runtime, the converted model and a night's runs (the README's prerequisite)
 
@@ -64,7 +63,10 @@ def prerequisites(
     environ = dict(os.environ) if environ is None else environ
     checks = [_state_dir(settings.path("state_dir"))]
     if profile.accelerator == "cpu":
-        checks += [_disk(settings.path("cache_dir"), CPU_DISK_GIB), *_cpu_runtime(settings, profile, entries)]
+        checks += [
+            disk_check(settings.path("cache_dir"), CPU_DISK_GIB, "or move paths.cache"),
+            *_cpu_runtime(settings, profile, entries),
+        ]
     else:
         checks += _gpu(profile)
         toolchain = toolchain_for(profile, settings)
@@ -91,17 +93,6 @@ def _state_dir(path: Path) -> Check:
             "make it writable by the runner's user, or set SPARK_NIGHTLY_PATHS_STATE to a folder it owns",
         )
     return Check("state directory", True, f"{path} (writable)")
-
-
-def _disk(path: Path, need_gib: int) -> Check:
-    probe = next((p for p in (path, *path.parents) if p.exists()), Path("/"))
-    free = shutil.disk_usage(probe).free / 1024**3
-    return Check(
-        "disk",
-        free >= need_gib,
-        f"{free:.0f} GiB free at {probe} (a night needs {need_gib})",
-        f"free at least {need_gib} GiB there, or move paths.cache",
-    )
 
 
 def _cpu_runtime(settings: Settings, profile: Profile, entries: Sequence[ModelEntry]) -> list[Check]:

@@ -41,7 +41,7 @@ def build_checks(
     """Every prerequisite of tonight's build in this toolchain's mode; `rust` when a source has a Rust part."""
     environ = dict(os.environ) if environ is None else environ
     # a CUDA build holds the source, its objects and wheels and fills the compiler cache; a pure-Python one does not
-    checks = [_disk(work_dir, min_free_gib if toolchain.cuda_arch else 0)]
+    checks = [disk_check(work_dir, min_free_gib if toolchain.cuda_arch else 0, "or lower build.min_free_gib")]
     if toolchain.mode == "docker":
         docker = which("docker")
         return [*checks, Check("docker", docker is not None, docker or "not on PATH", "install Docker Engine")]
@@ -103,12 +103,13 @@ def _nvcc(which: Which, environ: dict[str, str]) -> str | None:
     return which("nvcc")
 
 
-def _disk(work_dir: Path, min_free_gib: int) -> Check:
-    probe = next((p for p in (work_dir, *work_dir.parents) if p.exists()), Path("/"))
+def disk_check(path: Path, need_gib: int, fix: str) -> Check:
+    """Free disk where `path` is (or will be made), against what is needed there."""
+    probe = next((p for p in (path, *path.parents) if p.exists()), Path("/"))
     free = shutil.disk_usage(probe).free / 1024**3
     return Check(
         "disk",
-        free >= min_free_gib,
-        f"{free:.0f} GiB free at {probe}",
-        f"free at least {min_free_gib} GiB there, or lower build.min_free_gib",
+        free >= need_gib,
+        f"{free:.0f} GiB free at {probe} (needs {need_gib})",
+        f"free at least {need_gib} GiB there, {fix}",
     )
