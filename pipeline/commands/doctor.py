@@ -26,6 +26,7 @@ from pipeline.infra.weights import package_folder, verified
 from pipeline.settings import Settings
 from pipeline.stages.build.night_build import toolchain_for
 from pipeline.stages.build.preflight import Check, build_checks, disk_check
+from pipeline.stages.prove.health import driver_problems
 
 CPU_DISK_GIB = 10  # the CPU runtime, the converted model and a night's runs (the README's prerequisite)
 
@@ -124,7 +125,7 @@ def _gpu(profile: Profile) -> list[Check]:
     if not gpus:
         return [Check("GPU", False, "NVML and nvidia-smi found none", "install the NVIDIA driver (580.x on a Spark)")]
     window = f"at least {profile.driver_min or 'any'}, below {profile.driver_below or 'any'}"
-    in_window = _in_window(driver or "", profile.driver_min, profile.driver_below)
+    outside = driver_problems(driver, profile) if driver else ["no driver version reported"]
     unreadable = sorted({field for gpu in gpus for field in gpu.unreadable})
     what = f"{len(gpus)} x {gpus[0].name} via {source}" + (
         f"; not reported: {', '.join(unreadable)}" if unreadable else ""
@@ -132,8 +133,8 @@ def _gpu(profile: Profile) -> list[Check]:
     return [
         Check(
             "NVIDIA driver",
-            in_window,
-            f"{driver} ({window})",
+            not outside,
+            f"{driver} ({'; '.join(outside) if outside else window})",
             f"install a driver {window} (590.x deadlocks CUDA graphs on GB10)",
         ),
         Check(
@@ -143,15 +144,6 @@ def _gpu(profile: Profile) -> list[Check]:
             "the SM clock must be readable: reinstall the driver's NVML (libnvidia-ml)",
         ),
     ]
-
-
-def _in_window(driver: str, low: str | None, below: str | None) -> bool:
-    version = _release(driver)
-    return bool(version) and (not low or version >= _release(low)) and (not below or version < _release(below))
-
-
-def _release(text: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in text.split(".") if part.isdigit())
 
 
 def _nvidia_runtime() -> Check:

@@ -19,12 +19,13 @@ from pipeline.stages.aftermath.alert_records import (
     BLIND_KEY,
     PIPELINE_KEY,
     AlertEvent,
-    all_recovered,
     carry_over_cell_alerts,
     close_body,
     new_alert,
     one_event_per_alert,
     open_body,
+    record_recoveries,
+    track_cells,
     update_body,
 )
 from pipeline.stages.aftermath.blind import blind_alert, blind_reasons
@@ -76,7 +77,8 @@ def raise_alerts(
         known = alerts.get(key)
         if known and known["open"]:
             known["nights"].append(night)
-            body = update_body(known, outcome, failures, night=night, run_id=run_id) + link
+            news = track_cells(known, outcome, failures, night)
+            body = update_body(known, failures, news, night=night, run_id=run_id) + link
             events.append(AlertEvent(key, "updated", known["title"], body, night, run_id))
             continue
         alerts[key] = new_alert(outcome, failures, night=night, last_good=last_good.get(outcome.entry))
@@ -90,7 +92,7 @@ def raise_alerts(
         if key.startswith(PIPELINE_KEY) or key in groups or not known["open"]:
             continue
         entry = key.split(":", 1)[0]
-        if entry in passing or (entry in measured and all_recovered(known, measured[entry], night)):
+        if entry in passing or (entry in measured and record_recoveries(known, measured[entry], night)):
             known["open"] = False
             events.append(AlertEvent(key, "closed", known["title"], close_body(known, night, run_id), night, run_id))
     events.extend(_pipeline_alert(alerts, crash, night, run_id))

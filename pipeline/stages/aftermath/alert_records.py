@@ -88,9 +88,8 @@ def _single_open_body(
         f"- suspect change: {suspects}",
     ]
     evidence = failure.evidence
-    value, ref = evidence.get("value"), evidence.get("ref")
-    if isinstance(value, int | float) and isinstance(ref, int | float) and ref:
-        lines.append(f"- by how much: {value:g} against the reference {ref:g} ({(value / ref - 1):+.1%})")
+    if (change := _change(evidence)) is not None:
+        lines.append(f"- by how much: {evidence['value']:g} against the reference {evidence['ref']:g} ({change})")
     lines += [f"- {name}: `{item}`" for name, item in sorted(evidence.items())]
     return "\n".join(lines) + "\n"
 
@@ -103,15 +102,12 @@ def _cell_table(failures: Sequence[Failure]) -> list[str]:
     ]
     for failure in failures:
         evidence = failure.evidence
-        value, ref = evidence.get("value"), evidence.get("ref")
-        numeric = isinstance(value, int | float) and isinstance(ref, int | float) and ref
-        change = f"{value / ref - 1:+.1%}" if numeric else "-"  # type: ignore[operator]
         ratio = evidence.get("B/A")
         cells = [
             failure.what,
-            _number(value),
-            _number(ref),
-            change,
+            _number(evidence.get("value")),
+            _number(evidence.get("ref")),
+            _change(evidence) or "-",
             f"{ratio:.4f}" if isinstance(ratio, int | float) else "-",
             str(evidence.get("pairs", "-")),
             failure.reason,
@@ -124,29 +120,50 @@ def _number(value: object) -> str:
     return f"{value:g}" if isinstance(value, int | float) else "-"
 
 
-def update_body(
-    alert: dict[str, Any], outcome: Outcome, failures: Sequence[Failure], *, night: str, run_id: str
-) -> str:
-    """A later failing night: the cells still failing, those that joined tonight, those that recovered."""
-    head = f"Still failing on {night} (run `{run_id}`), night {len(alert['nights'])} since {alert['opened']}"
+def _change(evidence: Mapping[str, Any]) -> str | None:
+    """The measured value against its reference ("-29.9%"), where the evidence has both."""
+    value, ref = evidence.get("value"), evidence.get("ref")
+    if isinstance(value, int | float) and isinstance(ref, int | float) and ref:
+        return f"{value / ref - 1:+.1%}"
+    return None
+
+
+@dataclass(frozen=True)
+class CellNews:
+    """What tonight changed among the cells an alert tracks."""
+
+    joined: tuple[str, ...] = ()  # failing tonight for the first time in this alert
+    again: tuple[str, ...] = ()  # had recovered, failing again
+    recovered: tuple[str, ...] = ()  # measured within their references tonight
+
+    def lines(self) -> list[str]:
+        news = (("joined tonight", self.joined), ("failing again", self.again), ("recovered", self.recovered))
+        return [f"- {label}: {', '.join(names)}" for label, names in news if names]
+
+
+def track_cells(alert: dict[str, Any], outcome: Outcome, failures: Sequence[Failure], night: str) -> CellNews:
+    """Record tonight in the alert's tracked cells: those failing (new, or again) and those recovered."""
     subjects: dict[str, dict[str, Any]] | None = alert.get("subjects")
     if subjects is None:
-        return f"{head}: {failures[0].reason}\n"
+        return CellNews()
     failing = [f.subject for f in failures if f.subject]
-    joined = [s for s in failing if s not in subjects]
-    again = [s for s in failing if s in subjects and subjects[s]["recovered"]]
-    for subject in joined:
-        subjects[subject] = {"since": night, "recovered": None}
-    for subject in again:
-        subjects[subject]["recovered"] = None
-    recovered = _mark_recovered(subjects, outcome, night, exclude=failing)
-    lines = [f"{head}.", "", *_cell_table(failures), ""]
-    lines += [f"- {label}: {', '.join(names)}" for label, names in _news(joined, again, recovered) if names]
+    joined = tuple(s for s in failing if s not in subjects)
+    again = tuple(s for s in failing if s in subjects and subjects[s]["recovered"])
+    for subject in (*joined, *again):
+        subjects[subject] = {"since": subjects.get(subject, {}).get("since", night), "recovered": None}
+    recovered = tuple(_mark_recovered(subjects, outcome, night, exclude=failing))
+    return CellNews(joined, again, recovered)
+
+
+def update_body(
+    alert: Mapping[str, Any], failures: Sequence[Failure], news: CellNews, *, night: str, run_id: str
+) -> str:
+    """A later failing night: the cells still failing, and what changed among the tracked ones."""
+    head = f"Still failing on {night} (run `{run_id}`), night {len(alert['nights'])} since {alert['opened']}"
+    if "subjects" not in alert:
+        return f"{head}: {failures[0].reason}\n"
+    lines = [f"{head}.", "", *_cell_table(failures), "", *news.lines()]
     return "\n".join(lines).rstrip("\n") + "\n"
-
-
-def _news(joined: list[str], again: list[str], recovered: list[str]) -> list[tuple[str, list[str]]]:
-    return [("joined tonight", joined), ("failing again", again), ("recovered", recovered)]
 
 
 def _mark_recovered(
@@ -164,8 +181,9 @@ def _mark_recovered(
     return newly
 
 
-def all_recovered(alert: dict[str, Any], outcome: Outcome, night: str) -> bool:
-    """Whether every cell an alert tracks has now been measured within its reference (never for a plain alert)."""
+def record_recoveries(alert: dict[str, Any], outcome: Outcome, night: str) -> bool:
+    """Mark the tracked cells tonight measured within their references; True once every one has recovered (never
+    for an alert that tracks no cells)."""
     subjects: dict[str, dict[str, Any]] | None = alert.get("subjects")
     if not subjects:
         return False

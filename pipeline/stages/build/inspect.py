@@ -182,11 +182,10 @@ def _inspect_readable(wheel: Path, target: Target, cuobjdump: Cuobjdump | None, 
         problems.append(platform)
     with zipfile.ZipFile(wheel) as opened:
         problems.extend(elf_problems(opened, meta.platform_tag))
+        frontend = [rust_frontend_note(opened)] if meta.name == "vllm" else []
     notes, torch_problems = _torch_requirement(meta.requires, target)
     problems.extend(torch_problems)
-    if meta.name == "vllm":
-        with zipfile.ZipFile(wheel) as opened:
-            notes.append(rust_frontend_note(opened))
+    notes.extend(frontend)
     libraries: tuple[LibraryFinding, ...] = ()
     cubins: CubinSet | None = None
     if target.gpu and cuobjdump is not None:

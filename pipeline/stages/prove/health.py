@@ -112,22 +112,21 @@ def _unreadable_note(gpu: GpuFacts) -> str:
     return note
 
 
+def driver_problems(driver: str | None, profile: Profile) -> list[str]:
+    """Why this driver is outside the profile's window (590.x deadlocks CUDA graphs on GB10); none when it is in."""
+    problems = []
+    if driver and profile.driver_min and _version_tuple(driver) < _version_tuple(profile.driver_min):
+        problems.append(f"driver {driver} is older than {profile.driver_min}")
+    if driver and profile.driver_below and _version_tuple(driver) >= _version_tuple(profile.driver_below):
+        problems.append(f"driver {driver} is not below {profile.driver_below}")
+    return problems
+
+
 def _gpu_reasons(profile: Profile, facts: HostFacts, limits: Mapping[str, float], *, under_load: bool) -> list[str]:
     reasons = []
     if not facts.gpus:
         return ["no GPU visible (NVML and nvidia-smi found none)"]
-    if (
-        facts.driver_version
-        and profile.driver_min
-        and _version_tuple(facts.driver_version) < _version_tuple(profile.driver_min)
-    ):
-        reasons.append(f"driver {facts.driver_version} is older than {profile.driver_min}")
-    if (
-        facts.driver_version
-        and profile.driver_below
-        and _version_tuple(facts.driver_version) >= _version_tuple(profile.driver_below)
-    ):
-        reasons.append(f"driver {facts.driver_version} is not below {profile.driver_below}")
+    reasons += driver_problems(facts.driver_version, profile)
     for gpu in facts.gpus:
         # an idle GPU has no reason to hold its clock down; under load a GPU at its power limit flags slowdowns
         # legitimately (an H200 at 691 W showed 0x4 at 1470 MHz), so there the clock floor decides
