@@ -40,10 +40,12 @@ class Lock:
 
 @dataclass(frozen=True)
 class Resolution:
-    """What pip resolves: tonight's wheels by name and version, except those whose pins were replaced, which are
-    added afterwards without dependencies, their other requirements resolved in their place."""
+    """What pip resolves: tonight's wheels as their files (never by name: an index may hold another file of the same
+    version), except those whose pins were replaced, which are added afterwards without dependencies, their other
+    requirements resolved in their place; then torch and its companions."""
 
-    requirements: tuple[str, ...]
+    resolved: tuple[str, ...]  # the names of the wheels handed to pip as files, their requirements resolved
+    requirements: tuple[str, ...]  # requirement strings beside them
     added_as_is: tuple[str, ...]  # the names of the wheels copied in without resolving their own requirements
     notes: tuple[str, ...]
 
@@ -54,11 +56,12 @@ def plan_resolution(metas: Sequence[WheelMetadata], *, torch_version: str, gpu: 
     wanted: dict[str, list[Requirement]] = {m.name: _requirements(m) for m in metas}
     notes: list[str] = []
     requirements: list[str] = []
+    resolved: list[str] = []
     as_is: list[str] = []
     for meta in metas:
         replaced = [(r, note) for r in wanted[meta.name] if (note := _replaced(meta, r, built, wanted)) is not None]
         if not replaced:
-            requirements.append(f"{meta.name}=={meta.version}")
+            resolved.append(meta.name)
             continue
         notes.extend(note for _, note in replaced)
         as_is.append(meta.name)  # its own pins would not resolve: its other requirements are resolved instead
@@ -67,7 +70,7 @@ def plan_resolution(metas: Sequence[WheelMetadata], *, torch_version: str, gpu: 
     requirements.append(f"torch=={torch_version}")
     if gpu:  # unpinned: pip takes the build that matches torch (their metadata pins it), or a wheel's own pin
         requirements.extend(TORCH_COMPANIONS)
-    return Resolution(tuple(dict.fromkeys(requirements)), tuple(as_is), tuple(notes))
+    return Resolution(tuple(resolved), tuple(dict.fromkeys(requirements)), tuple(as_is), tuple(notes))
 
 
 def _requirements(meta: WheelMetadata) -> list[Requirement]:
@@ -147,6 +150,7 @@ def lock_wheel_set(
             *(arg for tag in platforms for arg in ("--platform", tag)),
             *(arg for d in wheel_dirs for arg in ("--find-links", d)),
             *(arg for url in index_urls for arg in ("--extra-index-url", url)),
+            *(str(w) for w, m in zip(wheels, metas, strict=True) if m.name in resolution.resolved),
             *resolution.requirements,
         ],
         log_dir / "lock-download.log",
