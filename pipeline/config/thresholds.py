@@ -117,6 +117,10 @@ class Thresholds:
     source: str = ""
     pairs: PairRules = field(default_factory=PairRules)
     host_class: str | None = None  # CPU profiles: the class of host the cells' `ref` values were measured on
+    # The build the references were measured on, when it is not one of this pipeline's nights (a community image,
+    # a report): until a cell has a confirmed night of its own, a difference to it is a gap between two builds,
+    # reported with this provenance, never a regression blamed on tonight's wheels.
+    another_build: str | None = None
 
     def on_host(self, host: str | None) -> Thresholds:
         """Every cell's reference for this class of CPU host (see Reference.on_host)."""
@@ -146,7 +150,15 @@ def build_thresholds(hardware: str, model_id: str, data: Mapping[str, Any]) -> T
     }
     raw_pairs = data.get("pairs", {})
     pairs = PairRules(float(raw_pairs.get("min_effect", MIN_EFFECT)), float(raw_pairs.get("boot_sd", 0.0)))
-    return Thresholds(hardware, model_id, cells, data.get("source", ""), pairs, data.get("host_class"))
+    return Thresholds(
+        hardware,
+        model_id,
+        cells,
+        data.get("source", ""),
+        pairs,
+        data.get("host_class"),
+        data.get("another_build"),
+    )
 
 
 def level_problems(ref: Reference) -> list[tuple[str, str]]:

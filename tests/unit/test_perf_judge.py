@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -71,10 +72,11 @@ def _judge(
     remeasure: Remeasure = lambda r: r,
     paired: PairedMeasure = lambda r, m, n, a: None,
     pairs: PairRules = DEFAULT_PAIRS,
+    another_build: str | None = None,
 ) -> list[CellOutcome]:
     return judge_results(
         [case],
-        _thresholds(pairs),
+        replace(_thresholds(pairs), another_build=another_build),
         ctx,
         health_before=HEALTHY,
         health_after=health_after,
@@ -135,6 +137,29 @@ def test_without_a_pair_a_step_that_persists_in_the_history_fails(tmp_path: Path
         outcomes = _judge(_case(17.6), _ctx(tmp_path, night), remeasure=lambda r: _case(17.6))
     decode = next(o for o in outcomes if o.cell == "tg32")
     assert decode.status == Status.FAIL and "the history shows a step" in decode.reason
+
+
+COMMUNITY = "the community's patched image, vLLM 0.18.3.dev, 2026-03-31"
+
+
+def test_off_another_builds_reference_with_no_night_of_its_own_a_cell_reports_a_gap_and_becomes_the_first(
+    tmp_path: Path,
+) -> None:
+    ctx = _ctx(tmp_path, "2026-11-01")
+    outcomes = _judge(_case(5.0), ctx, remeasure=lambda r: _case(5.0), another_build=COMMUNITY)
+    decode = next(o for o in outcomes if o.cell == "tg32")
+    assert decode.status == Status.PASS and decode.gap is not None
+    assert decode.reason.startswith("gap, not a regression: 5 t/s vs 20")
+    assert decode.gap == f"-75.0% against a reference measured on another build ({COMMUNITY})"
+    assert _a_of(ctx) == "runtime-2026-11-01"  # the pipeline's own night is the baseline from now on
+
+
+def test_once_a_cell_has_its_own_confirmed_night_another_builds_reference_trips_as_usual(tmp_path: Path) -> None:
+    _judge(_case(20.0), _ctx(tmp_path, "2026-11-01"), another_build=COMMUNITY)  # the first confirmed night
+    outcomes = _judge(_case(5.0), _ctx(tmp_path, "2026-11-02"), remeasure=lambda r: _case(5.0), another_build=COMMUNITY)
+    decode = next(o for o in outcomes if o.cell == "tg32")
+    assert decode.gap is None and decode.status == Status.FAIL  # A could not be served here: the fixed level
+    assert "past the fail level" in decode.reason and "could not be served" in decode.reason
 
 
 SLOW_PAIRS = [(20.0 * (1 + d), 18.0 * (1 + d)) for d in (0.0, 0.004, -0.003, 0.002, -0.001, 0.003, 0.0, -0.002)]

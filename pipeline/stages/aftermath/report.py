@@ -42,11 +42,25 @@ def render_summary(run: Mapping[str, Any], outcomes: Sequence[Outcome]) -> str:
         reason = outcome.reason.replace("|", "\\|").replace("\n", " ")
         status, took = outcome.status.value, f"{outcome.duration_s:.0f} s"
         lines.append(f"| {outcome.entry}{required} | {status} | {outcome.stage} | {reason} | {took} |")
+    lines += _gap_section(outcomes)
     if run.get("suspects"):
         lines += ["", f"Suspect change: {run['suspects']}"]
     if culprits := run.get("culprits"):
         lines += _culprit_section(culprits)
     return "\n".join(lines) + "\n"
+
+
+def _gap_section(outcomes: Sequence[Outcome]) -> list[str]:
+    """Cells off a reference measured on another build, before this pipeline had a confirmed night of its own."""
+    gaps = [
+        f"- {outcome.entry} {cell}: {numbers['gap']}"
+        for outcome in outcomes
+        for cell, numbers in (outcome.numbers.get("cells") or {}).items()
+        if isinstance(numbers, Mapping) and numbers.get("gap")
+    ]
+    if not gaps:
+        return []
+    return ["", "## Gaps to references from other builds (reported, not blamed on tonight's wheels)", "", *gaps]
 
 
 def _culprit_section(culprits: Mapping[str, Any]) -> list[str]:

@@ -187,6 +187,9 @@ def _perf(entry: ModelEntry, client: Any, ctx: EntryContext, *, profile_hardware
         if o.status == Status.FAIL
     )
     reason = "; ".join(f"{o.cell}: {o.reason}" for o in bad) or f"{len(outcomes)} cells within their references"
+    gaps = [f"{o.cell} {o.gap}" for o in outcomes if o.gap]
+    if gaps and not bad:
+        reason = f"{len(outcomes) - len(gaps)} cells within their references; gaps, not regressions: {'; '.join(gaps)}"
     health = {"before": health_facts_for_history(before), "measurement": health_facts_for_history(judged.health)}
     return {"status": status, "reason": reason, "cells": cells, "failures": failures, "health": health}
 
@@ -197,6 +200,8 @@ def _cell_numbers(outcome: CellOutcome) -> dict[str, Any]:
         "value": round(outcome.gate.value, 3),
         "ref": outcome.gate.ref,
     }
+    if outcome.gap:
+        numbers["gap"] = outcome.gap
     if outcome.confirmation is not None:
         numbers |= {
             "b_over_a": round(outcome.confirmation.mean_ratio, 4),

@@ -64,6 +64,7 @@ class CellOutcome:
     confirmation: Confirmation | None = None
     last_good: BuildRef | None = None  # the A it was (or would have been) paired with
     pairs_measured: int = 0
+    gap: str | None = None  # a difference to a reference measured on another build: reported, never blamed
 
     @property
     def accepted(self) -> bool:
@@ -207,6 +208,8 @@ def _judge_cell(
         status = Status.XFAIL if gate.status == "XFAIL" else Status.PASS
         reason = f"{gate.reason}; {screened.reason}{_first_note(a, ctx)}"
         return CellOutcome(cell, metric, status, reason, gate, screened), result
+    if a is None and thresholds.another_build and not _history_trips(screened):
+        return _gap(cell, metric, gate, screened, build=thresholds.another_build, first=_first_note(a, ctx)), result
     rerun = remeasure(result)
     rerun_gate, rescreened = judge_cell(reference, rerun.values(metric)), screen(nights, rerun.values(metric))
     if not (rerun_gate.tripped or _history_trips(rescreened)):
@@ -284,6 +287,16 @@ def _step_series(ctx: PerfContext, cell: str, metric: str, tonight: Sequence[flo
         n for n in _nights(ctx, cell, metric, accepted_only=True) if first is None or (n.night, n.run_id) < first
     ]
     return [statistics.median(n.values) for n in baseline + recent] + [statistics.median(tonight)]
+
+
+def _gap(cell: str, metric: str, gate: CellVerdict, screened: Screen, *, build: str, first: str) -> CellOutcome:
+    """A cell with no confirmed night of its own, off a reference measured on another build: two builds differ, and
+    nothing says tonight's regressed. The gap is reported with the reference's provenance; tonight's build, having
+    passed everything else, becomes the cell's first A, and its own nights judge the next ones."""
+    assert gate.change is not None  # a tripped gate has a reference
+    gap = f"{gate.change:+.1%} against a reference measured on another build ({build})"
+    reason = f"gap, not a regression: {gate.value:.4g} {gate.unit} vs {gate.ref:g}, {gap}; {screened.reason}{first}"
+    return CellOutcome(cell, metric, Status.PASS, reason, gate, screened, gap=gap)
 
 
 def _without_pairs(base: CellOutcome, missing: str, medians: Sequence[float]) -> CellOutcome:
