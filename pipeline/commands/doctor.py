@@ -27,6 +27,7 @@ from pipeline.settings import Settings
 from pipeline.stages.build.night_build import toolchain_for
 from pipeline.stages.build.preflight import Check, build_checks, disk_check
 from pipeline.stages.prove.health import driver_problems
+from pipeline.stages.prove.memory import DROP_CACHES, DROP_CACHES_COMMAND
 
 CPU_DISK_GIB = 10  # the CPU runtime, the converted model and a night's runs (the README's prerequisite)
 
@@ -77,6 +78,8 @@ def prerequisites(
         if any(e.launch.target in {"docker", "ray"} for e in entries):
             checks.append(_nvidia_runtime())
         checks += [_ssh(node) for node in _other_nodes(profile, entries)]
+    if profile.memory.drop_caches:
+        checks.append(_drop_caches())
     checks += _github(settings, environ)
     return checks
 
@@ -156,6 +159,19 @@ def _nvidia_runtime() -> Check:
 
 def _other_nodes(profile: Profile, entries: Sequence[ModelEntry]) -> list[str]:
     return list(profile.nodes[1:]) if any(e.topology != "solo" for e in entries) else []
+
+
+def _drop_caches() -> Check:
+    """The profile drops the page cache before each boot: root may, another user needs that one sudo right."""
+    if os.geteuid() == 0:
+        return Check("drop the page cache", os.access(DROP_CACHES, os.W_OK), f"root; {DROP_CACHES} writable")
+    allowed = _answer(["sudo", "-n", "-l", "sh", "-c", DROP_CACHES_COMMAND]) is not None
+    return Check(
+        "drop the page cache",
+        allowed,
+        "sudo -n allows it" if allowed else "sudo -n does not allow it",
+        f"a sudoers line for the runner user: RUNNER ALL=(root) NOPASSWD: /bin/sh -c {DROP_CACHES_COMMAND}",
+    )
 
 
 def _ssh(node: str) -> Check:

@@ -23,6 +23,17 @@ class TorchExpectation:
 
 
 @dataclass(frozen=True)
+class MemoryRules:
+    """How a host makes room before each boot: on unified memory (GB10) the GPU's memory is the host's, page cache
+    included, and vLLM's start-up check counts only what is free."""
+
+    unified: bool = False  # the GPU shares the host's memory: an entry needs gpu_memory_utilization x MemTotal
+    drop_caches: bool = False  # drop the page cache before each boot (root, or sudo -n for /proc/sys/vm/drop_caches)
+    wait_s: float = 60.0  # how long to wait for MemAvailable to reach the need (a stopped server returns it slowly)
+    overhead_gib: float = 0.0  # a CPU engine's own memory beside its KV cache (weights, runtime)
+
+
+@dataclass(frozen=True)
 class Profile:
     """A hardware profile: where the matrix runs and what a healthy runtime looks like there."""
 
@@ -45,6 +56,7 @@ class Profile:
     listen: str = "127.0.0.1"  # where vLLM's API server binds
     base_image: str | None = None
     description: str = ""
+    memory: MemoryRules = field(default_factory=MemoryRules)
 
 
 @dataclass(frozen=True)
@@ -199,6 +211,7 @@ def _profile(name: str, raw: Mapping[str, Any]) -> Profile:
         listen=raw.get("listen", "127.0.0.1"),
         base_image=raw.get("base_image"),
         description=raw.get("description", ""),
+        memory=MemoryRules(**raw.get("memory", {})),
     )
 
 

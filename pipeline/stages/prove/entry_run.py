@@ -23,6 +23,7 @@ from pipeline.stages.prove.boot import Candidate, restartable
 from pipeline.stages.prove.golden_run import GoldenResult, run_golden
 from pipeline.stages.prove.health import health_facts_for_history, judge_health, read_host_facts
 from pipeline.stages.prove.judge import Judge, last_confirmed_judge, transformers_judge
+from pipeline.stages.prove.memory import make_room
 from pipeline.stages.prove.perf_judge import CellOutcome, PerfContext
 from pipeline.stages.prove.perf_run import measure_and_judge
 from pipeline.stages.prove.smoke import smoke
@@ -66,6 +67,10 @@ def run_entry(entry: ModelEntry, ctx: EntryContext) -> Outcome:
         report = smoke(ctx.candidate.runtime, profile, ctx.log_dir, entry_point_needed=entry.launch.entrypoint == "cli")
         if not report.passed:
             return outcome(Status.FAIL, "smoke", report.reason)
+    ctx.on_stage("memory")
+    room = make_room(entry, profile, ctx.log_dir, say=ctx.say)
+    if room is not None and not room.ok:
+        return outcome(Status.INCONCLUSIVE, "memory", "the host cannot make room: " + room.reason)
     stage = "boot"
     ctx.on_stage(stage)
     try:
@@ -91,6 +96,8 @@ def run_entry(entry: ModelEntry, ctx: EntryContext) -> Outcome:
                 )
             server = serving.server  # a NaN may have restarted it
             numbers: dict[str, Any] = {"boot_s": round(boot_s, 1), "golden_s": round(golden.duration_s, 1)}
+            if room is not None:
+                numbers["memory"] = {"need_gib": round(room.need.gib, 1), "page_cache": room.dropped}
             if golden.unjudged:  # no reference and no judge: the outputs are not recorded as tomorrow's reference
                 numbers["drift"] = f"INCONCLUSIVE: {len(golden.unjudged)} answers not judged, nothing recorded"
                 ctx.say(f"{entry.id}: drift INCONCLUSIVE (no reference night, no judge); the outputs are not recorded")
