@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 import time
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +20,12 @@ from pipeline.infra.weights import model_reference
 from pipeline.outcome import Failure, Outcome, perf_alert_key
 from pipeline.progress import Say, quiet
 from pipeline.stages.prove.boot import Candidate, restartable
+from pipeline.stages.prove.canary import canary_argv, judge_canary, run_canary
+from pipeline.stages.prove.canary import wanted as canary_wanted
 from pipeline.stages.prove.golden_run import GoldenResult, run_golden
-from pipeline.stages.prove.health import health_facts_for_history, judge_health, read_host_facts
+from pipeline.stages.prove.health import HealthReport, health_facts_for_history, judge_health, read_host_facts
 from pipeline.stages.prove.judge import Judge, last_confirmed_judge, transformers_judge
-from pipeline.stages.prove.memory import make_room
+from pipeline.stages.prove.memory import Room, make_room
 from pipeline.stages.prove.perf_judge import CellOutcome, PerfContext
 from pipeline.stages.prove.perf_run import measure_and_judge
 from pipeline.stages.prove.smoke import smoke
@@ -56,21 +58,10 @@ def run_entry(entry: ModelEntry, ctx: EntryContext) -> Outcome:
         return Outcome(entry.id, status, stage, reason, entry.required, round(time.monotonic() - started, 1), **extra)
 
     profile = ctx.config.matrix.profiles[entry.profile]
-    ctx.on_stage("health")
-    before = judge_health(profile, read_host_facts())
-    for note in before.notes:  # a GB10 reports no memory of its own: said, never a failure
-        ctx.say(f"{entry.id}: health: {note}")
-    if not before.healthy:
-        return outcome(Status.INCONCLUSIVE, "health", "host unhealthy: " + "; ".join(before.reasons))
-    if ctx.candidate.runtime is not None:
-        ctx.on_stage("smoke")
-        report = smoke(ctx.candidate.runtime, profile, ctx.log_dir, entry_point_needed=entry.launch.entrypoint == "cli")
-        if not report.passed:
-            return outcome(Status.FAIL, "smoke", report.reason)
-    ctx.on_stage("memory")
-    room = make_room(entry, profile, ctx.log_dir, say=ctx.say)
-    if room is not None and not room.ok:
-        return outcome(Status.INCONCLUSIVE, "memory", "the host cannot make room: " + room.reason)
+    ready = _before_boot(entry, ctx)
+    if isinstance(ready, Stop):
+        return outcome(ready.status, ready.stage, ready.reason, numbers=ready.numbers)
+    before, room, canary_numbers = ready.health, ready.room, ready.canary
     stage = "boot"
     ctx.on_stage(stage)
     try:
@@ -96,6 +87,8 @@ def run_entry(entry: ModelEntry, ctx: EntryContext) -> Outcome:
                 )
             server = serving.server  # a NaN may have restarted it
             numbers: dict[str, Any] = {"boot_s": round(boot_s, 1), "golden_s": round(golden.duration_s, 1)}
+            if canary_numbers:
+                numbers["canary"] = canary_numbers
             if room is not None:
                 numbers["memory"] = {"need_gib": round(room.need.gib, 1), "page_cache": room.dropped}
             if golden.unjudged:  # no reference and no judge: the outputs are not recorded as tomorrow's reference
@@ -123,6 +116,70 @@ def run_entry(entry: ModelEntry, ctx: EntryContext) -> Outcome:
         return outcome(Status.FAIL, stage, f"the engine failed during {stage}: {exc}")
     except SparkNightlyError as exc:
         return outcome(Status.ABORTED, stage, f"{type(exc).__name__}: {exc}")
+
+
+@dataclass(frozen=True)
+class Ready:
+    """What the checks before a boot found: the host's health, the room made, the canary's numbers."""
+
+    health: HealthReport
+    room: Room | None
+    canary: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Stop:
+    """A check before the boot that ends the entry."""
+
+    status: Status
+    stage: str
+    reason: str
+    numbers: dict[str, Any] = field(default_factory=dict)
+
+
+def _before_boot(entry: ModelEntry, ctx: EntryContext) -> Ready | Stop:
+    """Health, the canary, smoke and memory, in that order: the first that fails ends the entry before any boot."""
+    profile = ctx.config.matrix.profiles[entry.profile]
+    ctx.on_stage("health")
+    before = judge_health(profile, read_host_facts())
+    for note in before.notes:  # a GB10 reports no memory of its own: said, never a failure
+        ctx.say(f"{entry.id}: health: {note}")
+    if not before.healthy:
+        return Stop(Status.INCONCLUSIVE, "health", "host unhealthy: " + "; ".join(before.reasons))
+    canary_reasons, canary_numbers = _canary(entry, ctx)
+    if canary_reasons:
+        reason = "host unhealthy: " + "; ".join(canary_reasons)
+        return Stop(Status.INCONCLUSIVE, "health", reason, {"canary": canary_numbers})
+    if ctx.candidate.runtime is not None:
+        ctx.on_stage("smoke")
+        report = smoke(ctx.candidate.runtime, profile, ctx.log_dir, entry_point_needed=entry.launch.entrypoint == "cli")
+        if not report.passed:
+            return Stop(Status.FAIL, "smoke", report.reason)
+    ctx.on_stage("memory")
+    room = make_room(entry, profile, ctx.log_dir, say=ctx.say)
+    if room is not None and not room.ok:
+        return Stop(Status.INCONCLUSIVE, "memory", "the host cannot make room: " + room.reason)
+    return Ready(before, room, canary_numbers)
+
+
+def _canary(entry: ModelEntry, ctx: EntryContext) -> tuple[list[str], dict[str, Any]]:
+    """The accelerator canary in the candidate, where the profile runs one: the reasons it finds the host unfit, and
+    its numbers. A canary that cannot run is said and left to smoke and boot, which judge the candidate itself."""
+    profile = ctx.config.matrix.profiles[entry.profile]
+    argv = canary_argv(ctx.candidate, ctx.cache_dir, f"spark-nightly-canary-{ctx.run_id}-{entry.id}")
+    if not canary_wanted(profile) or argv is None:
+        return [], {}
+    ctx.on_stage("canary")
+    try:
+        result = run_canary(argv, ctx.log_dir / f"{entry.id}-canary.log")
+    except ProcessError as exc:
+        ctx.say(
+            f"{entry.id}: the canary could not run ({str(exc).splitlines()[0]}); smoke and boot judge the candidate"
+        )
+        return [], {"error": str(exc).splitlines()[0]}
+    ctx.say(f"{entry.id}: canary {result.describe()}")
+    numbers = {"tflops": round(result.tflops, 4), "sm_mhz": result.sm_mhz, "reasons": result.reasons}
+    return judge_canary(profile, result), numbers
 
 
 def _judge(entry: ModelEntry, model_ref: str, ctx: EntryContext, stack: ExitStack) -> Judge | None:
