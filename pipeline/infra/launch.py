@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pipeline.config.matrix import ModelEntry, Profile
+from pipeline.infra.image import COMPILE_CACHE_ENV, CONTAINER_COMPILE_CACHE
 from pipeline.infra.procs import OWNER_ENV
 
 RAY_PORT = 6379
@@ -109,15 +110,23 @@ def serve_arguments(entry: ModelEntry, *, host: str, port: int) -> list[str]:
 
 
 def local_plan(
-    entry: ModelEntry, *, python: str, vllm: str, model_ref: str, port: int, listen: str = "127.0.0.1"
+    entry: ModelEntry,
+    *,
+    python: str,
+    vllm: str,
+    model_ref: str,
+    port: int,
+    listen: str = "127.0.0.1",
+    hf_home: str | None = None,
 ) -> LaunchPlan:
-    """A bare-metal process on this machine (the CPU profile)."""
+    """A bare-metal process on this machine (the CPU profile); `hf_home` is the Hugging Face cache the weights stage
+    filled, which a container sees mounted at CONTAINER_HF_CACHE and a local process through HF_HOME."""
     if entry.launch.entrypoint == "module":
         head = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", model_ref]
     else:
         head = [vllm, "serve", model_ref]
     argv = (*head, *serve_arguments(entry, host=listen, port=port))
-    env = dict(entry.env) | HARNESS_ENV
+    env = dict(entry.env) | HARNESS_ENV | ({"HF_HOME": hf_home} if hf_home else {})
     return LaunchPlan(
         "local", (Step(argv, purpose="the API server"),), env=env, secrets=boot_secrets(listen), listen=listen
     )
@@ -133,11 +142,13 @@ def docker_plan(
     hf_cache: str,
     listen: str = "127.0.0.1",
     gpus: bool = True,
+    compile_cache: str | None = None,
 ) -> LaunchPlan:
     """`docker run` on a Spark: all GPUs, host IPC (the host's /dev/shm) and network, the shared model cache; the API
     server binds `listen` (loopback unless the profile says otherwise, and then only with a key). Weights in a
-    local folder (converted from a package) are mounted read-only at the same path."""
-    env = dict(entry.env) | HARNESS_ENV
+    local folder (converted from a package) are mounted read-only at the same path; the image's compile cache (a host
+    folder per image) holds what the server compiles, so the next boot of the build reuses it."""
+    env = dict(entry.env) | HARNESS_ENV | (COMPILE_CACHE_ENV if compile_cache else {})
     keys = boot_secrets(listen)
     if entry.launch.entrypoint == "module":
         head: tuple[str, ...] = ("python3", "-m", "vllm.entrypoints.openai.api_server", "--model", model_ref)
@@ -147,6 +158,8 @@ def docker_plan(
     extra = ["--ulimit", "memlock=-1", "--ulimit", "stack=67108864"] if gpus else []  # pinned memory for NCCL
     if model_ref.startswith("/"):
         extra += ["-v", f"{model_ref}:{model_ref}:ro"]
+    if compile_cache:
+        extra += ["-v", f"{compile_cache}:{CONTAINER_COMPILE_CACHE}"]
     argv = container_argv(
         container, image, serve, env=env, hf_cache=hf_cache, extra=extra, pass_through=tuple(keys), gpus=gpus
     )
@@ -196,6 +209,7 @@ def ray_plan(
     port: int,
     container: str,
     hf_cache: str,
+    compile_cache: str | None = None,
 ) -> LaunchPlan:
     """A Ray cluster over the profile's hosts: a head container, worker containers, then vllm serve on the head.
 
@@ -210,13 +224,17 @@ def ray_plan(
 
     def on_host(name: str, address: str, command: Sequence[str], pass_through: Sequence[str] = ()) -> tuple[str, ...]:
         env = dict(entry.env) | HARNESS_ENV | {"VLLM_HOST_IP": address}
+        extra = ["--device", "/dev/infiniband"]
+        if compile_cache:
+            env |= COMPILE_CACHE_ENV
+            extra += ["-v", f"{compile_cache}:{CONTAINER_COMPILE_CACHE}"]
         return container_argv(
             name,
             image,
             command,
             env=env,
             hf_cache=hf_cache,
-            extra=("--device", "/dev/infiniband"),
+            extra=extra,
             pass_through=pass_through,
         )
 

@@ -90,6 +90,8 @@ def test_dockerfile_writes_a_context_holding_every_locked_file_hash_checked(
         [ours.name, "six-1.16.0-py2.py3-none-any.whl"]
     )
     dockerfile = (context / "Dockerfile").read_text()
-    assert "FROM nvidia/cuda:13.0.1-cudnn-runtime-ubuntu24.04" in dockerfile
+    assert "FROM nvidia/cuda:13.0.1-cudnn-devel-ubuntu24.04" in dockerfile
     assert "--no-deps --require-hashes --no-index" in dockerfile
     assert "a +cpu torch on a GPU profile" in dockerfile  # the image refuses to build around a CPU torch
+    # and proves it can compile at first use before it is tagged: the smoke is in the context it runs from
+    assert "RUN python3 /opt/spark-nightly/jit_smoke.py 12.1a" in dockerfile and (context / "jit_smoke.py").is_file()

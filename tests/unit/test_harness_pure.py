@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import ast
 import signal
+import sys
 from dataclasses import replace
 
 import pytest
 
 from pipeline.config.matrix import BenchSpec, Launch, ModelEntry, Profile, TorchExpectation
-from pipeline.infra.image import render_dockerfile
+from pipeline.infra.image import JIT_SMOKE, compile_cache_key, image_tag, render_dockerfile
 from pipeline.infra.launch import docker_plan, local_plan, ray_plan, serve_arguments
 from pipeline.infra.openai_client import metric_total, parse_metrics
 from pipeline.infra.runtime import LockedFile, parse_filename, render_lock
@@ -196,6 +198,37 @@ def test_a_broken_entry_point_blocks_only_entries_launched_through_it() -> None:
     assert "PackageNotFoundError: No package metadata was found for vllm" in warning.detail
     assert check_entry_point(1, output, blocking=True).blocking
     assert check_entry_point(0, "0.32.0\n", blocking=True).detail == "0.32.0"
+
+
+def test_a_gpu_image_can_compile_at_first_use_and_proves_it_before_it_is_tagged() -> None:
+    text = render_dockerfile(SPARK, [LockedFile("vllm", "0.33.0", "v.whl", "cd" * 32)])
+    packages = next(line for line in text.splitlines() if line.startswith("RUN apt-get"))
+    assert all(name in packages.split() for name in ("python3-dev", "build-essential", "ninja-build"))
+    assert "TRITON_PTXAS_PATH=/usr/local/cuda/bin/ptxas" in text and "CUDA_HOME=/usr/local/cuda" in text
+    assert text.rstrip().splitlines()[-2:] == [
+        "COPY jit_smoke.py /opt/spark-nightly/jit_smoke.py",
+        f"RUN python3 /opt/spark-nightly/jit_smoke.py {SPARK.arch or '12.1a'}",
+    ]
+    cpu = render_dockerfile(replace(SPARK, accelerator="cpu"), [])
+    assert "jit_smoke" not in cpu and "TRITON_PTXAS_PATH" not in cpu
+
+
+def test_the_jit_smoke_runs_in_the_images_python_alone() -> None:
+    """It is copied into the image and run there: it may import only the standard library and Triton."""
+    tree = ast.parse(JIT_SMOKE.read_text())
+    imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert imported <= set(sys.stdlib_module_names) | {"triton"}
+
+
+def test_containers_compile_into_a_host_folder_of_their_image() -> None:
+    plan = docker_plan(
+        _entry(), image="img:1", model_ref="m", port=1, container="c", hf_cache="/hf", compile_cache="/cache/c/k"
+    )
+    argv = plan.server.argv
+    assert argv[argv.index("/cache/c/k:/compile-cache") - 1] == "-v"
+    assert "TRITON_CACHE_DIR=/compile-cache/triton" in argv and "VLLM_CACHE_ROOT=/compile-cache/vllm" in argv
+    assert compile_cache_key(image_tag("0123abcd")) == "0123abcd" and compile_cache_key("nvcr.io/x:y") == "nvcr.io_x_y"
 
 
 def test_the_dockerfile_installs_exactly_the_lock_and_refuses_a_cpu_torch() -> None:

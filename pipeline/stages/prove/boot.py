@@ -10,7 +10,7 @@ from pathlib import Path
 from pipeline.config.matrix import ModelEntry, Profile
 from pipeline.errors import EngineError
 from pipeline.infra import launch
-from pipeline.infra.image import image_tag
+from pipeline.infra.image import compile_cache_key, image_tag
 from pipeline.infra.openai_client import OpenAIClient
 from pipeline.infra.runtime import Runtime, ensure_pip_runtime
 from pipeline.infra.server import Server, free_port, owner_token, running_server
@@ -47,6 +47,13 @@ def hf_cache(cache_dir: Path) -> Path:
     return cache_dir / "huggingface"
 
 
+def compile_cache(cache_dir: Path, image: str) -> Path:
+    """The host folder a runtime image's containers compile into (torch.compile, Triton, FlashInfer's JIT), made on
+    first use (by boot): one per image, so a build never reads another's kernels and its second boot skips the
+    compiling."""
+    return cache_dir / "compile" / compile_cache_key(image)
+
+
 def plan_launch(
     entry: ModelEntry, candidate: Candidate, *, model_ref: str, port: int, cache_dir: Path
 ) -> launch.LaunchPlan:
@@ -79,6 +86,7 @@ def plan_launch(
             hf_cache=str(hf_cache(cache_dir)),
             listen=candidate.profile.listen,
             gpus=candidate.profile.accelerator != "cpu",
+            compile_cache=str(compile_cache(cache_dir, image)),
         )
     return launch.ray_plan(
         entry,
@@ -88,6 +96,7 @@ def plan_launch(
         port=port,
         container=container,
         hf_cache=str(hf_cache(cache_dir)),
+        compile_cache=str(compile_cache(cache_dir, image)),
     )
 
 
@@ -106,8 +115,9 @@ def boot(
     model_ref = model_reference(entry, cache_dir, log_dir, say=say)
     chosen_port = port or free_port()
     plan = plan_launch(entry, candidate, model_ref=model_ref, port=chosen_port, cache_dir=cache_dir)
-    if plan.target != "local":
-        hf_cache(cache_dir).mkdir(parents=True, exist_ok=True)  # a container engine may refuse a missing mount
+    if plan.target != "local":  # a container engine may refuse a missing mount
+        hf_cache(cache_dir).mkdir(parents=True, exist_ok=True)
+        compile_cache(cache_dir, entry.launch.image or candidate.image or "").mkdir(parents=True, exist_ok=True)
     max_len = entry.serve.get("max_model_len")
     with running_server(
         plan,

@@ -11,7 +11,7 @@ from typing import Any
 from pipeline.config.matrix import Profile
 from pipeline.errors import EngineError, UsageError
 from pipeline.infra.confirmed import BuildRef
-from pipeline.infra.image import build_image, image_tag, render_dockerfile
+from pipeline.infra.image import build_image, image_tag, write_context
 from pipeline.infra.runtime import lock_directory, sha256_of, write_atomically
 from pipeline.progress import Say, quiet
 from pipeline.stages.prove.boot import Candidate, prepare_candidate
@@ -93,7 +93,7 @@ def build_runtime_image(profile: Profile, *, lock: Path, wheels: list[Path], con
     download_locked(folder, context / "wheels", context)
     shutil.copy2(lock, context / "lock.txt")
     files = lock_directory(context / "wheels", ())
-    (context / "Dockerfile").write_text(render_dockerfile(profile, files))
+    write_context(context, profile, files)
     tag = image_tag(sha256_of(lock)[:16])
     say(f"candidate: building the runtime image {tag} from {len(files)} locked files")
     build_image(context, tag)

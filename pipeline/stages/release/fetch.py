@@ -11,7 +11,7 @@ from typing import Any
 from pipeline.config.matrix import Profile
 from pipeline.errors import SparkNightlyError, StoreContentError, TamperedAsset, UsageError
 from pipeline.infra import procs
-from pipeline.infra.image import render_dockerfile
+from pipeline.infra.image import write_context
 from pipeline.infra.releases import Asset, Release, ReleaseStore
 from pipeline.infra.runtime import lock_directory, sha256_of
 from pipeline.infra.safe_files import UnsafeName, check_name, is_regular_file, real_folder, shown, write_into
@@ -138,6 +138,4 @@ def write_image_context(fetched: Path, out: Path, profile: Profile) -> Path:
     (out / "wheels").mkdir(parents=True, exist_ok=True)
     download_locked(fetched, out / "wheels", out)  # the image installs with --no-index: every locked file goes in
     shutil.copy2(fetched / LOCK, out / LOCK)
-    dockerfile = out / "Dockerfile"
-    dockerfile.write_text(render_dockerfile(profile, lock_directory(out / "wheels", ())))
-    return dockerfile
+    return write_context(out, profile, lock_directory(out / "wheels", ()))
