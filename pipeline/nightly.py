@@ -1,4 +1,4 @@
-"""The nightly: candidate, entries, decide, publish, alert, report, as one short visible list of stages."""
+"""The nightly: candidate, weights, entries, decide, publish, alert, report, as one short visible list of stages."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 import socket
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,7 @@ from pipeline.stages.build.build_plan import BuildPlan
 from pipeline.stages.prove.boot import Candidate
 from pipeline.stages.prove.candidate import NightCandidate, prepare_night_candidate
 from pipeline.stages.prove.entry_run import EntryContext, run_entry
+from pipeline.stages.prove.weights_stage import EntryWeights, prepare_weights
 from pipeline.stages.release.publish import Night, build_manifest, inspection_summary, publish_night
 from pipeline.stages.release.stores import open_store
 from pipeline.status import Status, worst
@@ -86,6 +87,7 @@ class NightRun:
     publish: bool  # False for a shard: publishing and alerts are left to the merge
     durations: Durations
     night: NightCandidate | None = None
+    weights: dict[str, EntryWeights] = field(default_factory=dict)  # by entry id: verified files, or the problem
     outcomes: list[Outcome] = field(default_factory=list)
     verdict: str = Status.SKIPPED.value
     findings: CulpritFindings | None = None
@@ -157,6 +159,20 @@ def _stage_candidate(state: NightRun) -> None:
         state.durations.record("candidate", time.monotonic() - started)
 
 
+def _stage_weights(state: NightRun) -> None:
+    assert state.night is not None  # the candidate stage ran
+    if state.merge or state.night.refused is not None:
+        return  # the merge runs no entry, and refused wheels boot none
+    plan = state.plan
+    waiting = [e for e in plan.entries if not (plan.run_dir / "entries" / f"{e.id}.json").exists()]
+    with state.progress.step("weights", state.durations.expected("weights")):
+        started = time.monotonic()
+        state.weights = prepare_weights(
+            waiting, state.settings.path("cache_dir"), plan.run_dir / "logs" / "weights", say=state.progress.say
+        )
+        state.durations.record("weights", time.monotonic() - started)
+
+
 def _stage_entries(state: NightRun) -> None:
     assert state.night is not None  # the candidate stage ran
     if state.night.refused is not None:
@@ -204,24 +220,32 @@ def run_entries(state: NightRun, candidate: Candidate) -> list[Outcome]:
             say(f"{entry.id}: ABORTED: no shard handed over its result")
             outcomes.append(Outcome(entry.id, Status.ABORTED, "shard", UNFINISHED_SHARD, entry.required, 0.0))
             continue
-        left = durations.expected_total(e.id for e in plan.entries[number - 1 :])
-        night_left = f"; the night's entries took {clock_text(left)} last time" if left else ""
-        say(f"entry {number}/{len(plan.entries)}: {entry.id}{night_left}")
-        with progress.step(f"[{number}/{len(plan.entries)}] {entry.id}", durations.expected(entry.id)):
-            ctx = EntryContext(
-                state.config,
-                candidate,
-                settings.path("cache_dir"),
-                settings.path("state_dir"),
-                plan.run_dir / "logs" / entry.id,
-                plan.run_id,
-                plan.night,
-                commits,
-                say,
-                on_stage=progress.stage,
-                build=build,
+        weights = state.weights.get(entry.id)
+        if weights is not None and weights.problem:  # never served from a cache that failed its check
+            outcome = Outcome(
+                entry.id, Status.ABORTED, "weights", f"not run: {weights.problem}", entry.required, weights.duration_s
             )
-            outcome = run_entry(entry, ctx)
+        else:
+            left = durations.expected_total(e.id for e in plan.entries[number - 1 :])
+            night_left = f"; the night's entries took {clock_text(left)} last time" if left else ""
+            say(f"entry {number}/{len(plan.entries)}: {entry.id}{night_left}")
+            with progress.step(f"[{number}/{len(plan.entries)}] {entry.id}", durations.expected(entry.id)):
+                ctx = EntryContext(
+                    state.config,
+                    candidate,
+                    settings.path("cache_dir"),
+                    settings.path("state_dir"),
+                    plan.run_dir / "logs" / entry.id,
+                    plan.run_id,
+                    plan.night,
+                    commits,
+                    say,
+                    on_stage=progress.stage,
+                    build=build,
+                )
+                outcome = run_entry(entry, ctx)
+            if weights is not None:  # the files it was served from, carried with its outcome to the merge
+                outcome = replace(outcome, numbers={**outcome.numbers, "weights": weights.to_json()})
         saved.parent.mkdir(parents=True, exist_ok=True)
         write_atomically(saved, json.dumps(outcome.to_json(), indent=2, sort_keys=True, default=str) + "\n")
         _save_series(state, entry.id)
@@ -276,6 +300,7 @@ def _publish(
 ) -> str:
     culprits: dict[str, Any] | None = None
     dropped: list[dict[str, str]] = []
+    weights = {o.entry: o.numbers["weights"] for o in outcomes if "weights" in o.numbers}  # trials don't record them
     if verdict not in {Status.PASS.value, Status.XFAIL.value}:
         if findings is None or findings.replacement is None or findings.search is None:
             say(f"publish: skipped, the night is {verdict}")
@@ -297,7 +322,7 @@ def _publish(
         plan=night.plan,
         host={"hostname": socket.gethostname()},
         health={o.entry: o.numbers["health"] for o in outcomes if "health" in o.numbers} or None,
-        entries=[_manifest_entry(o) for o in outcomes],
+        entries=[_manifest_entry(o, weights.get(o.entry)) for o in outcomes],
         report=str(plan.run_dir / "summary.md"),
         culprits=culprits,
         inspection=inspection_summary(night.lock.parent),
@@ -382,15 +407,16 @@ def _series_of(state: NightRun, entry_id: str, *, saved: bool = True) -> list[Se
     return collect_series(history, state.config, state.plan.profile.hardware, [entry_id])
 
 
-def _manifest_entry(outcome: Outcome) -> dict[str, Any]:
-    return {
+def _manifest_entry(outcome: Outcome, weights: Mapping[str, Any] | None) -> dict[str, Any]:
+    entry = {
         "id": outcome.entry,
         "status": outcome.status.value,
         "stage": outcome.stage,
         "reason": outcome.reason,
-        "numbers": outcome.numbers,
+        "numbers": {k: v for k, v in outcome.numbers.items() if k != "weights"},
         "duration_s": outcome.duration_s,
     }
+    return entry | ({"weights": dict(weights)} if weights is not None else {})
 
 
 def _report_link(plan: NightPlan) -> str:
@@ -429,6 +455,12 @@ def _suspects(state: NightRun) -> str:
 
 STAGES = (
     Stage("candidate", "build and inspect tonight's wheels, or install the profile's pinned runtime", _stage_candidate),
+    Stage(
+        "weights",
+        "each entry's weights in the cache (Hub repositories at their pinned commit, downloaded once), every file "
+        "hashed and checked; an entry whose weights fail is ABORTED, never served",
+        _stage_weights,
+    ),
     Stage(
         "entries",
         "for each entry: health, smoke, boot, golden, perf (pairs against the last confirmed build where a cell "

@@ -127,6 +127,7 @@ class Weights:
     convert: str | None = None
     sha256: str | None = None
     path: str | None = None
+    ignore: tuple[str, ...] = ()  # Hub files vLLM does not read (glob patterns): never downloaded or checked
 
 
 @dataclass(frozen=True)
@@ -246,6 +247,7 @@ def _entry(index: int, raw: Mapping[str, Any]) -> ModelEntry:
             weights.get("convert"),
             weights.get("sha256"),
             weights.get("path"),
+            tuple(weights.get("ignore", ())),
         ),
         engine=raw.get("engine", "vllm"),
         required=raw.get("required", True),

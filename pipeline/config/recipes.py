@@ -268,6 +268,8 @@ def _entry(
         entry["description"] = str(data["description"])
     if data.get("model_revision"):
         entry["revision"] = str(data["model_revision"])
+    else:  # validate refuses a Hub entry on a GPU profile without one
+        result.notes.append(f"pin revision: to the commit you test (https://huggingface.co/{model}/commits/main)")
     entry["profile"] = options.profile
     entry["launch"] = {"target": "ray" if cluster else "docker"}  # the image of tonight's tested wheels
     if data.get("container"):

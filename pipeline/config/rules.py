@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.config.load import Document, schema, suggest
-from pipeline.config.matrix import Matrix, ModelEntry
+from pipeline.config.matrix import Matrix, ModelEntry, Profile
 from pipeline.config.thresholds import build_thresholds, level_problems
 from pipeline.errors import ConfigIssue
 
@@ -32,6 +32,7 @@ def matrix_issues(doc: Document, matrix: Matrix) -> Iterator[ConfigIssue]:
             )
         else:
             yield from _cluster_issues(doc, entry, len(matrix.profiles[entry.profile].nodes))
+            yield from _revision_issues(doc, entry, matrix.profiles[entry.profile])
         if entry.weights.source == "package" and not (entry.weights.package and entry.weights.file):
             yield doc.issue((*where, "weights"), "weights from a package need both 'package' and 'file'")
         if entry.weights.source == "path" and not entry.weights.path:
@@ -89,6 +90,16 @@ def _extra_args_issues(doc: Document, entry: ModelEntry) -> Iterator[ConfigIssue
         elif flag in typed - {"--extra-args"}:
             key = flag.removeprefix("--").replace("-", "_")
             yield doc.issue(where, f"{flag} has its own option: set serve.{key} instead of passing it in extra_args")
+
+
+def _revision_issues(doc: Document, entry: ModelEntry, profile: Profile) -> Iterator[ConfigIssue]:
+    """A GPU entry served from the Hub names the commit it was proven on: `main` tomorrow is other weights."""
+    if entry.weights.source == "hub" and profile.accelerator != "cpu" and entry.revision is None:
+        yield doc.issue(
+            ("models", entry.index, "model"),
+            f"a Hub model on a GPU profile needs a pinned revision: add 'revision:' with the 40-hex commit you "
+            f"tested (https://huggingface.co/{entry.model}/commits/main); a branch moves under you",
+        )
 
 
 def _release(version: str) -> tuple[int, ...]:

@@ -97,8 +97,11 @@ def test_imported_entries_pass_validate_once_they_have_references(tmp_path: Path
         "qwen3-8b-sparkrun-v2.yaml",
     ]
     for name in good:
-        entry = import_recipe(RECIPES / name).entry
+        imported = import_recipe(RECIPES / name)
+        entry = imported.entry
+        assert any(n.startswith("pin revision: to the commit you test") for n in imported.notes)
         entry["golden"] = "basic"
+        entry["revision"] = "0" * 40
         models["models"].append(entry)
         cells = {c: {"ref": 10, "unit": "t/s", "warn": "-5%", "fail": "-10%"} for c in _cell_names(entry)}
         (config / "thresholds" / "spark-gb10" / f"{entry['id']}.yaml").write_text(

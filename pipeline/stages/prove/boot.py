@@ -72,6 +72,7 @@ def plan_launch(
             model_ref=model_ref,
             port=port,
             listen=candidate.profile.listen,
+            hf_home=str(hf_cache(cache_dir)),
         )
     image = entry.launch.image or candidate.image
     if image is None:

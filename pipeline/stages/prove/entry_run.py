@@ -29,6 +29,7 @@ from pipeline.stages.prove.memory import Room, make_room
 from pipeline.stages.prove.perf_judge import CellOutcome, PerfContext
 from pipeline.stages.prove.perf_run import measure_and_judge
 from pipeline.stages.prove.smoke import smoke
+from pipeline.stages.prove.weights_stage import served_folder
 from pipeline.status import Status, worst
 
 
@@ -83,6 +84,7 @@ def run_entry(entry: ModelEntry, ctx: EntryContext) -> Outcome:
                     references=references,
                     judge=judge,
                     restart=serving.restart,
+                    files_at=served_folder(entry, ctx.cache_dir),
                     say=ctx.say,
                 )
             server = serving.server  # a NaN may have restarted it

@@ -217,11 +217,12 @@ def judge_golden(
     model_ref: str,
     references: References | None,
     judge: Judge | None = None,
+    files_at: Path | None = None,
     say: Say = quiet,
 ) -> GoldenResult:
     """Every check over the answers: against the reference night when there is one, else against the judge."""
     started = time.monotonic()
-    identity, files = _identity(answers.served, entry, model_ref, references)
+    identity, files = _identity(answers.served, entry, model_ref, references, files_at)
     verdicts: list[Verdict] = [identity]
     drift = _drift_verdicts(
         client, entry.served_model_name, answers.alone, references=references, judge=judge, golden=golden, say=say
@@ -250,21 +251,37 @@ def run_golden(
     references: References | None,
     judge: Judge | None = None,
     restart: Callable[[], OpenAIClient] | None = None,
+    files_at: Path | None = None,
     say: Say = quiet,
 ) -> GoldenResult:
     """The golden stage against one running server (restarted after a NaN when `restart` can): ask, then judge."""
     answers, client = ask_golden(client, entry, golden, restart=restart, say=say)
     return judge_golden(
-        answers, client, entry, golden, model_ref=model_ref, references=references, judge=judge, say=say
+        answers,
+        client,
+        entry,
+        golden,
+        model_ref=model_ref,
+        references=references,
+        judge=judge,
+        files_at=files_at,
+        say=say,
     )
 
 
 def _identity(
-    served: Sequence[ServedModel], entry: ModelEntry, model_ref: str, references: References | None
+    served: Sequence[ServedModel],
+    entry: ModelEntry,
+    model_ref: str,
+    references: References | None,
+    files_at: Path | None = None,
 ) -> tuple[Verdict, dict[str, str]]:
-    """Identity against models.yaml, and the served folder's file hashes against the pinned or recorded ones."""
+    """Identity against models.yaml, and the served folder's file hashes against the pinned or recorded ones.
+
+    A Hub entry's server reports the repository id as its root: its files are read where the weights stage
+    verified them (`files_at`, the snapshot of the pinned commit)."""
     root = next((m.root for m in served if m.id == entry.served_model_name and m.root), None)
-    folder = Path(root) if root else None
+    folder = Path(root) if root and Path(root).is_dir() else files_at
     files = identity_files(folder)
     expected, source = dict(entry.identity_files), "models.yaml"
     if not expected and references is not None and references.identity_files:
