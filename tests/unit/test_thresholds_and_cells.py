@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from pipeline.config.bundle import ConfigPaths, load_config
 from pipeline.config.matrix import BenchSpec
 from pipeline.config.thresholds import MIN_EFFECT, Level, PairRules, Reference, build_thresholds, level_problems
 from pipeline.infra.cpu_class import cpu_class
@@ -94,3 +97,15 @@ def test_pair_rules_are_read_from_the_file_and_default_to_the_detectors() -> Non
     rules = build_thresholds("cpu-x86", "m", {"cells": cells, "pairs": {"min_effect": 0.06, "boot_sd": 0.02}}).pairs
     assert rules == PairRules(0.06, 0.02) and rules.passable()
     assert not PairRules(0.03, 0.02).passable()  # the 95 % interval of an unchanged build is at least +-3.9 % wide
+
+
+def test_every_cpu_class_the_suite_can_land_on_has_a_measured_reference_or_the_stated_fallback() -> None:
+    """amx, avx512 and avx2 hosts are measured (thresholds/cpu-x86); a baseline host (no AVX2) is judged by its
+    history alone, so no class's first night trips on another class's speed."""
+    root = Path(__file__).parents[2]
+    config = load_config(ConfigPaths(root / "models.yaml", root / "thresholds", root / "golden"))
+    for host in ("amx", "avx512", "avx2"):
+        cells = config.thresholds_for("smollm2-135m-instruct", host).cells
+        assert all(ref.ref is not None and not ref.origin and not ref.pending for ref in cells.values()), host
+    baseline = config.thresholds_for("smollm2-135m-instruct", "baseline").cells
+    assert all(ref.ref is None and "none measured on baseline" in (ref.pending or "") for ref in baseline.values())
