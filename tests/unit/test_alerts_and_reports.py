@@ -101,6 +101,19 @@ def test_rendered_alert_bodies_match_their_golden_markdown(tmp_path: Path, actio
     assert written.read_text() == (GOLDEN / f"{action}.md").read_text()
 
 
+def test_the_summary_lists_gaps_to_references_from_other_builds() -> None:
+    run = {"run_id": "r1", "night": "2026-11-25", "profile": "spark", "verdict": "PASS", "publish": ""}
+    gap = "-22.0% against a reference measured on another build (the community's patched image)"
+    cells = {"tg32": {"status": "PASS", "value": 41.2, "ref": 52.85, "gap": gap}, "pp2048": {"status": "PASS"}}
+    outcome = Outcome("qwen3.5-35b-a3b-fp8", Status.PASS, "perf", "gaps", True, 900.0, numbers={"cells": cells})
+    summary = render_summary(run, [outcome])
+    assert summary.endswith(
+        "## Gaps to references from other builds (reported, not blamed on tonight's wheels)\n\n"
+        f"- qwen3.5-35b-a3b-fp8 tg32: {gap}\n"
+    )
+    assert "Gaps to references" not in render_summary(run, [Outcome("x", Status.PASS, "perf", "ok", True, 1.0)])
+
+
 def test_summary_and_junit_show_every_entry_with_its_status() -> None:
     run = {"run_id": "r1", "night": "2026-11-21", "profile": "cpu", "verdict": "FAIL", "publish": ""}
     optional = Outcome("other", Status.PASS, "perf", "ok", False, 10.0)
