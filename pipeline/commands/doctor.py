@@ -17,7 +17,7 @@ from pathlib import Path
 from pipeline.config.bundle import Config
 from pipeline.config.matrix import ModelEntry, Profile
 from pipeline.errors import CapturedFailure, ProcessError, SparkNightlyError
-from pipeline.infra import procs
+from pipeline.infra import hub, procs
 from pipeline.infra.github import repository_access
 from pipeline.infra.gpu import read_gpus
 from pipeline.infra.runtime import load_runtime, runtime_root
@@ -26,8 +26,10 @@ from pipeline.infra.weights import package_folder, verified
 from pipeline.settings import Settings
 from pipeline.stages.build.night_build import toolchain_for
 from pipeline.stages.build.preflight import Check, build_checks, disk_check
+from pipeline.stages.prove.boot import hf_cache
 from pipeline.stages.prove.health import driver_problems
 from pipeline.stages.prove.memory import DROP_CACHES, DROP_CACHES_COMMAND
+from pipeline.stages.prove.weights_stage import served_folder
 
 CPU_DISK_GIB = 10  # the CPU runtime, the converted model and a night's runs (the README's prerequisite)
 
@@ -80,6 +82,7 @@ def prerequisites(
         checks += [_ssh(node) for node in _other_nodes(profile, entries)]
     if profile.memory.drop_caches:
         checks.append(_drop_caches())
+    checks += [_hub_weights(settings, entry) for entry in entries if entry.weights.source == "hub"]
     checks += _github(settings, environ)
     return checks
 
@@ -159,6 +162,22 @@ def _nvidia_runtime() -> Check:
 
 def _other_nodes(profile: Profile, entries: Sequence[ModelEntry]) -> list[str]:
     return list(profile.nodes[1:]) if any(e.topology != "solo" for e in entries) else []
+
+
+def _hub_weights(settings: Settings, entry: ModelEntry) -> Check:
+    """A Hub entry's snapshot at its pinned commit in the cache: looked for, not hashed (the night's weights stage
+    hashes every file; a 60 GB model takes minutes). Missing is no blocker: the first night downloads it."""
+    folder = served_folder(entry, settings.path("cache_dir"))
+    present = folder is not None and (folder / "config.json").is_file()
+    cache = hub.hub_dir(hf_cache(settings.path("cache_dir")))
+    return Check(
+        f"weights {entry.id}",
+        present,
+        str(folder) if present else f"{entry.model}@{entry.revision or 'main'} not in {cache}",
+        f"the first night downloads it (tens of GB), or: hf download {entry.model} --revision "
+        f"{entry.revision or 'main'} --cache-dir {cache}",
+        required=False,
+    )
 
 
 def _drop_caches() -> Check:
