@@ -6,15 +6,17 @@ import ast
 import signal
 import sys
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 from pipeline.config.matrix import BenchSpec, Launch, ModelEntry, Profile, TorchExpectation
 from pipeline.infra.image import JIT_SMOKE, compile_cache_key, image_tag, render_dockerfile
-from pipeline.infra.launch import docker_plan, local_plan, ray_plan, serve_arguments
+from pipeline.infra.launch import LaunchPlan, docker_plan, local_plan, ray_plan, serve_arguments
 from pipeline.infra.openai_client import metric_total, parse_metrics
 from pipeline.infra.runtime import LockedFile, parse_filename, render_lock
 from pipeline.infra.server import classify_boot_failure
+from pipeline.stages.prove.boot import Candidate, plan_launch
 from pipeline.stages.prove.smoke import check_entry_point, check_torch
 
 CPU = Profile("cpu", "cpu-x86", "cpu", TorchExpectation("2.13.0", None), "pip")
@@ -237,3 +239,19 @@ def test_the_dockerfile_installs_exactly_the_lock_and_refuses_a_cpu_torch() -> N
     assert "--no-deps --require-hashes --no-index" in text
     assert "a +cpu torch on a GPU profile" in text
     assert text.startswith("# syntax=docker/dockerfile:1\n")
+
+
+def test_two_boots_of_one_entry_have_their_own_containers_and_clean_up_only_their_own(tmp_path: Path) -> None:
+    """The last confirmed build served beside tonight's is a second container of the same entry: one name for both
+    made `docker run` conflict and the first clean-up remove the other boot's server."""
+    entry = replace(_entry(), launch=Launch("docker"))
+    tonight = plan_launch(entry, Candidate(SPARK, image="img:b"), model_ref="org/m", port=8001, cache_dir=tmp_path)
+    last_good = plan_launch(entry, Candidate(SPARK, image="img:a"), model_ref="org/m", port=8002, cache_dir=tmp_path)
+
+    def name(plan: LaunchPlan) -> str:
+        argv = plan.server.argv
+        return argv[argv.index("--name") + 1]
+
+    assert name(tonight) != name(last_good)
+    assert tonight.cleanup[0].argv == ("docker", "rm", "--force", name(tonight))
+    assert last_good.cleanup[0].argv == ("docker", "rm", "--force", name(last_good))

@@ -57,9 +57,11 @@ def compile_cache(cache_dir: Path, image: str) -> Path:
 def plan_launch(
     entry: ModelEntry, candidate: Candidate, *, model_ref: str, port: int, cache_dir: Path
 ) -> launch.LaunchPlan:
-    """The launch plan for an entry on its target."""
+    """The launch plan for an entry on its target. Its containers are named for this boot (the entry and the port it
+    holds): a second server of the entry (the last confirmed build beside tonight's) never collides with the first,
+    and each clean-up removes only the containers its own boot started."""
     target = entry.launch.target
-    container = f"spark-nightly-{entry.id}"
+    container = f"spark-nightly-{entry.id}-{port}"
     if target == "local":
         if candidate.runtime is None:
             raise EngineError(
