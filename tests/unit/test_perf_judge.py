@@ -120,8 +120,15 @@ def test_a_confirmed_slowdown_fails_and_an_unconfirmed_one_is_inconclusive(tmp_p
     decode = next(o for o in failed if o.cell == "tg32")
     assert decode.status == Status.FAIL and decode.confirmation is not None
     assert decode.confirmation.mean_ratio < 0.91
-    unconfirmed = _judge(_case(18.0), _ctx(tmp_path, "2026-11-21"), remeasure=lambda r: _case(18.0))
+    fresh = tmp_path / "fresh"  # the same slowdown where no regression is open, and no pairs to confirm it
+    fresh.mkdir()
+    _seed(_ctx(fresh), fresh, 20.0)
+    unconfirmed = _judge(_case(18.0), _ctx(fresh, "2026-11-21"), remeasure=lambda r: _case(18.0))
     assert next(o for o in unconfirmed if o.cell == "tg32").status == Status.INCONCLUSIVE
+    # where the confirmed regression is open, the next night still as slow stays FAILed without pairs
+    after = _judge(_case(18.0), _ctx(tmp_path, "2026-11-21"), remeasure=lambda r: _case(18.0))
+    still = next(o for o in after if o.cell == "tg32")
+    assert still.status == Status.FAIL and "a regression is open since 2026-11-20" in still.reason
 
 
 def test_far_past_the_fixed_reference_fails_without_a_pair(tmp_path: Path) -> None:
@@ -132,11 +139,16 @@ def test_far_past_the_fixed_reference_fails_without_a_pair(tmp_path: Path) -> No
 
 def test_without_a_pair_a_step_that_persists_in_the_history_fails(tmp_path: Path) -> None:
     _seed(_ctx(tmp_path), tmp_path, 20.0, nights=21)  # a steady baseline
+    decodes = []
     for index in range(6):  # then six nights at -12 %, each tripping twice with no last good build to pair with
         night = f"2026-12-{index + 1:02d}"
         outcomes = _judge(_case(17.6), _ctx(tmp_path, night), remeasure=lambda r: _case(17.6))
-    decode = next(o for o in outcomes if o.cell == "tg32")
-    assert decode.status == Status.FAIL and "the history shows a step" in decode.reason
+        decodes.append(next(o for o in outcomes if o.cell == "tg32"))
+    first = next(i for i, d in enumerate(decodes) if d.status == Status.FAIL)
+    assert "the history shows a step" in decodes[first].reason
+    for later in decodes[first + 1 :]:  # the regression stays FAILed while it lasts, with no pairs to decide it
+        assert later.status == Status.FAIL and "a regression is open since 2026-12-" in later.reason
+        assert "still regressed" in later.reason
 
 
 COMMUNITY = "the community's patched image, vLLM 0.18.3.dev, 2026-03-31"
@@ -205,7 +217,7 @@ def test_a_moves_only_when_tonight_is_accepted_and_a_failed_night_never_joins_th
     lucky = _ctx(tmp_path, "2026-11-21")  # the regressed build on a good night: a clean screen cannot pass it
     seen.clear()
     decode = next(o for o in _judge(_case(20.0), lucky, paired=pairs_against) if o.cell == "tg32")
-    assert decode.status == Status.FAIL and seen and "the last night FAILed" in decode.reason
+    assert decode.status == Status.FAIL and seen and "a regression is open since 2026-11-20" in decode.reason
     recovered = _ctx(tmp_path, "2026-11-22")  # fixed: the pairs pass it, and only then does A move
     decode = next(o for o in _judge(_case(20.0), recovered, paired=lambda r, m, n, a: EVEN_PAIRS) if o.cell == "tg32")
     assert decode.status == Status.PASS and decode.confirmation is not None
@@ -329,3 +341,28 @@ def test_a_failed_cell_back_on_its_confirmed_build_passes_without_pairing_the_bu
     back = _ctx(tmp_path, "2026-11-21", build="2026-11-01")  # the regressed build reverted: A itself again
     decode = next(o for o in _judge(_case(20.0), back, paired=never) if o.cell == "tg32")
     assert decode.status == Status.PASS
+
+
+NOISY_PAIRS = [(20.0, 20.0 * (1 + d)) for d in (-0.05, 0.04, -0.03, 0.02, -0.04, 0.03, -0.02, 0.01)]
+
+
+def test_an_open_regression_survives_undecided_nights_and_closes_only_on_a_persistent_recovery(
+    tmp_path: Path,
+) -> None:
+    """FAIL, then a night whose pairs cannot decide, then clean nights with no A to serve: the old one-night guard
+    let the first clean screen close the alert and put the regressed build's night in the baseline (it flapped)."""
+    _seed(_ctx(tmp_path), tmp_path, 20.0)
+    failed = _judge(_case(18.0), _ctx(tmp_path, "2026-11-20"), remeasure=lambda r: _case(18.0),
+                    paired=lambda r, m, n, a: SLOW_PAIRS)  # fmt: skip
+    assert next(o for o in failed if o.cell == "tg32").status == Status.FAIL
+    undecided = _judge(_case(18.0), _ctx(tmp_path, "2026-11-21"), paired=lambda r, m, n, a: NOISY_PAIRS)
+    assert next(o for o in undecided if o.cell == "tg32").status == Status.INCONCLUSIVE
+    verdicts = []
+    for night in ("2026-11-22", "2026-11-23", "2026-11-24"):  # clean again, and A cannot be served
+        decode = next(o for o in _judge(_case(20.0), _ctx(tmp_path, night)) if o.cell == "tg32")
+        verdicts.append((decode.status, decode.reason))
+    assert [status for status, _ in verdicts] == [Status.INCONCLUSIVE, Status.INCONCLUSIVE, Status.PASS]
+    assert all("a regression is open since 2026-11-20" in reason for _, reason in verdicts)
+    assert "still open: 1 of 3 nights in a row" in verdicts[0][1] and "recovered: 3 nights in a row" in verdicts[2][1]
+    accepted = _accepted_nights(_ctx(tmp_path))
+    assert not {"2026-11-20", "2026-11-21", "2026-11-22", "2026-11-23"} & set(accepted) and "2026-11-24" in accepted

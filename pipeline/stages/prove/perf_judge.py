@@ -12,6 +12,7 @@ night is never blamed on the wheels and never becomes the new normal.
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 from collections.abc import Callable, Sequence
@@ -44,6 +45,9 @@ METRIC_OF_KIND = {"pp": "pp_tps", "tg": "tg_tps"}
 # passes at B/A 0.99 is kept out of A, so builds that each lose a little cannot hand A on until no pair spans the
 # whole creep. Chosen with benchmarks/detector_simulation.py (creep and clean scenarios).
 A_MOVE_SLACK = 0.005
+# With no last confirmed build to pair with, an open regression is taken as fixed only after this many nights in a
+# row back within the baseline: one good night of a regressed build is what a lucky night looks like.
+RECOVERY_NIGHTS = 3
 Remeasure = Callable[[CaseResult], CaseResult]
 # (A, B) values of a metric for the case, as many pairs as asked for, A being the build given; None when that
 # build cannot be served. May raise HostUnhealthy when foreign load spoiled the pairs' window.
@@ -197,13 +201,17 @@ def _judge_cell(
             rules=thresholds.pairs,
         ), result
     same_build = a is not None and ctx.build is not None and a[0].id == ctx.build.id
-    if a is not None and not same_build and _regression_open(ctx, cell, metric):
+    since = None if same_build else _open_regression(ctx, cell, metric)
+    if since is not None:
         # A clean screen cannot close a regression: a good night of the regressed build would pass it and make
-        # that build the new A. Only pairs against the last confirmed build can say it is fixed.
-        base = CellOutcome(cell, metric, Status.INCONCLUSIVE, "the last night FAILed", gate, screened)
+        # that build the new A, and its night would join the baseline. Only pairs against the last confirmed
+        # build, or with none to serve a recovery that persists in the history, can say it is fixed.
+        base = CellOutcome(cell, metric, Status.INCONCLUSIVE, f"a regression is open since {since[0]}", gate, screened)
         outcome = _paired_verdict(base, a, ctx, result, paired, rules=thresholds.pairs)
         if outcome.confirmation is not None:
             return outcome, result
+        opened = f"a regression is open since {since[0]} and {outcome.reason}"
+        return _recovery(replace(outcome, reason=opened), since[1], nights, result.values(metric)), result
     if not (gate.tripped or _history_trips(screened)):
         status = Status.XFAIL if gate.status == "XFAIL" else Status.PASS
         reason = f"{gate.reason}; {screened.reason}{_first_note(a, ctx)}"
@@ -259,10 +267,39 @@ def _paired_verdict(
     return replace(base, status=status, reason=reason, confirmation=decision, last_good=a[0], pairs_measured=len(pairs))
 
 
-def _regression_open(ctx: PerfContext, cell: str, metric: str) -> bool:
-    """Whether this cell's last healthy night before tonight FAILed (its alert is open)."""
-    last = _nights(ctx, cell, metric, accepted_only=False, limit=1)
-    return bool(last) and last[-1].verdict == Status.FAIL.value
+def _open_regression(ctx: PerfContext, cell: str, metric: str) -> tuple[str, list[Night]] | None:
+    """When this cell's last decided night (PASS, XFAIL or FAIL) FAILed, its alert is open: the night it failed and
+    the undecided nights since (pairs that could not decide, an A that could not be served), oldest first. A run
+    of INCONCLUSIVE nights never closes a regression, however long."""
+    undecided: list[Night] = []
+    for night in reversed(_nights(ctx, cell, metric, accepted_only=False)):
+        if night.verdict == Status.FAIL.value:
+            return night.night, undecided[::-1]
+        if night.verdict in ACCEPTED_VERDICTS:
+            return None
+        undecided.append(night)
+    return None
+
+
+def _recovery(
+    base: CellOutcome, since: Sequence[Night], baseline: Sequence[Sequence[float]], tonight: Sequence[float]
+) -> CellOutcome:
+    """An open regression with no pairs to decide it. Tonight still below the baseline of accepted nights (which
+    holds no night of the regression) or past the fixed reference: it persists, FAIL. Recovered only when the last
+    RECOVERY_NIGHTS nights, tonight included, each screen clean; between the two it stays open, INCONCLUSIVE, and
+    out of the baseline."""
+    tonight_screen = screen(baseline, tonight)
+    if base.gate.tripped or (tonight_screen.tripped and tonight_screen.nights_used >= MIN_BASELINE_NIGHTS):
+        why = base.gate.reason if base.gate.tripped else tonight_screen.reason
+        return replace(base, status=Status.FAIL, reason=f"{base.reason}; still regressed: {why}")
+    recent = [*[night.values for night in since][-(RECOVERY_NIGHTS - 1) :], tuple(tonight)]
+    clean = [not screen(baseline, values).tripped for values in recent]
+    count = sum(1 for _ in itertools.takewhile(bool, reversed(clean)))
+    if count >= RECOVERY_NIGHTS and len(baseline) >= MIN_BASELINE_NIGHTS:
+        recovered = f"{base.reason}; recovered: {count} nights in a row back within the baseline"
+        return replace(base, status=Status.PASS, reason=recovered)
+    still = f"{base.reason}; still open: {count} of {RECOVERY_NIGHTS} nights in a row back within the baseline"
+    return replace(base, status=Status.INCONCLUSIVE, reason=still)
 
 
 def _a_text(a: tuple[BuildRef, Acceptance | None]) -> str:
