@@ -30,7 +30,8 @@ def main() -> None:
     for index in range(3):
         result = run_canary(argv, out / f"canary-{index}.log")
         rates.append(result.tflops)
-        reasons = judge_canary(spark, result) or ["fit"]
+        judged = judge_canary(spark, result)
+        reasons = [*judged.host, *judged.candidate, *judged.notes] or ["fit"]
         verdict = "; ".join(reasons)
         print(f"canary {index}: {result.describe()}; reasons 0x{result.reasons or 0:x}; Spark verdict: {verdict}")
     print(f"median {statistics.median(rates):.1f} TFLOPS over {len(rates)} canaries")

@@ -19,6 +19,9 @@ from pathlib import Path
 from pipeline.errors import CapturedFailure, ProcessError
 
 OWNER_ENV = "SPARK_NIGHTLY_OWNER"
+# Tokens a night may hold (the Hub's for gated weights, GitHub's for releases and alerts): never handed to the code
+# it is testing (a server, the smoke probe, the canary), which logs its environment as it pleases
+SECRET_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "GITHUB_TOKEN", "GH_TOKEN", "SPARK_NIGHTLY_TOKEN")
 TAIL_LINES = 40
 _POLL_S = 0.1
 
@@ -120,6 +123,11 @@ class Process:
 
     def _alive_members(self) -> list[int]:
         return [pid for pid in self._members if pid != self.pid and _alive(pid)]
+
+
+def without_secrets(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """This process's environment (or `env`) without the tokens of SECRET_VARIABLES."""
+    return {k: v for k, v in (os.environ if env is None else env).items() if k not in SECRET_VARIABLES}
 
 
 def run(

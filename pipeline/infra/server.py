@@ -122,8 +122,8 @@ def running_server(
     """Start the plan, wait for readiness, yield the Server; always stop everything and verify it is gone.
 
     The plan's secrets (an API key made for this boot) reach the processes' environment and the client's header,
-    nothing else."""
-    env = dict(os.environ) | dict(plan.env) | dict(plan.secrets)
+    nothing else; the night's own tokens (procs.SECRET_VARIABLES) never reach them."""
+    env = procs.without_secrets() | dict(plan.env) | dict(plan.secrets)
     host = client_address(plan.listen)
     started: list[procs.Process] = []
     try:

@@ -17,7 +17,7 @@ import pytest
 from pipeline.config.bundle import ConfigPaths, load_config
 from pipeline.config.matrix import Profile
 from pipeline.stages.prove.boot import Candidate
-from pipeline.stages.prove.canary import CANARY, CanaryResult, canary_argv, judge_canary, wanted
+from pipeline.stages.prove.canary import CANARY, CanaryResult, CanaryVerdict, canary_argv, judge_canary, wanted
 
 ROOT = Path(__file__).parents[2]
 
@@ -34,21 +34,39 @@ def _gb10(tflops: float, sm_mhz: int, reasons: int = 0) -> CanaryResult:
 
 
 def test_a_healthy_gb10_passes_the_canary(spark: Profile) -> None:
-    assert judge_canary(spark, _gb10(40.0, 2405)) == []
+    assert judge_canary(spark, _gb10(40.0, 2405)) == CanaryVerdict()
 
 
 def test_a_gb10_stuck_near_700_mhz_is_unfit_and_the_clock_is_named(spark: Profile) -> None:
-    reasons = judge_canary(spark, _gb10(11.2, 702, reasons=0x4))
-    assert reasons == [
+    verdict = judge_canary(spark, _gb10(11.2, 702, reasons=0x4))
+    assert verdict.host == (
+        "the GPU ran the canary at 702 MHz, floor 1200 MHz (hardware slowdown)",
         "the canary ran 11.2 TFLOPS on NVIDIA GB10 (400 products in 2.0 s, SM clock 702 MHz of 2418 MHz), below the "
         "profile's 25 TFLOPS (hardware slowdown)",
-        "the GPU ran the canary at 702 MHz, floor 1200 MHz (hardware slowdown)",
-    ]
+    )
+    assert verdict.candidate == ()
 
 
-def test_a_product_that_is_not_finite_is_unfit(spark: Profile) -> None:
-    (reason,) = judge_canary(spark, replace(_gb10(40.0, 2405), finite=False))
-    assert reason.startswith("the canary's product is not finite: 40 TFLOPS on NVIDIA GB10")
+def test_a_slow_product_at_a_healthy_clock_is_the_candidates_to_explain_not_the_hosts(spark: Profile) -> None:
+    verdict = judge_canary(spark, _gb10(12.0, 2405))
+    assert verdict.host == () and verdict.candidate == ()
+    (note,) = verdict.notes
+    assert note.endswith("at a healthy clock: tonight's torch or BLAS may be slower; perf judges it")
+
+
+def test_a_product_that_is_not_finite_fails_the_candidate(spark: Profile) -> None:
+    verdict = judge_canary(spark, replace(_gb10(40.0, 2405), finite=False))
+    assert verdict.host == ()
+    assert verdict.candidate == ("the candidate's matrix product of random inputs is not finite: 40 TFLOPS on NVIDIA "
+                                 "GB10 (400 products in 2.0 s, SM clock 2405 MHz of 2418 MHz)",)  # fmt: skip
+
+
+def test_a_clock_that_cannot_be_read_is_said(spark: Profile) -> None:
+    result = replace(_gb10(40.0, 2405), sm_mhz=None, nvml_error="NVMLError_NotSupported: Not Supported")
+    assert judge_canary(spark, result).notes == (
+        "the canary could not read the GPU's clock (NVMLError_NotSupported: Not Supported): the clock floor did not "
+        "speak",
+    )
 
 
 def test_a_gpu_profile_always_runs_the_canary_and_a_cpu_profile_only_with_a_floor(spark: Profile) -> None:

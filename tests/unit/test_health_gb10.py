@@ -12,7 +12,9 @@ clocks (2418 MHz idle) are this test's own numbers in that shape; the throttle n
 from __future__ import annotations
 
 import types
+from dataclasses import replace
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import pynvml
@@ -107,5 +109,7 @@ def test_a_page_cache_that_holds_the_memory_is_named_as_the_hosts(tmp_path: Path
     full = tmp_path / "meminfo"
     full.write_text("MemTotal:       127600748 kB\nMemAvailable:    7976902 kB\n")
     driver, gpus, source = read_nvml(gb10_nvml(), full)
-    report = judge_health(spark, HostFacts(20, 0.01, (), driver, gpus, source))
+    assert judge_health(spark, HostFacts(20, 0.01, (), driver, gpus, source)).healthy  # the memory stage waits
+    floored = replace(spark, health=MappingProxyType(dict(spark.health) | {"min_free_memory_gib": 100}))
+    report = judge_health(floored, HostFacts(20, 0.01, (), driver, gpus, source))
     assert report.reasons == ("GPU 0 shares the host's memory: 7.6 GiB available (MemAvailable), needs 100 GiB",)

@@ -11,6 +11,7 @@ import pytest
 
 from pipeline.cli import main
 from pipeline.errors import ConfigError
+from pipeline.infra import procs
 from pipeline.settings import resolve
 
 ROOT = Path(__file__).parents[2]
@@ -180,3 +181,9 @@ def test_a_working_folder_file_saying_false_or_overridden_by_the_environment_is_
     (tmp_path / "spark-nightly.yaml").write_text("version: 1\ngithub:\n  allow_custom_api: true\n")
     opted = resolve(settings_file=None, environ={"SPARK_NIGHTLY_GITHUB_ALLOW_CUSTOM_API": "1"}, cli=[])
     assert opted.settings.github_allow_custom_api is True
+
+
+def test_the_nights_tokens_never_reach_the_code_under_test() -> None:
+    """Servers, the smoke probe and the canary run tonight's wheels, which log their environment as they please."""
+    env = {"HF_TOKEN": "hf_x", "GITHUB_TOKEN": "ghs_x", "GH_TOKEN": "x", "SPARK_NIGHTLY_TOKEN": "x", "PATH": "/bin"}
+    assert procs.without_secrets(env | {"HUGGING_FACE_HUB_TOKEN": "hf_y"}) == {"PATH": "/bin"}

@@ -166,12 +166,20 @@ def test_off_another_builds_reference_with_no_night_of_its_own_a_cell_reports_a_
     assert _a_of(ctx) == "runtime-2026-11-01"  # the pipeline's own night is the baseline from now on
 
 
-def test_once_a_cell_has_its_own_confirmed_night_another_builds_reference_trips_as_usual(tmp_path: Path) -> None:
-    _judge(_case(20.0), _ctx(tmp_path, "2026-11-01"), another_build=COMMUNITY)  # the first confirmed night
-    outcomes = _judge(_case(5.0), _ctx(tmp_path, "2026-11-02"), remeasure=lambda r: _case(5.0), another_build=COMMUNITY)
-    decode = next(o for o in outcomes if o.cell == "tg32")
+def test_once_a_cell_has_nights_of_its_own_they_replace_another_builds_reference(tmp_path: Path) -> None:
+    """The gap is reported once; from then on the pipeline's own accepted nights are the yardstick, with the file's
+    levels: the same speed again passes with no gap, and a night far below the pipeline's own FAILs."""
+    _judge(_case(5.0), _ctx(tmp_path, "2026-11-01"), remeasure=lambda r: _case(5.0), another_build=COMMUNITY)
+    again = _judge(_case(5.0), _ctx(tmp_path, "2026-11-02"), another_build=COMMUNITY)
+    decode = next(o for o in again if o.cell == "tg32")
+    assert decode.status == Status.PASS and decode.gap is None
+    assert "vs 5 (the median of this pipeline's 1 accepted night(s); the file's 20 was measured" in decode.reason
+    worse = _judge(_case(1.5), _ctx(tmp_path, "2026-11-03"), remeasure=lambda r: _case(1.5), another_build=COMMUNITY)
+    decode = next(o for o in worse if o.cell == "tg32")
     assert decode.gap is None and decode.status == Status.FAIL  # A could not be served here: the fixed level
-    assert "past the fail level" in decode.reason and "could not be served" in decode.reason
+    assert (
+        "past the fail level" in decode.reason and "the median of this pipeline's 2 accepted night(s)" in decode.reason
+    )
 
 
 SLOW_PAIRS = [(20.0 * (1 + d), 18.0 * (1 + d)) for d in (0.0, 0.004, -0.003, 0.002, -0.001, 0.003, 0.0, -0.002)]
@@ -366,3 +374,17 @@ def test_an_open_regression_survives_undecided_nights_and_closes_only_on_a_persi
     assert "still open: 1 of 3 nights in a row" in verdicts[0][1] and "recovered: 3 nights in a row" in verdicts[2][1]
     accepted = _accepted_nights(_ctx(tmp_path))
     assert not {"2026-11-20", "2026-11-21", "2026-11-22", "2026-11-23"} & set(accepted) and "2026-11-24" in accepted
+
+
+def test_a_regression_on_a_cells_first_night_recovers_on_its_fixed_reference_before_there_is_a_history(
+    tmp_path: Path,
+) -> None:
+    """No confirmed build and fewer than 5 accepted nights: the screen cannot speak, so three nights in a row back
+    within the fixed reference close it (a screen that always trips on a short history would keep it open forever)."""
+    first = _judge(_case(5.0), _ctx(tmp_path, "2026-11-01"), remeasure=lambda r: _case(5.0))
+    assert next(o for o in first if o.cell == "tg32").status == Status.FAIL  # past the fixed fail level
+    statuses = [
+        next(o for o in _judge(_case(20.0), _ctx(tmp_path, night)) if o.cell == "tg32").status
+        for night in ("2026-11-02", "2026-11-03", "2026-11-04")
+    ]
+    assert statuses == [Status.INCONCLUSIVE, Status.INCONCLUSIVE, Status.PASS]

@@ -76,6 +76,7 @@ class CanaryResult:
     sm_mhz: int | None = None
     max_sm_mhz: int | None = None
     reasons: int | None = None
+    nvml_error: str | None = None  # why the clock could not be read (then the clock floor cannot speak)
 
     @classmethod
     def parse(cls, facts: Mapping[str, Any]) -> CanaryResult:
@@ -88,6 +89,7 @@ class CanaryResult:
             facts.get("sm_mhz"),
             facts.get("max_sm_mhz"),
             facts.get("reasons"),
+            facts.get("nvml_error"),
         )
 
     def describe(self) -> str:
@@ -114,7 +116,7 @@ def canary_argv(candidate: Candidate, cache_dir: Path, run_name: str) -> list[st
 
 def run_canary(argv: list[str], log_path: Path) -> CanaryResult:
     """Run the canary and read its line back; ProcessError when it cannot run or says nothing."""
-    procs.run(argv, log_path, timeout_s=300, inactivity_s=240)
+    procs.run(argv, log_path, timeout_s=300, inactivity_s=240, env=procs.without_secrets())
     for line in reversed(log_path.read_text(errors="replace").splitlines()):
         if line.startswith(CANARY_MARK):
             return CanaryResult.parse(json.loads(line[len(CANARY_MARK) :]))
@@ -127,17 +129,35 @@ def wanted(profile: Profile) -> bool:
     return profile.accelerator == "cuda" or "canary_min_tflops" in profile.health
 
 
-def judge_canary(profile: Profile, result: CanaryResult) -> list[str]:
-    """Why the canary says the host is unfit to measure; none when it is fit."""
-    reasons = []
+@dataclass(frozen=True)
+class CanaryVerdict:
+    """What the canary says: the host unfit to measure (INCONCLUSIVE), the candidate broken (FAIL), or notes."""
+
+    host: tuple[str, ...] = ()
+    candidate: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+def judge_canary(profile: Profile, result: CanaryResult) -> CanaryVerdict:
+    """The host is unfit when its clock is held down (under the floor, or a slow rate with slowdown events, or a
+    slow rate with no clock to read); a slow rate at a healthy clock is the candidate's torch or BLAS, not the
+    host: said, and left to perf to judge. A product of random inputs that is not finite is the candidate's fault."""
+    host, candidate, notes = [], [], []
     floor = profile.health.get("canary_min_tflops")
     events = [text for bit, text in BAD_CLOCK_EVENTS.items() if (result.reasons or 0) & bit]
     held = f" ({', '.join(events)})" if events else ""
-    if floor is not None and result.tflops < floor:
-        reasons.append(f"the canary ran {result.describe()}, below the profile's {floor:g} TFLOPS{held}")
     clock_floor = profile.health.get("min_sm_clock_mhz")
-    if clock_floor is not None and result.sm_mhz is not None and result.sm_mhz < clock_floor:
-        reasons.append(f"the GPU ran the canary at {result.sm_mhz} MHz, floor {clock_floor:g} MHz{held}")
+    slow_clock = clock_floor is not None and result.sm_mhz is not None and result.sm_mhz < clock_floor
+    if slow_clock:
+        host.append(f"the GPU ran the canary at {result.sm_mhz} MHz, floor {clock_floor:g} MHz{held}")
+    if floor is not None and result.tflops < floor:
+        slow = f"the canary ran {result.describe()}, below the profile's {floor:g} TFLOPS{held}"
+        if slow_clock or events or result.sm_mhz is None:
+            host.append(slow)
+        else:
+            notes.append(f"{slow} at a healthy clock: tonight's torch or BLAS may be slower; perf judges it")
+    if result.nvml_error:
+        notes.append(f"the canary could not read the GPU's clock ({result.nvml_error}): the clock floor did not speak")
     if not result.finite:
-        reasons.append(f"the canary's product is not finite: {result.describe()}")
-    return reasons
+        candidate.append(f"the candidate's matrix product of random inputs is not finite: {result.describe()}")
+    return CanaryVerdict(tuple(host), tuple(candidate), tuple(notes))

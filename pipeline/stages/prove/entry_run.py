@@ -20,7 +20,7 @@ from pipeline.infra.weights import model_reference
 from pipeline.outcome import Failure, Outcome, perf_alert_key
 from pipeline.progress import Say, quiet
 from pipeline.stages.prove.boot import Candidate, restartable
-from pipeline.stages.prove.canary import canary_argv, judge_canary, run_canary
+from pipeline.stages.prove.canary import CanaryVerdict, canary_argv, judge_canary, run_canary
 from pipeline.stages.prove.canary import wanted as canary_wanted
 from pipeline.stages.prove.golden_run import GoldenResult, run_golden
 from pipeline.stages.prove.health import HealthReport, health_facts_for_history, judge_health, read_host_facts
@@ -148,10 +148,12 @@ def _before_boot(entry: ModelEntry, ctx: EntryContext) -> Ready | Stop:
         ctx.say(f"{entry.id}: health: {note}")
     if not before.healthy:
         return Stop(Status.INCONCLUSIVE, "health", "host unhealthy: " + "; ".join(before.reasons))
-    canary_reasons, canary_numbers = _canary(entry, ctx)
-    if canary_reasons:
-        reason = "host unhealthy: " + "; ".join(canary_reasons)
+    verdict, canary_numbers = _canary(entry, ctx)
+    if verdict.host:
+        reason = "host unhealthy: " + "; ".join(verdict.host)
         return Stop(Status.INCONCLUSIVE, "health", reason, {"canary": canary_numbers})
+    if verdict.candidate:
+        return Stop(Status.FAIL, "canary", "; ".join(verdict.candidate), {"canary": canary_numbers})
     if ctx.candidate.runtime is not None:
         ctx.on_stage("smoke")
         report = smoke(ctx.candidate.runtime, profile, ctx.log_dir, entry_point_needed=entry.launch.entrypoint == "cli")
@@ -164,24 +166,26 @@ def _before_boot(entry: ModelEntry, ctx: EntryContext) -> Ready | Stop:
     return Ready(before, room, canary_numbers)
 
 
-def _canary(entry: ModelEntry, ctx: EntryContext) -> tuple[list[str], dict[str, Any]]:
-    """The accelerator canary in the candidate, where the profile runs one: the reasons it finds the host unfit, and
-    its numbers. A canary that cannot run is said and left to smoke and boot, which judge the candidate itself."""
+def _canary(entry: ModelEntry, ctx: EntryContext) -> tuple[CanaryVerdict, dict[str, Any]]:
+    """The accelerator canary in the candidate, where the profile runs one: its verdict and its numbers. A canary
+    that cannot run is said and left to smoke and boot, which judge the candidate itself."""
     profile = ctx.config.matrix.profiles[entry.profile]
     argv = canary_argv(ctx.candidate, ctx.cache_dir, f"spark-nightly-canary-{ctx.run_id}-{entry.id}")
     if not canary_wanted(profile) or argv is None:
-        return [], {}
+        return CanaryVerdict(), {}
     ctx.on_stage("canary")
     try:
         result = run_canary(argv, ctx.log_dir / f"{entry.id}-canary.log")
     except ProcessError as exc:
-        ctx.say(
-            f"{entry.id}: the canary could not run ({str(exc).splitlines()[0]}); smoke and boot judge the candidate"
-        )
-        return [], {"error": str(exc).splitlines()[0]}
+        first = str(exc).splitlines()[0]
+        ctx.say(f"{entry.id}: the canary could not run ({first}); smoke and boot judge the candidate")
+        return CanaryVerdict(), {"error": first}
     ctx.say(f"{entry.id}: canary {result.describe()}")
+    verdict = judge_canary(profile, result)
+    for note in verdict.notes:
+        ctx.say(f"{entry.id}: canary: {note}")
     numbers = {"tflops": round(result.tflops, 4), "sm_mhz": result.sm_mhz, "reasons": result.reasons}
-    return judge_canary(profile, result), numbers
+    return verdict, numbers | ({"notes": list(verdict.notes)} if verdict.notes else {})
 
 
 def _judge(entry: ModelEntry, model_ref: str, ctx: EntryContext, stack: ExitStack) -> Judge | None:

@@ -1,4 +1,4 @@
-"""Memory before a boot: the page cache dropped where the profile says so, then MemAvailable awaited for the entry.
+"""Memory before a boot: the page cache dropped where the profile says so, then free memory awaited for the entry.
 
 On a GB10 the GPU's memory is the host's: a server at 0.85 utilisation needs 0.85 x MemTotal free, and
 the page cache the previous model's weights left behind counts against vLLM's start-up check. When
@@ -42,6 +42,7 @@ class Room:
     ok: bool
     need: Need
     available_gib: float | None
+    field: str  # MemFree on unified memory (vLLM's start-up check counts the page cache as used), else MemAvailable
     dropped: str  # what happened to the page cache: "dropped", "not asked", or why it could not be
     waited_s: float
     holders: tuple[tuple[int, str, float], ...] = ()  # pid, name, GiB resident: the largest, when short
@@ -50,8 +51,8 @@ class Room:
     def reason(self) -> str:
         available = "unknown" if self.available_gib is None else f"{self.available_gib:.1f} GiB"
         text = (
-            f"needs {self.need.gib:.1f} GiB ({self.need.why}), {available} available after {self.waited_s:.0f} s "
-            f"(page cache {self.dropped})"
+            f"needs {self.need.gib:.1f} GiB ({self.need.why}), {available} {self.field} after "
+            f"{self.waited_s:.0f} s (page cache {self.dropped})"
         )
         if self.holders:
             held = ", ".join(f"{pid} ({name}) {gib:.1f} GiB" for pid, name, gib in self.holders)
@@ -135,14 +136,17 @@ def make_room(
     if need is None:
         return None
     dropped = drop(log_dir) if profile.memory.drop_caches else "not asked"
+    # on unified memory the GPU's free memory is the host's free pages: cache the kernel could reclaim still counts
+    # as used in vLLM's start-up check, so MemAvailable would wave through a boot that then fails
+    field = "MemFree" if profile.memory.unified else "MemAvailable"
     started, announced = clock(), False
     while True:
-        available = meminfo().get("MemAvailable")
+        available = meminfo().get(field)
         waited = clock() - started
         if available is not None and available >= need.gib:
-            return Room(True, need, available, dropped, waited)
+            return Room(True, need, available, field, dropped, waited)
         if waited >= profile.memory.wait_s:
-            return Room(False, need, available, dropped, waited, holders())
+            return Room(False, need, available, field, dropped, waited, holders())
         if not announced:
             say(f"{entry.id}: waiting up to {profile.memory.wait_s:g} s for {need.gib:.1f} GiB of free memory")
             announced = True

@@ -20,8 +20,9 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pipeline.config.thresholds import PairRules, Thresholds
+from pipeline.config.thresholds import PairRules, Reference, Thresholds
 from pipeline.detect.steps import (
+    BASELINE_NIGHTS,
     CONFIRM_PAIRS,
     MIN_BASELINE_NIGHTS,
     STEP_RUN_NIGHTS,
@@ -48,6 +49,8 @@ A_MOVE_SLACK = 0.005
 # With no last confirmed build to pair with, an open regression is taken as fixed only after this many nights in a
 # row back within the baseline: one good night of a regressed build is what a lucky night looks like.
 RECOVERY_NIGHTS = 3
+# How far back an open regression is looked for: over a year of undecided nights (the blind gate alerts long before)
+OPEN_LOOKBACK_NIGHTS = 400
 Remeasure = Callable[[CaseResult], CaseResult]
 # (A, B) values of a metric for the case, as many pairs as asked for, A being the build given; None when that
 # build cannot be served. May raise HostUnhealthy when foreign load spoiled the pairs' window.
@@ -187,8 +190,8 @@ def _judge_cell(
     remeasure: Remeasure,
     paired: PairedMeasure,
 ) -> tuple[CellOutcome, CaseResult]:
-    reference = thresholds.cells[cell]
     nights = [n.values for n in _nights(ctx, cell, metric, accepted_only=True)]
+    reference = own_reference(thresholds, cell, nights)
     a = _last_good(ctx, cell, metric)
     gate, screened = judge_cell(reference, result.values(metric)), screen(nights, result.values(metric))
     if ctx.pair_always:
@@ -211,12 +214,13 @@ def _judge_cell(
         if outcome.confirmation is not None:
             return outcome, result
         opened = f"a regression is open since {since[0]} and {outcome.reason}"
-        return _recovery(replace(outcome, reason=opened), since[1], nights, result.values(metric)), result
+        recovery = _recovery(replace(outcome, reason=opened), reference, since[1], nights, result.values(metric))
+        return recovery, result
     if not (gate.tripped or _history_trips(screened)):
         status = Status.XFAIL if gate.status == "XFAIL" else Status.PASS
         reason = f"{gate.reason}; {screened.reason}{_first_note(a, ctx)}"
         return CellOutcome(cell, metric, status, reason, gate, screened), result
-    if a is None and thresholds.another_build and not _history_trips(screened):
+    if thresholds.another_build and not nights:  # the file's reference is still another build's
         return _gap(cell, metric, gate, screened, build=thresholds.another_build, first=_first_note(a, ctx)), result
     rerun = remeasure(result)
     rerun_gate, rescreened = judge_cell(reference, rerun.values(metric)), screen(nights, rerun.values(metric))
@@ -272,7 +276,7 @@ def _open_regression(ctx: PerfContext, cell: str, metric: str) -> tuple[str, lis
     the undecided nights since (pairs that could not decide, an A that could not be served), oldest first. A run
     of INCONCLUSIVE nights never closes a regression, however long."""
     undecided: list[Night] = []
-    for night in reversed(_nights(ctx, cell, metric, accepted_only=False)):
+    for night in reversed(_nights(ctx, cell, metric, accepted_only=False, limit=OPEN_LOOKBACK_NIGHTS)):
         if night.verdict == Status.FAIL.value:
             return night.night, undecided[::-1]
         if night.verdict in ACCEPTED_VERDICTS:
@@ -282,24 +286,46 @@ def _open_regression(ctx: PerfContext, cell: str, metric: str) -> tuple[str, lis
 
 
 def _recovery(
-    base: CellOutcome, since: Sequence[Night], baseline: Sequence[Sequence[float]], tonight: Sequence[float]
+    base: CellOutcome,
+    reference: Reference,
+    since: Sequence[Night],
+    baseline: Sequence[Sequence[float]],
+    tonight: Sequence[float],
 ) -> CellOutcome:
     """An open regression with no pairs to decide it. Tonight still below the baseline of accepted nights (which
     holds no night of the regression) or past the fixed reference: it persists, FAIL. Recovered only when the last
-    RECOVERY_NIGHTS nights, tonight included, each screen clean; between the two it stays open, INCONCLUSIVE, and
-    out of the baseline."""
+    RECOVERY_NIGHTS nights, tonight included, are each back: within the fixed reference and, once the baseline is
+    long enough to screen, within it too. Between the two it stays open, INCONCLUSIVE, and out of the baseline."""
+
+    def back(values: Sequence[float]) -> bool:
+        return not (judge_cell(reference, values).tripped or _history_trips(screen(baseline, values)))
+
     tonight_screen = screen(baseline, tonight)
-    if base.gate.tripped or (tonight_screen.tripped and tonight_screen.nights_used >= MIN_BASELINE_NIGHTS):
+    if base.gate.tripped or _history_trips(tonight_screen):
         why = base.gate.reason if base.gate.tripped else tonight_screen.reason
         return replace(base, status=Status.FAIL, reason=f"{base.reason}; still regressed: {why}")
     recent = [*[night.values for night in since][-(RECOVERY_NIGHTS - 1) :], tuple(tonight)]
-    clean = [not screen(baseline, values).tripped for values in recent]
-    count = sum(1 for _ in itertools.takewhile(bool, reversed(clean)))
-    if count >= RECOVERY_NIGHTS and len(baseline) >= MIN_BASELINE_NIGHTS:
+    count = sum(1 for _ in itertools.takewhile(back, reversed(recent)))
+    if count >= RECOVERY_NIGHTS:
         recovered = f"{base.reason}; recovered: {count} nights in a row back within the baseline"
         return replace(base, status=Status.PASS, reason=recovered)
     still = f"{base.reason}; still open: {count} of {RECOVERY_NIGHTS} nights in a row back within the baseline"
     return replace(base, status=Status.INCONCLUSIVE, reason=still)
+
+
+def own_reference(thresholds: Thresholds, cell: str, nights: Sequence[Sequence[float]]) -> Reference:
+    """The cell's reference as judged tonight. A file measured on another build stops being the yardstick once the
+    cell has accepted nights of its own: their median (the last BASELINE_NIGHTS) takes its place, with the file's
+    warn and fail levels, so a night far below the pipeline's own is caught even before the screen has history."""
+    reference = thresholds.cells[cell]
+    if not thresholds.another_build or not nights or reference.ref is None:
+        return reference
+    recent = [statistics.median(values) for values in nights[-BASELINE_NIGHTS:] if values]
+    origin = (
+        f"the median of this pipeline's {len(recent)} accepted night(s); the file's {reference.ref:g} was measured "
+        f"on another build"
+    )
+    return replace(reference, ref=statistics.median(recent), origin=origin)
 
 
 def _a_text(a: tuple[BuildRef, Acceptance | None]) -> str:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -145,4 +144,4 @@ def _read_probe(log: Path) -> dict[str, Any]:
 
 
 def _quiet_env() -> dict[str, str]:
-    return dict(os.environ) | {"HF_HUB_OFFLINE": "1", "VLLM_LOGGING_LEVEL": "WARNING"}
+    return procs.without_secrets() | {"HF_HUB_OFFLINE": "1", "VLLM_LOGGING_LEVEL": "WARNING"}
