@@ -87,6 +87,16 @@ class LaunchPlan:
         return "\n".join(lines)
 
 
+def compile_cache_env(compile_cache: str | None) -> dict[str, str]:
+    """Where a container's compilers keep their output, when the image has a compile cache folder on the host."""
+    return dict(COMPILE_CACHE_ENV) if compile_cache else {}
+
+
+def compile_cache_mount(compile_cache: str | None) -> list[str]:
+    """The host folder of the image's compile cache, mounted where compile_cache_env points."""
+    return ["-v", f"{compile_cache}:{CONTAINER_COMPILE_CACHE}"] if compile_cache else []
+
+
 def serve_arguments(entry: ModelEntry, *, host: str, port: int) -> list[str]:
     """vLLM flags for an entry: typed serve options, then extra_args, then what the harness decides."""
     args: list[str] = []
@@ -148,7 +158,7 @@ def docker_plan(
     server binds `listen` (loopback unless the profile says otherwise, and then only with a key). Weights in a
     local folder (converted from a package) are mounted read-only at the same path; the image's compile cache (a host
     folder per image) holds what the server compiles, so the next boot of the build reuses it."""
-    env = dict(entry.env) | HARNESS_ENV | (COMPILE_CACHE_ENV if compile_cache else {})
+    env = dict(entry.env) | HARNESS_ENV | compile_cache_env(compile_cache)
     keys = boot_secrets(listen)
     if entry.launch.entrypoint == "module":
         head: tuple[str, ...] = ("python3", "-m", "vllm.entrypoints.openai.api_server", "--model", model_ref)
@@ -158,8 +168,7 @@ def docker_plan(
     extra = ["--ulimit", "memlock=-1", "--ulimit", "stack=67108864"] if gpus else []  # pinned memory for NCCL
     if model_ref.startswith("/"):
         extra += ["-v", f"{model_ref}:{model_ref}:ro"]
-    if compile_cache:
-        extra += ["-v", f"{compile_cache}:{CONTAINER_COMPILE_CACHE}"]
+    extra += compile_cache_mount(compile_cache)
     argv = container_argv(
         container, image, serve, env=env, hf_cache=hf_cache, extra=extra, pass_through=tuple(keys), gpus=gpus
     )
@@ -223,11 +232,8 @@ def ray_plan(
     keys = boot_secrets(profile.listen)
 
     def on_host(name: str, address: str, command: Sequence[str], pass_through: Sequence[str] = ()) -> tuple[str, ...]:
-        env = dict(entry.env) | HARNESS_ENV | {"VLLM_HOST_IP": address}
-        extra = ["--device", "/dev/infiniband"]
-        if compile_cache:
-            env |= COMPILE_CACHE_ENV
-            extra += ["-v", f"{compile_cache}:{CONTAINER_COMPILE_CACHE}"]
+        env = dict(entry.env) | HARNESS_ENV | compile_cache_env(compile_cache) | {"VLLM_HOST_IP": address}
+        extra = ["--device", "/dev/infiniband", *compile_cache_mount(compile_cache)]
         return container_argv(
             name,
             image,

@@ -19,7 +19,7 @@ from pipeline.errors import ProcessError
 from pipeline.infra import procs
 from pipeline.infra.launch import container_argv
 from pipeline.stages.prove.boot import Candidate, hf_cache
-from pipeline.stages.prove.health import BAD_CLOCK_EVENTS
+from pipeline.stages.prove.health import clock_events
 
 CANARY_MARK = "SPARK_NIGHTLY_CANARY "
 CANARY_SECONDS = {"cuda": 2.0, "cpu": 1.0}
@@ -144,7 +144,7 @@ def judge_canary(profile: Profile, result: CanaryResult) -> CanaryVerdict:
     host: said, and left to perf to judge. A product of random inputs that is not finite is the candidate's fault."""
     host, candidate, notes = [], [], []
     floor = profile.health.get("canary_min_tflops")
-    events = [text for bit, text in BAD_CLOCK_EVENTS.items() if (result.reasons or 0) & bit]
+    events = clock_events(result.reasons)
     held = f" ({', '.join(events)})" if events else ""
     clock_floor = profile.health.get("min_sm_clock_mhz")
     slow_clock = clock_floor is not None and result.sm_mhz is not None and result.sm_mhz < clock_floor

@@ -77,6 +77,11 @@ class HealthReport:
     notes: tuple[str, ...] = ()  # what could not be read, and what was read instead
 
 
+def clock_events(reasons: int | None) -> list[str]:
+    """NVML's clock-event reason bits that make numbers lie, in words."""
+    return [text for bit, text in BAD_CLOCK_EVENTS.items() if (reasons or 0) & bit]
+
+
 def _version_tuple(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in text.split(".") if part.isdigit())
 
@@ -131,7 +136,7 @@ def _gpu_reasons(profile: Profile, facts: HostFacts, limits: Mapping[str, float]
         # an idle GPU has no reason to hold its clock down; under load a GPU at its power limit flags slowdowns
         # legitimately (an H200 at 691 W showed 0x4 at 1470 MHz), so there the clock floor decides
         reasons_held = gpu.clock_event_reasons or 0
-        events = [text for bit, text in BAD_CLOCK_EVENTS.items() if reasons_held & bit]
+        events = clock_events(reasons_held)
         if events and not under_load:
             reasons.append(f"GPU {gpu.index} clock held down: {', '.join(events)} (reasons 0x{reasons_held:x})")
         floor = limits.get("min_sm_clock_mhz")
