@@ -56,6 +56,11 @@ class Snapshot:
     files: Mapping[str, str]
 
 
+def snapshot_folder(hub: Path, repo: str, commit: str) -> Path:
+    """Where the Hub cache keeps a repository's files at one commit."""
+    return repo_folder(hub, repo) / "snapshots" / commit
+
+
 def commit_of(hub: Path, repo: str, revision: str | None) -> str | None:
     """The commit a revision names in the cache: itself when it is one, else what refs/<revision> recorded."""
     name = revision or "main"
@@ -74,7 +79,7 @@ def verify(hub: Path, repo: str, revision: str | None, *, ignore: Sequence[str] 
     """
     shown = f"{repo}@{revision or 'main'}"
     commit = commit_of(hub, repo, revision)
-    folder = repo_folder(hub, repo) / "snapshots" / (commit or "-")
+    folder = snapshot_folder(hub, repo, commit or "-")
     if commit is None or not folder.is_dir():
         raise EngineError(f"{shown} is not in the Hugging Face cache {hub}")
     present = sorted(

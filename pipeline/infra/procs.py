@@ -12,7 +12,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -254,6 +254,17 @@ def owned_processes(owner: str | None) -> list[int]:
 
 def _pids() -> list[int]:
     return [int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit()]
+
+
+def process_files(name: str, proc: Path = Path("/proc")) -> Iterator[tuple[int, str]]:
+    """Each live process's /proc/<pid>/<name> as text (processes that vanish or hide it are passed over)."""
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            yield int(entry.name), (entry / name).read_text()
+        except OSError:
+            continue
 
 
 def stat_fields(pid: int) -> list[str] | None:

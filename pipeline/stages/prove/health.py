@@ -251,16 +251,10 @@ def busy_processes(sample_s: float, *, exclude: set[int]) -> tuple[tuple[int, st
 
 def _cpu_times() -> dict[int, tuple[str, int]]:
     times = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
+    for pid, stat in procs.process_files("stat"):
         name = stat[stat.index("(") + 1 : stat.rindex(")")]
         fields = stat.rsplit(")", 1)[1].split()
-        times[int(entry.name)] = (name, int(fields[11]) + int(fields[12]))  # utime + stime
+        times[pid] = (name, int(fields[11]) + int(fields[12]))  # utime + stime
     return times
 
 

@@ -103,17 +103,11 @@ def drop_page_cache(log_dir: Path) -> str:
 def largest_holders(limit: int = HOLDERS_SHOWN, proc: Path = Path("/proc")) -> tuple[tuple[int, str, float], ...]:
     """The processes with the most resident memory (containers' included: they are the host's processes)."""
     found = []
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            status = (entry / "status").read_text()
-        except OSError:
-            continue
+    for pid, status in procs.process_files("status", proc):
         fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
         rss = fields.get("VmRSS", "").split()
         if rss and rss[0].isdigit():
-            found.append((int(entry.name), fields.get("Name", "?").strip(), int(rss[0]) / (1024 * 1024)))
+            found.append((pid, fields.get("Name", "?").strip(), int(rss[0]) / (1024 * 1024)))
     return tuple(sorted(found, key=lambda p: -p[2])[:limit])
 
 

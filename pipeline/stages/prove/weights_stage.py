@@ -103,7 +103,7 @@ def served_folder(entry: ModelEntry, cache_dir: Path) -> Path | None:
     identity check's file hashes; None for other entries, whose served root is their folder."""
     if entry.weights.source != "hub" or not entry.revision:
         return None
-    return hub.repo_folder(hub.hub_dir(hf_cache(cache_dir)), entry.model) / "snapshots" / entry.revision
+    return hub.snapshot_folder(hub.hub_dir(hf_cache(cache_dir)), entry.model, entry.revision)
 
 
 def package_weights(entry: ModelEntry, cache_dir: Path, log_dir: Path, *, say: Say = quiet) -> EntryWeights:
