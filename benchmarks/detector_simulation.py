@@ -52,7 +52,8 @@ from pipeline.infra.history import History
 from pipeline.stages.prove import perf_judge
 from pipeline.stages.prove.health import HealthReport, HostFacts
 from pipeline.stages.prove.perf import CaseResult, RequestSample, RunSample
-from pipeline.stages.prove.perf_judge import PerfContext, judge_results, pair_order
+from pipeline.stages.prove.pairs import pair_order
+from pipeline.stages.prove.perf_judge import PerfContext, judge_results
 from pipeline.status import Status
 
 SEED = 20261123

@@ -57,6 +57,10 @@ class Profile:
     base_image: str | None = None
     description: str = ""
     memory: MemoryRules = field(default_factory=MemoryRules)
+    # How many servers of one entry fit the host at once. 1 (the Spark: every entry takes 0.80-0.87 of its memory):
+    # another build (the last confirmed one, for pairs or as the golden judge) is served in turns with tonight's,
+    # never beside it. 2: beside it.
+    servers_at_once: int = 1
 
 
 @dataclass(frozen=True)
@@ -213,6 +217,7 @@ def _profile(name: str, raw: Mapping[str, Any]) -> Profile:
         base_image=raw.get("base_image"),
         description=raw.get("description", ""),
         memory=MemoryRules(**raw.get("memory", {})),
+        servers_at_once=raw.get("servers_at_once", 1),
     )
 
 

@@ -200,7 +200,6 @@ def confirm(
     for a, b in pairs:
         _check_positive((a, b), "paired measurements")
     n = len(pairs)
-    limit = math.log1p(-min_effect)
     if n < 2:
         return Confirmation(
             "INCONCLUSIVE", f"{n} pair(s): need at least 2 for a spread", n, math.nan, math.nan, math.nan,
@@ -215,6 +214,30 @@ def confirm(
         # Welch-Satterthwaite: the boot spread is a known variance (infinite degrees of freedom), so the error's
         # degrees of freedom grow as it dominates; all of them when the pairs themselves agree exactly.
         df = math.inf if se_pairs == 0 else df * (se / se_pairs) ** 4
+    unit = f"{n} pairs"
+    extra = f" (counting a boot-to-boot SD of {boot_sd:.1%})" if boot_sd > 0 else ""
+    return decide(mean, se, df, n=n, unit=unit, sd=sd, min_effect=min_effect, fail_alpha=fail_alpha,
+                  ci_level=ci_level, boot_sd=boot_sd, note=extra)  # fmt: skip
+
+
+def decide(
+    mean: float,
+    se: float,
+    df: float,
+    *,
+    n: int,
+    unit: str,
+    sd: float,
+    min_effect: float,
+    fail_alpha: float,
+    ci_level: float,
+    boot_sd: float,
+    note: str = "",
+) -> Confirmation:
+    """The decision on a mean log ratio with its standard error and degrees of freedom (see confirm): FAIL when
+    significantly below 1 and below 1 - min_effect, PASS when the interval rules min_effect out, else INCONCLUSIVE.
+    `unit` names what was averaged ("8 pairs", "3 boot pairs"), `note` is added to the reason."""
+    limit = math.log1p(-min_effect)
     if se > 0:
         t = mean / se
         p_value = t_cdf(t, df)
@@ -228,25 +251,23 @@ def confirm(
     if fail_bound_log < 0 and mean < limit:
         decision: Decision = "FAIL"
         reason = (
-            f"B/A {math.exp(mean):.4f} over {n} pairs is below {1 - min_effect:.2f} and significant: "
+            f"B/A {math.exp(mean):.4f} over {unit} is below {1 - min_effect:.2f} and significant: "
             f"upper {1 - fail_alpha:.1%} bound {math.exp(fail_bound_log):.4f} < 1 (p={p_value:.2g})"
         )
     elif low > limit:
         decision = "PASS"
         reason = (
-            f"B/A {math.exp(mean):.4f} over {n} pairs; its {ci_level:.0%} CI "
+            f"B/A {math.exp(mean):.4f} over {unit}; its {ci_level:.0%} CI "
             f"[{math.exp(low):.4f}, {math.exp(high):.4f}] rules out a slowdown of {min_effect:.0%}"
         )
     else:
         decision = "INCONCLUSIVE"
         reason = (
-            f"B/A {math.exp(mean):.4f} over {n} pairs; its {ci_level:.0%} CI [{math.exp(low):.4f}, "
+            f"B/A {math.exp(mean):.4f} over {unit}; its {ci_level:.0%} CI [{math.exp(low):.4f}, "
             f"{math.exp(high):.4f}] neither excludes a {min_effect:.0%} slowdown nor shows one significantly"
         )
-    if boot_sd > 0:
-        reason += f" (counting a boot-to-boot SD of {boot_sd:.1%})"
     return Confirmation(
-        decision, reason, n, math.exp(mean), mean, sd, math.exp(low), math.exp(high), ci_level,
+        decision, reason + note, n, math.exp(mean), mean, sd, math.exp(low), math.exp(high), ci_level,
         math.exp(fail_bound_log), fail_alpha, t, p_value, min_effect, boot_sd,
     )  # fmt: skip
 

@@ -322,7 +322,7 @@ def test_pairs_alternate_a_b_then_b_a(monkeypatch: pytest.MonkeyPatch) -> None:
         yield
         watched.append("end")
 
-    measure = perf_judge.interleaved_pairs(lambda build: "A", "B", "m", watch=watch)  # type: ignore[arg-type,return-value]
+    measure = pairs.interleaved_pairs(lambda build: "A", "B", "m", watch=watch)  # type: ignore[arg-type,return-value]
     pairs = measure(_case(20.0), "tg_tps", 3, _build("a"))
     warm_ups = ["A", "B", "A", "B"]
     assert order == [*warm_ups, "A", "B", "B", "A", "A", "B"]  # then A B / B A / A B

@@ -136,32 +136,48 @@ def boot(
 
 
 class Restartable:
-    """A served entry that can be stopped and booted again in place: a request that poisons it is not the last."""
+    """A served entry that can be stopped and booted again in place: a request that poisons it is not the last, and
+    on a host that holds one server it steps aside while another build takes its turn."""
 
     def __init__(self, start: Callable[[int], AbstractContextManager[Server]]) -> None:
         self._start = start
         self._stack = ExitStack()
-        self.restarts = 0
-        self.server = self._stack.enter_context(start(0))
+        self.restarts = 0  # boots after the first: restarts after a NaN and returns after another build's turn
+        self._server: Server | None = self._stack.enter_context(start(0))
+
+    @property
+    def up(self) -> bool:
+        return self._server is not None
+
+    @property
+    def server(self) -> Server:
+        """The serving server, booted again first if it stepped aside."""
+        if self._server is None:
+            self.restarts += 1
+            self._server = self._stack.enter_context(self._start(self.restarts))
+        return self._server
+
+    def stop(self) -> None:
+        """Stop serving (its clean-up done) until `server` is asked for again."""
+        self._stack.close()
+        self._server = None
 
     def restart(self) -> OpenAIClient:
-        self._stack.close()
-        self.restarts += 1
-        self.server = self._stack.enter_context(self._start(self.restarts))
+        self.stop()
         return self.server.client
 
     def close(self) -> None:
-        self._stack.close()
+        self.stop()
 
 
 @contextmanager
 def restartable(
     entry: ModelEntry, candidate: Candidate, *, cache_dir: Path, log_dir: Path, say: Say = quiet
 ) -> Iterator[Restartable]:
-    """`boot`, with a restart that boots the same entry again (its log beside the first, numbered)."""
+    """`boot`, with a restart that boots the same entry again (each later boot's log beside the first, numbered)."""
 
     def start(restarts: int) -> AbstractContextManager[Server]:
-        logs = log_dir if restarts == 0 else log_dir / f"restart-{restarts}"
+        logs = log_dir if restarts == 0 else log_dir / f"boot-{restarts + 1}"
         return boot(entry, candidate, cache_dir=cache_dir, log_dir=logs, say=say)
 
     serving = Restartable(start)

@@ -29,6 +29,7 @@ from pipeline.stages.prove.memory import Room, make_room
 from pipeline.stages.prove.perf_judge import CellOutcome, PerfContext
 from pipeline.stages.prove.perf_run import measure_and_judge
 from pipeline.stages.prove.smoke import smoke
+from pipeline.stages.prove.turns import Turns
 from pipeline.stages.prove.weights_stage import served_folder
 from pipeline.status import Status, worst
 
@@ -67,6 +68,7 @@ def run_entry(entry: ModelEntry, ctx: EntryContext) -> Outcome:
     ctx.on_stage(stage)
     try:
         with restartable(entry, ctx.candidate, cache_dir=ctx.cache_dir, log_dir=ctx.log_dir, say=ctx.say) as serving:
+            turns = Turns(entry, profile, serving, ctx.cache_dir, ctx.log_dir, ctx.say)
             server = serving.server
             boot_s = server.boot_s
             stage = "golden"
@@ -75,7 +77,7 @@ def run_entry(entry: ModelEntry, ctx: EntryContext) -> Outcome:
             references = store.load(profile.hardware, entry.id)
             model_ref = model_reference(entry, ctx.cache_dir, ctx.log_dir)
             with ExitStack() as judge_serving:  # a judge served beside tonight's is stopped before perf
-                judge = None if references is not None else _judge(entry, model_ref, ctx, judge_serving)
+                judge = None if references is not None else _judge(entry, model_ref, ctx, judge_serving, turns)
                 golden = run_golden(
                     server.client,
                     entry,
@@ -87,7 +89,6 @@ def run_entry(entry: ModelEntry, ctx: EntryContext) -> Outcome:
                     files_at=served_folder(entry, ctx.cache_dir),
                     say=ctx.say,
                 )
-            server = serving.server  # a NaN may have restarted it
             numbers: dict[str, Any] = {"boot_s": round(boot_s, 1), "golden_s": round(golden.duration_s, 1)}
             if canary_numbers:
                 numbers["canary"] = canary_numbers
@@ -102,12 +103,15 @@ def run_entry(entry: ModelEntry, ctx: EntryContext) -> Outcome:
             stage = "perf"
             ctx.on_stage(stage)
             perf_started = time.monotonic()
-            perf = _perf(entry, server.client, ctx, profile_hardware=profile.hardware, before=before)
+            perf = _perf(entry, turns, ctx, profile_hardware=profile.hardware, before=before)
             numbers |= {
                 "perf_s": round(time.monotonic() - perf_started, 1),
                 "cells": perf["cells"],
                 "health": perf["health"],
             }
+            if turns.boots:  # the cost of serving another build in turns with tonight's
+                numbers["turns"] = {"boots": len(turns.boots), "boot_s": round(sum(b.boot_s for b in turns.boots), 1)}
+                ctx.say(f"{entry.id}: {turns.cost()}")
             status = perf["status"]
             if status == Status.PASS and ctx.record and golden.recordable:  # tonight is the new reference
                 store.save(profile.hardware, entry.id, ctx.night, golden.generations, golden.identity_files)
@@ -188,7 +192,7 @@ def _canary(entry: ModelEntry, ctx: EntryContext) -> tuple[CanaryVerdict, dict[s
     return verdict, numbers | ({"notes": list(verdict.notes)} if verdict.notes else {})
 
 
-def _judge(entry: ModelEntry, model_ref: str, ctx: EntryContext, stack: ExitStack) -> Judge | None:
+def _judge(entry: ModelEntry, model_ref: str, ctx: EntryContext, stack: ExitStack, turns: Turns) -> Judge | None:
     """A night with no drift reference: transformers on the CPU profile, the last confirmed build elsewhere."""
     profile = ctx.config.matrix.profiles[entry.profile]
     judge = transformers_judge(entry, profile, model_ref, ctx.cache_dir, ctx.log_dir, say=ctx.say)
@@ -203,6 +207,7 @@ def _judge(entry: ModelEntry, model_ref: str, ctx: EntryContext, stack: ExitStac
         stack=stack,
         cache_dir=ctx.cache_dir,
         log_dir=ctx.log_dir / "judge",
+        turns=turns,
         say=ctx.say,
     )
 
@@ -222,7 +227,7 @@ def _golden_failures(entry: ModelEntry, golden: GoldenResult) -> tuple[str, tupl
     return f"{len(failures)} golden check(s) failed; first: {first.check} {first.subject}: {first.reason}", failures
 
 
-def _perf(entry: ModelEntry, client: Any, ctx: EntryContext, *, profile_hardware: str, before: Any) -> dict[str, Any]:
+def _perf(entry: ModelEntry, turns: Turns, ctx: EntryContext, *, profile_hardware: str, before: Any) -> dict[str, Any]:
     perf_ctx = PerfContext(
         History(ctx.state_dir / "history.sqlite"),
         profile_hardware,
@@ -236,7 +241,7 @@ def _perf(entry: ModelEntry, client: Any, ctx: EntryContext, *, profile_hardware
         book=ConfirmedBook(ctx.state_dir / "confirmed.json"),
     )
     judged = measure_and_judge(
-        client,
+        turns,
         entry,
         perf_ctx,
         profile=ctx.config.matrix.profiles[entry.profile],

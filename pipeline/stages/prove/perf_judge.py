@@ -16,11 +16,10 @@ import itertools
 import math
 import statistics
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
-from typing import Any
 
 from pipeline.config.thresholds import PairRules, Reference, Thresholds
+from pipeline.detect.boots import BootPair, confirm_boots
 from pipeline.detect.steps import (
     BASELINE_NIGHTS,
     CONFIRM_PAIRS,
@@ -35,10 +34,9 @@ from pipeline.detect.steps import (
 from pipeline.errors import HostUnhealthy
 from pipeline.infra.confirmed import Acceptance, BuildRef, ConfirmedBook, series_key
 from pipeline.infra.history import ACCEPTED_VERDICTS, History, Night, Sample
-from pipeline.infra.openai_client import OpenAIClient
 from pipeline.stages.prove.gate import CellVerdict, judge_cell
 from pipeline.stages.prove.health import HealthReport, health_facts_for_history
-from pipeline.stages.prove.perf import CaseResult, PromptMaker, RunSample, latency_estimate, measure_run
+from pipeline.stages.prove.perf import CaseResult
 from pipeline.status import Status
 
 METRIC_OF_KIND = {"pp": "pp_tps", "tg": "tg_tps"}
@@ -55,6 +53,20 @@ Remeasure = Callable[[CaseResult], CaseResult]
 # (A, B) values of a metric for the case, as many pairs as asked for, A being the build given; None when that
 # build cannot be served. May raise HostUnhealthy when foreign load spoiled the pairs' window.
 PairedMeasure = Callable[[CaseResult, str, int, BuildRef], list[tuple[float, float]] | None]
+# Boot pairs on a host that holds one server (A and B booted in turns, a boot of each per pair): the first `n` boot
+# pairs of a metric for the case; None when A cannot be served. May raise HostUnhealthy like PairedMeasure.
+BootPairsMeasure = Callable[[CaseResult, str, int, BuildRef], list[BootPair] | None]
+# Boot pairs asked for first, and the most a cell is given: one more boot pair at a time until the pairs decide.
+# Chosen with benchmarks/detector_simulation.py --mode one-resident (bimodal boots, -5 % steps, boots a month).
+FIRST_BOOT_PAIRS = 3
+MAX_BOOT_PAIRS = 6
+
+
+@dataclass(frozen=True)
+class InTurn:
+    """Pairs measured as boots in turns (`servers_at_once: 1`): boot pairs, asked one more at a time."""
+
+    measure: BootPairsMeasure
 
 
 @dataclass(frozen=True)
@@ -70,7 +82,8 @@ class CellOutcome:
     rerun_gate: CellVerdict | None = None
     confirmation: Confirmation | None = None
     last_good: BuildRef | None = None  # the A it was (or would have been) paired with
-    pairs_measured: int = 0
+    pairs_measured: int = 0  # pairs of runs; in turns, boot pairs
+    in_turn: bool = False  # the pairs were boots in turn
     gap: str | None = None  # a difference to a reference measured on another build: reported, never blamed
 
     @property
@@ -135,7 +148,7 @@ def judge_results(
     health_before: HealthReport,
     health_after: HealthReport,
     remeasure: Remeasure,
-    paired: PairedMeasure,
+    paired: PairedMeasure | InTurn,
 ) -> list[CellOutcome]:
     """Every judged cell's outcome; records healthy samples with their verdicts and moves A where accepted.
 
@@ -188,7 +201,7 @@ def _judge_cell(
     thresholds: Thresholds,
     ctx: PerfContext,
     remeasure: Remeasure,
-    paired: PairedMeasure,
+    paired: PairedMeasure | InTurn,
 ) -> tuple[CellOutcome, CaseResult]:
     nights = [n.values for n in _nights(ctx, cell, metric, accepted_only=True)]
     reference = own_reference(thresholds, cell, nights)
@@ -248,20 +261,18 @@ def _paired_verdict(
     a: tuple[BuildRef, Acceptance | None] | None,
     ctx: PerfContext,
     result: CaseResult,
-    paired: PairedMeasure,
+    paired: PairedMeasure | InTurn,
     *,
     rules: PairRules,
 ) -> CellOutcome:
     """The pairs' decision against A, with one extension when the first set cannot decide; without pairs, why not.
-    An extension narrows the pairs' own error, never the boot spread: A and B are the same two processes."""
+    An extension narrows the pairs' own error, never the boot spread: A and B are the same two processes. In turns,
+    boot pairs are added one at a time until they decide, each a new boot of both."""
+    if isinstance(paired, InTurn):
+        return _boot_pairs_verdict(base, a, result, paired, rules=rules)
     pairs = paired(result, base.metric, CONFIRM_PAIRS, a[0]) if a is not None else None
     if a is None or pairs is None:
-        missing = (
-            "no confirmed build to pair with yet"
-            if a is None
-            else f"the last confirmed build ({a[0].describe()}) could not be served"
-        )
-        return replace(base, status=Status.INCONCLUSIVE, reason=missing, last_good=a[0] if a else None)
+        return _unpaired(base, a)
     decision = confirm(pairs, min_effect=rules.min_effect, boot_sd=rules.boot_sd)
     if decision.decision == "INCONCLUSIVE":  # once more as many pairs: a noisy night gets a second look
         pairs = paired(result, base.metric, 2 * CONFIRM_PAIRS, a[0]) or pairs
@@ -269,6 +280,50 @@ def _paired_verdict(
     status = {"FAIL": Status.FAIL, "PASS": Status.PASS, "INCONCLUSIVE": Status.INCONCLUSIVE}[decision.decision]
     reason = f"{base.reason}; paired with the last confirmed build {_a_text(a)}: {decision.reason}"
     return replace(base, status=status, reason=reason, confirmation=decision, last_good=a[0], pairs_measured=len(pairs))
+
+
+def _unpaired(base: CellOutcome, a: tuple[BuildRef, Acceptance | None] | None) -> CellOutcome:
+    missing = (
+        "no confirmed build to pair with yet"
+        if a is None
+        else f"the last confirmed build ({a[0].describe()}) could not be served"
+    )
+    return replace(base, status=Status.INCONCLUSIVE, reason=missing, last_good=a[0] if a else None)
+
+
+def _boot_pairs_verdict(
+    base: CellOutcome,
+    a: tuple[BuildRef, Acceptance | None] | None,
+    result: CaseResult,
+    paired: InTurn,
+    *,
+    rules: PairRules,
+) -> CellOutcome:
+    """Boot pairs against A, FIRST_BOOT_PAIRS then one more at a time up to MAX_BOOT_PAIRS, stopping as soon as
+    they decide; the night's own boots estimate the boot spread, the hardware's pairs.boot_sd is their prior."""
+    boots = None
+    decision = None
+    for wanted in range(FIRST_BOOT_PAIRS, MAX_BOOT_PAIRS + 1):
+        measured = paired.measure(result, base.metric, wanted, a[0]) if a is not None else None
+        if measured is None:
+            break
+        boots = measured
+        decision = confirm_boots(boots, min_effect=rules.min_effect, prior_boot_sd=rules.boot_sd)
+        if decision.decision != "INCONCLUSIVE":
+            break
+    if a is None or boots is None or decision is None:
+        return _unpaired(base, a)
+    status = {"FAIL": Status.FAIL, "PASS": Status.PASS, "INCONCLUSIVE": Status.INCONCLUSIVE}[decision.decision]
+    reason = f"{base.reason}; booted in turns with the last confirmed build {_a_text(a)}: {decision.reason}"
+    return replace(
+        base,
+        status=status,
+        reason=reason,
+        confirmation=decision,
+        last_good=a[0],
+        pairs_measured=len(boots),
+        in_turn=True,
+    )
 
 
 def _open_regression(ctx: PerfContext, cell: str, metric: str) -> tuple[str, list[Night]] | None:
@@ -432,56 +487,3 @@ def _record(results: Sequence[CaseResult], ctx: PerfContext, health: HealthRepor
 def _charted(result: CaseResult) -> list[tuple[str, str]]:
     """The judged metrics, plus the prefill cell's time to first token: kept for the trend charts, never judged."""
     return [*_cells(result), (result.pp_cell.name, "e2e_ttft")]
-
-
-def interleaved_pairs(
-    serve: Callable[[BuildRef], OpenAIClient | None], candidate: OpenAIClient, model: str, *, watch: Watch
-) -> PairedMeasure:
-    """Measure A (served on demand by `serve`) and the candidate B run for run, per case: A B, B A, A B, ...
-
-    Alternating the order in each pair cancels a slow drift within the night (a warming host, a
-    filling cache); the shared host state of the night cancels in each ratio. Pairs already measured
-    for a case are reused when more are asked. Each batch of pairs is one health window (`watch`).
-    """
-    runs: dict[tuple[str, str], list[tuple[RunSample, RunSample]]] = {}
-    sides: dict[str, tuple[OpenAIClient, PromptMaker, float]] = {}
-
-    def side(name: str, client: OpenAIClient) -> tuple[OpenAIClient, PromptMaker, float]:
-        if name not in sides:
-            sides[name] = (client, PromptMaker(client, model), latency_estimate(client))
-        return sides[name]
-
-    def measure(result: CaseResult, metric: str, wanted: int, last_good: BuildRef) -> list[tuple[float, float]] | None:
-        served = serve(last_good)
-        if served is None:
-            return None
-        case = (result.pp_cell, result.tg_cell)
-        a, b = side(f"a:{last_good.id}", served), side("b", candidate)
-        done = runs.setdefault((last_good.id, result.pp_cell.name), [])
-        if len(done) < wanted:  # the case's other cell asks for pairs already measured: nothing to watch
-            with watch():
-                if not done:
-                    for client, prompts, latency in (a, b, a, b):  # two warm-ups each, not kept: A was just booted
-                        measure_run(client, model, case, prompts=prompts, latency_s=latency)
-                while len(done) < wanted:
-                    done.append(measure_pair(a, b, model, case, a_first=pair_order(len(done))))
-        return [(ra.metric(metric), rb.metric(metric)) for ra, rb in done[:wanted]]
-
-    return measure
-
-
-# A health window over a measurement (health.watched): raises HostUnhealthy at its end if foreign load spoiled it.
-Watch = Callable[[], AbstractContextManager[None]]
-Side = tuple[OpenAIClient, PromptMaker, float]
-
-
-def pair_order(index: int) -> bool:
-    """Whether pair `index` (from 0) measures A first: A B, then B A, then A B... so drift cancels pair by pair."""
-    return index % 2 == 0
-
-
-def measure_pair(a: Side, b: Side, model: str, case: tuple[Any, Any], *, a_first: bool) -> tuple[RunSample, RunSample]:
-    """One run of A and one of B, in the order given; returned as (A, B) whatever the order."""
-    order = (a, b) if a_first else (b, a)
-    first, second = (measure_run(c, model, case, prompts=p, latency_s=lat) for c, p, lat in order)
-    return (first, second) if a_first else (second, first)

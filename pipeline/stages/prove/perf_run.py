@@ -1,7 +1,8 @@
 """The perf stage on a served model: the bench in one health window, then the judgement with its reruns and pairs.
 
 The nightly and `bench` measure the same way: each rerun and each batch of pairs is a health window
-of its own, and the last confirmed build is booted only if a cell needs pairs, and stopped after.
+of its own, and the last confirmed build is booted only if a cell needs pairs, and stopped after: beside
+tonight's server, or, on a host that holds one server (`servers_at_once: 1`), in turns with it.
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ from pipeline.infra.openai_client import OpenAIClient
 from pipeline.progress import Say
 from pipeline.stages.prove.health import CpuWindow, HealthReport, judge_window, watched
 from pipeline.stages.prove.last_good import last_good_server
+from pipeline.stages.prove.pairs import boots_in_turn, interleaved_pairs
 from pipeline.stages.prove.perf import CaseResult, case_spec, run_bench
-from pipeline.stages.prove.perf_judge import CellOutcome, PerfContext, interleaved_pairs, judge_results
+from pipeline.stages.prove.perf_judge import CellOutcome, InTurn, PairedMeasure, PerfContext, judge_results
+from pipeline.stages.prove.turns import Turns
 
 
 @dataclass(frozen=True)
@@ -32,7 +35,7 @@ class JudgedPerf:
 
 
 def measure_and_judge(
-    client: OpenAIClient,
+    client: OpenAIClient | Turns,
     entry: ModelEntry,
     ctx: PerfContext,
     *,
@@ -44,26 +47,34 @@ def measure_and_judge(
     log_dir: Path,
     say: Say,
 ) -> JudgedPerf:
-    """Measure `spec` on the served model and judge every cell (rerun, then pairs against A where it trips)."""
+    """Measure `spec` on the served model and judge every cell (rerun, then pairs against A where it trips).
+
+    `client` is tonight's server; given as Turns (the nightly's), pairs are boots in turn where the profile holds
+    one server at a time, and tonight's server is asked for afresh each time (it may have stepped aside)."""
+    turns = client if isinstance(client, Turns) else None
+
+    def tonight() -> OpenAIClient:
+        return client.tonight if isinstance(client, Turns) else client
+
     window = CpuWindow()
-    results = run_bench(client, entry.served_model_name, spec, say=say)
+    results = run_bench(tonight(), entry.served_model_name, spec, say=say)
     after = judge_window(profile, window)
     watch = partial(watched, profile)
 
     def remeasure(result: CaseResult) -> CaseResult:
         say(f"{entry.id}: {result.tg_cell.name} tripped; measuring it again")
+        server = tonight()  # booted outside the window: a boot is not a measurement
         with watch():
-            return run_bench(client, entry.served_model_name, case_spec(spec, result))[0]
+            return run_bench(server, entry.served_model_name, case_spec(spec, result))[0]
 
     with ExitStack() as last_good:  # the last confirmed build, booted only if a cell needs pairs, stopped after
-        serve = last_good_server(entry, profile, last_good, cache_dir=cache_dir, log_dir=log_dir, say=say)
+        paired: PairedMeasure | InTurn
+        if turns is not None and profile.servers_at_once < 2:
+            paired = boots_in_turn(turns, entry.served_model_name, watch=watch, say=say)
+        else:
+            serve = last_good_server(entry, profile, last_good, cache_dir=cache_dir, log_dir=log_dir, say=say)
+            paired = interleaved_pairs(serve, tonight(), entry.served_model_name, watch=watch)
         outcomes = judge_results(
-            results,
-            thresholds,
-            ctx,
-            health_before=before,
-            health_after=after,
-            remeasure=remeasure,
-            paired=interleaved_pairs(serve, client, entry.served_model_name, watch=watch),
+            results, thresholds, ctx, health_before=before, health_after=after, remeasure=remeasure, paired=paired
         )
     return JudgedPerf(results, after, outcomes)

@@ -1,0 +1,111 @@
+"""Paired confirmation from boots in turn: on a host that holds one server, A and B are booted one after the other.
+
+Each boot pair (a boot of A and a boot of B next to it in time, the order alternating A B, B A, ...) gives one
+difference of the boots' mean log throughput. The difference carries both boots' own offsets (memory layout,
+kernels picked at start-up), so the spread of the differences over the night's boot pairs measures the boot
+spread itself: no guessed value has to be added, as it must be when A and B are one boot each. With few boot
+pairs that estimate is rough, so it is pooled with a prior (the hardware's shipped `pairs.boot_sd`, worth
+PRIOR_DF degrees of freedom): a night of three boot pairs that happen to agree cannot claim more certainty than
+the hardware is known to allow, and a night of eight speaks mostly for itself. The decision is confirm's.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pipeline.config.thresholds import CI_LEVEL, MIN_EFFECT
+from pipeline.detect.steps import FAIL_ALPHA, Confirmation, decide
+
+# Degrees of freedom the shipped boot spread is worth against the night's own boot pairs: 2 lets three boot pairs
+# that agree by chance (two bimodal boots landing on opposite sides) weigh no more than the prior, and lets the
+# night's own spread dominate from five boot pairs on. Chosen with benchmarks/detector_simulation.py --mode
+# one-resident (bimodal boots and -5 % steps).
+PRIOR_DF = 2.0
+# The floor under the prior's boot spread when the hardware's shipped value is 0 (never measured): a boot pair
+# cannot be assumed to be more alike than two runs of one boot.
+MIN_PRIOR_BOOT_SD = 0.005
+
+
+@dataclass(frozen=True)
+class BootPair:
+    """One boot of A and one of B, measured next to each other: the metric of every run in each."""
+
+    a: tuple[float, ...]
+    b: tuple[float, ...]
+
+    def difference(self) -> float:
+        """B's mean log throughput minus A's: the boot pair's log ratio."""
+        return statistics.fmean(math.log(x) for x in self.b) - statistics.fmean(math.log(x) for x in self.a)
+
+
+def within_boot_variance(boots: Sequence[BootPair]) -> tuple[float, int]:
+    """The pooled variance of one run's log around its boot's mean, and its degrees of freedom."""
+    squares, df = 0.0, 0
+    for pair in boots:
+        for runs in (pair.a, pair.b):
+            logs = [math.log(x) for x in runs]
+            centre = statistics.fmean(logs)
+            squares += math.fsum((x - centre) ** 2 for x in logs)
+            df += len(logs) - 1
+    return (squares / df if df else 0.0), df
+
+
+def boot_spread(boots: Sequence[BootPair]) -> float:
+    """The night's own estimate of one boot's SD (log): the boot pairs' spread, less what the runs explain."""
+    if len(boots) < 2:
+        return math.nan
+    differences = [pair.difference() for pair in boots]
+    within, _ = within_boot_variance(boots)
+    runs = _run_share(boots)
+    return math.sqrt(max(0.0, statistics.variance(differences) - within * runs) / 2.0)
+
+
+def _run_share(boots: Sequence[BootPair]) -> float:
+    """The mean over boot pairs of 1/runs_A + 1/runs_B: how much of one run's variance a difference carries."""
+    return statistics.fmean(1.0 / len(p.a) + 1.0 / len(p.b) for p in boots)
+
+
+def confirm_boots(
+    boots: Sequence[BootPair],
+    *,
+    min_effect: float = MIN_EFFECT,
+    prior_boot_sd: float = 0.0,
+    prior_df: float = PRIOR_DF,
+    fail_alpha: float = FAIL_ALPHA,
+    ci_level: float = CI_LEVEL,
+) -> Confirmation:
+    """Decide on boot pairs: the mean difference, its error from the differences' spread pooled with the prior's.
+
+    The prior's variance of a difference is two boots' spread (the shipped SD, at least MIN_PRIOR_BOOT_SD) plus
+    the runs' share measured tonight; pooled with the night's sample variance of the differences, weighted by
+    degrees of freedom (prior_df and n - 1), the t test has prior_df + n - 1 of them.
+    """
+    for pair in boots:
+        if not pair.a or not pair.b or min(pair.a + pair.b) <= 0 or not all(map(math.isfinite, pair.a + pair.b)):
+            raise ValueError(f"boot pairs need positive, finite runs on both sides, got {pair}")
+    n = len(boots)
+    if n == 0:
+        return Confirmation(
+            "INCONCLUSIVE", "no boot pair measured", 0, math.nan, math.nan, math.nan, math.nan, math.nan, ci_level,
+            math.nan, fail_alpha, math.nan, math.nan, min_effect,
+        )  # fmt: skip
+    differences = [pair.difference() for pair in boots]
+    mean = statistics.fmean(differences)
+    within, _ = within_boot_variance(boots)
+    prior_sd = max(prior_boot_sd, MIN_PRIOR_BOOT_SD)
+    prior_variance = 2.0 * prior_sd**2 + within * _run_share(boots)
+    sample_variance = statistics.variance(differences) if n > 1 else 0.0
+    df = prior_df + n - 1
+    variance = (prior_df * prior_variance + (n - 1) * sample_variance) / df
+    spread = boot_spread(boots)
+    runs = sorted({len(p.a) for p in boots} | {len(p.b) for p in boots})
+    unit = f"{n} boot pairs ({'/'.join(map(str, runs))} runs a boot)"
+    night = f"tonight's boots {spread:.1%}" if math.isfinite(spread) else "one boot pair: no spread of tonight's"
+    note = f" (boot-to-boot SD: {night}, pooled with the hardware's {prior_sd:.1%} worth {prior_df:g} pairs)"
+    return decide(
+        mean, math.sqrt(variance / n), df, n=n, unit=unit, sd=math.sqrt(sample_variance), min_effect=min_effect,
+        fail_alpha=fail_alpha, ci_level=ci_level, boot_sd=spread if math.isfinite(spread) else prior_sd, note=note,
+    )  # fmt: skip

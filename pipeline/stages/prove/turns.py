@@ -1,0 +1,102 @@
+"""One entry's servers on a host that holds one at a time: tonight's build (B) steps aside while another takes its turn.
+
+Every boot is a boot of its own: a new port, so a new container name (`spark-nightly-<entry>-<port>`), a new
+owner token and a numbered log folder; a clean-up only ever stops the server its own boot started. Before each
+boot the memory stage makes room again (a Spark drops the page cache the last model left and waits for the
+entry's need), and each boot's time is kept: the cost of a night whose cell tripped is boots x boot time.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pipeline.config.matrix import ModelEntry, Profile
+from pipeline.errors import EngineError, HostUnhealthy
+from pipeline.infra.confirmed import BuildRef
+from pipeline.infra.openai_client import OpenAIClient
+from pipeline.progress import Say
+from pipeline.stages.prove.boot import Restartable, boot
+from pipeline.stages.prove.last_good import candidate_of
+from pipeline.stages.prove.memory import make_room
+
+
+@dataclass(frozen=True)
+class BootRecord:
+    """One boot made in turns: whose (tonight's or a build's id), why, and launch to ready in seconds."""
+
+    build: str
+    why: str
+    boot_s: float
+
+
+@dataclass
+class Turns:
+    """Tonight's server and the builds served in its place, one at a time."""
+
+    entry: ModelEntry
+    profile: Profile
+    tonight_serving: Restartable
+    cache_dir: Path
+    log_dir: Path
+    say: Say
+    room: Callable[[], str | None] | None = None  # makes room before a boot; the reason it could not, else None
+    boots: list[BootRecord] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.room is None:
+            self.room = self._make_room
+
+    @property
+    def tonight(self) -> OpenAIClient:
+        """Tonight's server, booted again first if it stepped aside for another build's turn."""
+        if not self.tonight_serving.up:
+            self._ready("tonight's build")
+            started = time.monotonic()
+            server = self.tonight_serving.server
+            self.boots.append(BootRecord("tonight", "back after a turn", time.monotonic() - started))
+            return server.client
+        return self.tonight_serving.server.client
+
+    def fresh_tonight(self, why: str) -> OpenAIClient:
+        """A new boot of tonight's build (its last one stopped first): a boot pair needs a boot of its own."""
+        self.tonight_serving.stop()
+        self._ready("tonight's build")
+        started = time.monotonic()
+        server = self.tonight_serving.server
+        self.boots.append(BootRecord("tonight", why, time.monotonic() - started))
+        return server.client
+
+    @contextmanager
+    def turn(self, build: BuildRef, why: str) -> Iterator[OpenAIClient]:
+        """`build` served alone until the block ends (tonight's stopped first). EngineError or ProcessError when it
+        cannot be served; HostUnhealthy when the host cannot make room for it."""
+        candidate = candidate_of(build, self.profile)
+        if candidate is None:
+            raise EngineError(f"the build {build.describe()} is gone from {build.ref}")
+        self.tonight_serving.stop()
+        self._ready(f"the build {build.describe()}")
+        logs = self.log_dir / "turns" / f"boot-{len(self.boots) + 1}"
+        started = time.monotonic()
+        with boot(self.entry, candidate, cache_dir=self.cache_dir, log_dir=logs, say=self.say) as server:
+            self.boots.append(BootRecord(build.id, why, time.monotonic() - started))
+            yield server.client
+
+    def cost(self) -> str:
+        """The boots made in turns so far, for the night's numbers and its log."""
+        total = sum(b.boot_s for b in self.boots)
+        return f"{len(self.boots)} boots in turn, {total:.0f} s booting"
+
+    def _ready(self, what: str) -> None:
+        assert self.room is not None
+        problem = self.room()
+        if problem is not None:
+            raise HostUnhealthy(f"no room to boot {what}: {problem}")
+        self.say(f"{self.entry.id}: booting {what} (one server at a time on this host; boot {len(self.boots) + 1})")
+
+    def _make_room(self) -> str | None:
+        room = make_room(self.entry, self.profile, self.log_dir, say=self.say)
+        return None if room is None or room.ok else room.reason
