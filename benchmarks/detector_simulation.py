@@ -16,8 +16,12 @@ Series: 30 nights of history, then a month of 30. Scenarios (in the month):
   slower host            from the month's first night the host is 5 % slower (A and B alike)
   bimodal runs           every build's runs land in a slow mode (-4 %) half the time
   bimodal boot           each boot of a build lands in a slow mode (-4 %) half the time
+  bimodal boot .3        each boot lands in a slow mode (-4 %) with probability 0.3 (and with a -5 % step)
   creep                  each night's build 0.3 % slower than the night before's
   step -2/-3/-5/-10/-20  every build from the month's first night on is that much slower (with dips)
+Two modes: side by side (A served beside B, as the CPU profile does) and one-resident (`servers_at_once: 1`, as
+a Spark must: pairs are boot pairs in turns, each boot new, FIRST_BOOT_PAIRS then one more up to MAX_BOOT_PAIRS;
+boots/month counts them). --boot-sd gives every boot an offset of its own (log SD) on top of any bimodal mode.
 Figures: share of step series that FAIL on the step's first night, by its 2nd and by its 7th; share with the
 alert still open at month end (alert: opened by a FAIL, closed by a PASS, left by INCONCLUSIVE); share of
 clean months with a false FAIL; INCONCLUSIVE nights and pairs measured per month. Otava 0.8.0's default
@@ -25,6 +29,7 @@ analysis runs on the same nightly medians (re-run every night, a drop placed in 
 Needs apache-otava==0.8.0: `.venv/bin/pip install -e ".[bench]"` (the pipeline itself does not use it).
 Run: nice -n 19 .venv/bin/python benchmarks/detector_simulation.py [--series N] [--seed S] [--jobs J]
      [--statistic mean|trimmed] [--only SCENARIO ...] [--pair-rules MIN_EFFECT:BOOT_SD ...]
+     [--mode side one-resident] [--boot-sd SD] [--boot-pairs FIRST:MAX ...] [--prior-df DF ...]
 """
 
 from __future__ import annotations
@@ -46,14 +51,15 @@ from otava.series import AnalysisOptions, Metric, Series  # type: ignore[import-
 
 from pipeline.config.matrix import Cell
 from pipeline.config.thresholds import MIN_EFFECT, build_thresholds
-from pipeline.detect import steps
+from pipeline.detect import boots, steps
+from pipeline.detect.boots import BootPair
 from pipeline.infra.confirmed import BuildRef, ConfirmedBook
 from pipeline.infra.history import History
 from pipeline.stages.prove import perf_judge
 from pipeline.stages.prove.health import HealthReport, HostFacts
+from pipeline.stages.prove.pairs import RUNS_PER_BOOT, pair_order
 from pipeline.stages.prove.perf import CaseResult, RequestSample, RunSample
-from pipeline.stages.prove.pairs import pair_order
-from pipeline.stages.prove.perf_judge import PerfContext, judge_results
+from pipeline.stages.prove.perf_judge import InTurn, PerfContext, judge_results
 from pipeline.status import Status
 
 SEED = 20261123
@@ -72,8 +78,23 @@ HEALTHY = HealthReport(True, (), HostFacts(20, 0.0, (), None, (), "simulated"))
 OTAVA_SLACK = 2
 
 
-# paired statistic, screen z, A's move slack, and the thresholds' pair rules (min_effect, boot_sd)
-Variant = tuple[Literal["mean", "trimmed"], float, float, tuple[float, float]]
+Mode = Literal["side", "one-resident"]
+
+
+@dataclass(frozen=True)
+class Variant:
+    """The switches a comparison flips: paired statistic, screen z, A's move slack, the thresholds' pair rules
+    (min_effect, boot_sd), the mode, every boot's own offset, the boot pairs asked (first, most) and the prior's
+    degrees of freedom."""
+
+    statistic: Literal["mean", "trimmed"]
+    z: float
+    slack: float
+    rules: tuple[float, float]
+    mode: Mode = "side"
+    boot_sd: float = 0.0
+    boot_pairs: tuple[int, int] = (perf_judge.FIRST_BOOT_PAIRS, perf_judge.MAX_BOOT_PAIRS)
+    prior_df: float = boots.PRIOR_DF
 
 
 @dataclass(frozen=True)
@@ -85,7 +106,8 @@ class Scenario:
     drift: float = 0.0  # each run of a night this much slower than the one before
     outliers: float = 0.0  # share of runs hit by a -30 % hiccup
     host: float = 0.0  # the whole host this much slower from the month on
-    bimodal: float = 0.0  # a boot lands this much slower half the time
+    bimodal: float = 0.0  # a boot lands this much slower, with probability bimodal_p
+    bimodal_p: float = 0.5
     bimodal_runs: float = 0.0  # a run (of any build) lands this much slower half the time
     creep: float = 0.0  # each month night's build this much slower than the night before's
 
@@ -103,6 +125,8 @@ SCENARIOS = (
     Scenario("slower host", host=-0.05),
     Scenario("bimodal runs", bimodal_runs=-0.04),
     Scenario("bimodal boot", bimodal=-0.04),
+    Scenario("bimodal boot .3", bimodal=-0.04, bimodal_p=0.3),
+    Scenario("step -5% bimodal .3", step=-0.05, bimodal=-0.04, bimodal_p=0.3),
     Scenario("creep", creep=0.003),
     *(Scenario(f"step {int(100 * s)}%", step=s) for s in (-0.02, -0.03, -0.05, -0.10, -0.20)),
 )
@@ -124,7 +148,9 @@ class World:
     factor: float = 1.0
     log_ar: float = 0.0
     position: int = 0  # runs measured so far tonight (the within-night drift)
-    boots: dict[str, float] = field(default_factory=dict)  # build -> tonight's boot mode factor
+    boots: dict[str, float] = field(default_factory=dict)  # boot -> its factor (mode and own offset), tonight
+    boot_sd: float = 0.0  # every boot's own offset (log SD)
+    boot_count: int = 0  # boots made in turns
 
     def build_level(self, night: int) -> float:
         month = night - HISTORY_NIGHTS
@@ -142,16 +168,17 @@ class World:
         host = 1.0 + s.host if night >= HISTORY_NIGHTS else 1.0
         self.factor = math.exp(self.log_ar) * (1.0 - DIP if dipped else 1.0) * host
 
-    def measure(self, build_night: int, build_id: str) -> float:
+    def measure(self, build_night: int, boot: str) -> float:
         s = self.scenario
-        if build_id not in self.boots:  # each server boot of a build lands in its mode
-            self.boots[build_id] = 1.0 + s.bimodal if s.bimodal and self.rng.random() < 0.5 else 1.0
+        if boot not in self.boots:  # each server boot lands in its mode, with an offset of its own
+            mode = 1.0 + s.bimodal if s.bimodal and self.rng.random() < s.bimodal_p else 1.0
+            self.boots[boot] = mode * math.exp(self.rng.gauss(0.0, self.boot_sd)) if self.boot_sd else mode
         drift = (1.0 - s.drift) ** self.position
         self.position += 1
         hiccup = 0.7 if s.outliers and self.rng.random() < s.outliers else 1.0
         hiccup *= 1.0 + s.bimodal_runs if s.bimodal_runs and self.rng.random() < 0.5 else 1.0
         noise = math.exp(self.rng.gauss(0.0, SAMPLE_SD))
-        return self.build_level(build_night) * self.boots[build_id] * self.factor * drift * hiccup * noise
+        return self.build_level(build_night) * self.boots[boot] * self.factor * drift * hiccup * noise
 
 
 @dataclass
@@ -163,6 +190,7 @@ class Tonight:
     night: int
     build: str
     done: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+    boot_pairs: dict[str, list[BootPair]] = field(default_factory=dict)
 
     def remeasure(self, old: CaseResult) -> CaseResult:
         return CaseResult(PP, TG, tuple(_run(self.world.measure(self.night, self.build)) for _ in range(RUNS)), 0)
@@ -177,17 +205,36 @@ class Tonight:
             measured.append((values[a.id], values[self.build]))
         return measured[:wanted]
 
+    def in_turn(self, old: CaseResult, metric: str, wanted: int, a: BuildRef) -> list[BootPair]:
+        """Boot pairs as the production measures them (pairs.boots_in_turn): every boot new, in pair_order."""
+        measured = self.boot_pairs.setdefault(a.id, [])
+        while len(measured) < wanted:
+            sides = [(self.levels[a.id], a.id), (self.night, self.build)]
+            if not pair_order(len(measured)):
+                sides.reverse()
+            runs: dict[str, tuple[float, ...]] = {}
+            for night, build in sides:
+                self.world.boot_count += 1
+                boot = f"{build}#{self.world.boot_count}"
+                runs[build] = tuple(self.world.measure(night, boot) for _ in range(RUNS_PER_BOOT))
+            measured.append(BootPair(runs[a.id], runs[self.build]))
+        return measured[:wanted]
+
 
 @dataclass(frozen=True)
 class SeriesResult:
     statuses: tuple[str, ...]  # the month's nights
     pairs: int
+    boots: int  # boots made in turns over the month
     medians: tuple[float, ...]  # every night's first measurement, history included (what Otava sees)
 
 
 def run_series(scenario: Scenario, index: int, seed: int, variant: Variant) -> SeriesResult:
     # the switches a comparison flips, in the production modules themselves
-    steps.PAIRED_STATISTIC, steps.SCREEN_Z, perf_judge.A_MOVE_SLACK, (min_effect, boot_sd) = variant
+    steps.PAIRED_STATISTIC, steps.SCREEN_Z, perf_judge.A_MOVE_SLACK = variant.statistic, variant.z, variant.slack
+    perf_judge.FIRST_BOOT_PAIRS, perf_judge.MAX_BOOT_PAIRS = variant.boot_pairs
+    boots.PRIOR_DF = variant.prior_df
+    min_effect, boot_sd = variant.rules
     data = yaml.safe_load(THRESHOLDS.read_text())
     pairs = {"min_effect": min_effect, "boot_sd": boot_sd}
     thresholds = build_thresholds(
@@ -195,9 +242,9 @@ def run_series(scenario: Scenario, index: int, seed: int, variant: Variant) -> S
     )
     ref = thresholds.cells["tg32"].ref
     assert ref is not None
-    world = World(scenario, random.Random(f"{seed}/{scenario.name}/{index}"), ref)
+    world = World(scenario, random.Random(f"{seed}/{scenario.name}/{index}"), ref, boot_sd=variant.boot_sd)
     levels: dict[str, int] = {}
-    statuses, medians, pairs_total = [], [], 0
+    statuses, medians, pairs_total, boots_before_month = [], [], 0, 0
     with tempfile.TemporaryDirectory(dir="/dev/shm" if Path("/dev/shm").is_dir() else None) as scratch:
         history, book = History(Path(scratch) / "h.sqlite"), ConfirmedBook(Path(scratch) / "confirmed.json")
         for night in range(HISTORY_NIGHTS + MONTH_NIGHTS):
@@ -215,12 +262,15 @@ def run_series(scenario: Scenario, index: int, seed: int, variant: Variant) -> S
             )  # fmt: skip
             outcome = judge_results(
                 [result], thresholds, ctx, health_before=HEALTHY, health_after=HEALTHY,
-                remeasure=tonight.remeasure, paired=tonight.paired,
+                remeasure=tonight.remeasure,
+                paired=InTurn(tonight.in_turn) if variant.mode == "one-resident" else tonight.paired,
             )[0]  # fmt: skip
+            if night == HISTORY_NIGHTS - 1:
+                boots_before_month = world.boot_count
             if night >= HISTORY_NIGHTS:
                 statuses.append(outcome.status.value)
                 pairs_total += outcome.pairs_measured
-    return SeriesResult(tuple(statuses), pairs_total, tuple(medians))
+    return SeriesResult(tuple(statuses), pairs_total, world.boot_count - boots_before_month, tuple(medians))
 
 
 def otava_alarm(medians: Sequence[float]) -> int | None:
@@ -258,6 +308,7 @@ def report(scenario: Scenario, results: Sequence[SeriesResult], otava: Sequence[
     fails = [first_fail(r.statuses) for r in results]
     inconclusive = statistics.fmean(sum(s == "INCONCLUSIVE" for s in r.statuses) for r in results)
     pairs = statistics.fmean(r.pairs for r in results)
+    boots_month = statistics.fmean(r.boots for r in results)
     if scenario.regression:
         limit = 15 if scenario.creep else 2
         by_limit = share([f is not None and f < limit for f in fails])
@@ -273,9 +324,22 @@ def report(scenario: Scenario, results: Sequence[SeriesResult], otava: Sequence[
         gate = f"false FAIL months {share([f is not None for f in fails])}"
         other = f"false alarm months {share([o is not None for o in otava])}"
     return (
-        f"{scenario.name:<12} {label:<22} {gate:<66} INCONCLUSIVE/month {inconclusive:4.2f}  pairs/month {pairs:5.1f}"
-        f"  | Otava: {other}"
+        f"{scenario.name:<19} {label:<26} {gate:<66} INCONCLUSIVE/month {inconclusive:4.2f}  pairs/month {pairs:5.1f}"
+        f"  boots/month {boots_month:5.1f}  | Otava: {other}"
     )
+
+
+def _default_rules(mode: Mode) -> tuple[float, float]:
+    """Side by side as the CPU profile pairs (no boot spread counted); in turns the Spark file's own pairs."""
+    if mode == "side":
+        return MIN_EFFECT, 0.0
+    pairs = yaml.safe_load(THRESHOLDS.read_text())["pairs"]
+    return float(pairs["min_effect"]), float(pairs["boot_sd"])
+
+
+def _boot_pairs(text: str) -> tuple[int, int]:
+    first, _, most = text.partition(":")
+    return int(first), int(most or first)
 
 
 def _pair_rules(text: str) -> tuple[float, float]:
@@ -298,9 +362,20 @@ def main() -> None:
         "--pair-rules",
         type=_pair_rules,
         nargs="*",
-        default=[(MIN_EFFECT, 0.0)],
-        help="thresholds' pairs (min_effect:boot_sd, such as 0.05:0.02) to compare",
+        default=None,
+        help="thresholds' pairs (min_effect:boot_sd, such as 0.05:0.02) to compare; default: side by side 0.02:0 (no "
+        "boot spread counted), one-resident the file's own",
     )
+    parser.add_argument("--mode", nargs="*", choices=("side", "one-resident"), default=["side", "one-resident"])
+    parser.add_argument("--boot-sd", type=float, default=0.0, help="every boot's own offset (log SD)")
+    parser.add_argument(
+        "--boot-pairs",
+        type=_boot_pairs,
+        nargs="*",
+        default=[(perf_judge.FIRST_BOOT_PAIRS, perf_judge.MAX_BOOT_PAIRS)],
+        help="one-resident: boot pairs asked first and at most (FIRST:MAX) to compare",
+    )
+    parser.add_argument("--prior-df", type=float, nargs="*", default=[boots.PRIOR_DF], help="the boot prior's df")
     args = parser.parse_args()
     started = time.monotonic()
     statistics_run: list[Literal["mean", "trimmed"]] = (
@@ -318,12 +393,18 @@ def main() -> None:
         for scenario in chosen:
             medians_for_otava: list[tuple[float, ...]] = []
             lines = []
-            variants: list[Variant] = [
-                (st, z, sl, rules)
+            variants = [
+                Variant(st, z, sl, rules, mode, args.boot_sd, bp, df)
+                for mode in args.mode
                 for st in statistics_run
                 for z in args.z
                 for sl in args.slack
-                for rules in args.pair_rules
+                for rules in args.pair_rules or [_default_rules(mode)]
+                for bp, df in (
+                    [(b, d) for b in args.boot_pairs for d in args.prior_df]
+                    if mode == "one-resident"
+                    else [(args.boot_pairs[0], args.prior_df[0])]
+                )
             ]
             for variant in variants:
                 jobs = [pool.submit(run_series, scenario, i, args.seed, variant) for i in range(args.series)]
@@ -331,9 +412,11 @@ def main() -> None:
                 if not medians_for_otava:
                     medians_for_otava = [r.medians for r in results]
                     otava = list(pool.map(otava_alarm, medians_for_otava, chunksize=4))
-                label = f"{variant[0]} z={variant[1]:g} s={variant[2]:g}" + (
-                    f" pairs {variant[3][0]:g}:{variant[3][1]:g}" if len(args.pair_rules) > 1 else ""
-                )
+                label = f"{variant.mode} {variant.statistic} z={variant.z:g} s={variant.slack:g}"
+                if args.pair_rules and len(args.pair_rules) > 1:
+                    label += f" pairs {variant.rules[0]:g}:{variant.rules[1]:g}"
+                if variant.mode == "one-resident" and (len(args.boot_pairs) > 1 or len(args.prior_df) > 1):
+                    label += f" bp {variant.boot_pairs[0]}:{variant.boot_pairs[1]} df {variant.prior_df:g}"
                 lines.append(report(scenario, results, otava, label))
             print("\n".join(lines), flush=True)
     print(f"\n{time.monotonic() - started:.0f} s")

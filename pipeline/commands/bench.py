@@ -8,26 +8,32 @@ import math
 import re
 import socket
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from pipeline.commands.engine import entry_named, served
+from pipeline.commands.engine import dry_candidate, dry_model_ref, entry_named, served
 from pipeline.config.bundle import Config
 from pipeline.config.matrix import ModelEntry, Profile
 from pipeline.errors import UsageError
 from pipeline.infra.confirmed import BuildRef, ConfirmedBook
 from pipeline.infra.cpu_class import cpu_class
 from pipeline.infra.history import History
+from pipeline.infra.image import image_tag
+from pipeline.infra.openai_client import OpenAIClient
 from pipeline.infra.runtime import load_runtime
 from pipeline.progress import to_stderr
 from pipeline.settings import Settings
+from pipeline.stages.prove.boot import Candidate, plan_launch, prepare_candidate, restartable
 from pipeline.stages.prove.health import judge_health, read_host_facts
-from pipeline.stages.prove.last_good import runtime_build
+from pipeline.stages.prove.last_good import candidate_of, runtime_build
 from pipeline.stages.prove.perf import CaseResult
 from pipeline.stages.prove.perf_judge import CellOutcome, PerfContext
 from pipeline.stages.prove.perf_run import measure_and_judge
+from pipeline.stages.prove.turn_plan import render_turns
+from pipeline.stages.prove.turns import Turns
 from pipeline.status import worst
 
 # docker's reference grammar, simplified: registry/name components, then an optional :tag
@@ -52,7 +58,13 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser], co
         "--pair-with",
         metavar="last-good|TAG|RUNTIME",
         help="judge every cell by interleaved A B / B A pairs against this build, served beside the one measured: "
-        "`last-good` (each cell's last confirmed build), a runtime image TAG, or a RUNTIME folder",
+        "`last-good` (each cell's last confirmed build), a runtime image TAG, or a RUNTIME folder; on a profile "
+        "that holds one server (servers_at_once: 1), served in turns with the entry booted here instead",
+    )
+    bench.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print every boot a cell that trips would cost (in turns on a profile that holds one server), run nothing",
     )
 
 
@@ -61,6 +73,9 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
     profile = config.matrix.profiles[entry.profile]
     spec = replace(entry.bench, runs=args.runs) if args.runs else entry.bench
     pair_with = pair_target(args.pair_with, profile) if args.pair_with else None
+    if args.dry_run:
+        print(_dry_run(entry, config, settings, pair_with))
+        return 0
     before = judge_health(profile, read_host_facts())
     ctx = PerfContext(
         History(settings.path("state_dir") / "history.sqlite"),
@@ -78,7 +93,7 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
     log_dir = settings.path("runs_dir") / time.strftime("bench-%Y%m%d-%H%M%S") / entry.id
     if profile.accelerator == "cpu":  # the class a reference measured here is for (thresholds/: host_class, by_host)
         to_stderr(f"bench: this host's CPU class is {cpu_class()}")
-    with served(args.url, settings, config, entry, "bench") as (client, _):
+    with _tonight(args.url, settings, config, entry, log_dir) as client:
         judged = measure_and_judge(
             client,
             entry,
@@ -97,6 +112,54 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(as_json(entry, results, by_cell), indent=1, default=str) + "\n")
     return worst(o.status for o in outcomes).exit_code
+
+
+@contextmanager
+def _tonight(
+    url: str | None, settings: Settings, config: Config, entry: ModelEntry, log_dir: Path
+) -> Iterator[OpenAIClient | Turns]:
+    """The server measured: booted here, held as Turns where the profile holds one server (so a build paired with it
+    is served in turns), or the running server at `url` (which cannot step aside: pairs are served beside it)."""
+    profile = config.matrix.profiles[entry.profile]
+    if url is not None or profile.servers_at_once > 1:
+        if url is not None and profile.servers_at_once < 2:
+            to_stderr("bench: --url: a running server cannot step aside; a paired build is served beside it")
+        with served(url, settings, config, entry, "bench") as (client, _):
+            yield client
+        return
+    cache_dir = settings.path("cache_dir")
+    candidate = prepare_candidate(profile, cache_dir, log_dir, say=to_stderr)
+    with restartable(entry, candidate, cache_dir=cache_dir, log_dir=log_dir, say=to_stderr) as serving:
+        yield Turns(entry, profile, serving, cache_dir, log_dir, to_stderr)
+
+
+def _dry_run(entry: ModelEntry, config: Config, settings: Settings, pair_with: BuildRef | None) -> str:
+    """Tonight's launch and the paired build's, in the order a cell that trips would boot them."""
+    profile = config.matrix.profiles[entry.profile]
+    cache_dir = settings.path("cache_dir")
+    tonight = dry_candidate(entry, config, cache_dir)
+    book = ConfirmedBook(settings.path("state_dir") / "confirmed.json")
+    build = pair_with or book.newest_for_entry(profile.hardware, entry.id)
+    other = candidate_of(build, profile) if build is not None else None
+    if build is None or other is None:
+        other = Candidate(profile, image=image_tag("last-confirmed")) if profile.candidate_from == "build" else tonight
+        last_name = "each cell's last confirmed build (none in the state yet: a placeholder is shown)"
+    else:
+        last_name = build.describe()
+    names = ("tonight's build", last_name)
+    model_ref = dry_model_ref(entry, cache_dir)
+    if profile.servers_at_once < 2:
+        return render_turns(entry, tonight, other, names=names, model_ref=model_ref, cache_dir=cache_dir)
+    plans = [
+        plan_launch(entry, c, model_ref=model_ref, port=p, cache_dir=cache_dir)
+        for c, p in ((tonight, 8000), (other, 8001))
+    ]
+    return "\n\n".join(
+        [
+            f"# {entry.id}: {profile.servers_at_once} servers at once; A ({last_name}) is served beside B",
+            *(p.render() for p in plans),
+        ]
+    )
 
 
 def pair_target(text: str, profile: Profile) -> BuildRef | None:

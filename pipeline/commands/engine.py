@@ -52,8 +52,8 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
         print(
             plan_launch(
                 entry,
-                _dry_candidate(entry, config, cache_dir),
-                model_ref=_dry_model_ref(entry, cache_dir),
+                dry_candidate(entry, config, cache_dir),
+                model_ref=dry_model_ref(entry, cache_dir),
                 port=args.port or 8000,
                 cache_dir=cache_dir,
             ).render()
@@ -96,7 +96,7 @@ def entry_named(config: Config, model_id: str) -> ModelEntry:
         raise UsageError(f"no entry '{model_id}' in models.yaml (entries: {ids})") from None
 
 
-def _dry_candidate(entry: ModelEntry, config: Config, cache_dir: Path) -> Candidate:
+def dry_candidate(entry: ModelEntry, config: Config, cache_dir: Path) -> Candidate:
     profile = config.matrix.profiles[entry.profile]
     if profile.candidate_from != "pip":
         return placeholder_candidate(profile)
@@ -104,7 +104,7 @@ def _dry_candidate(entry: ModelEntry, config: Config, cache_dir: Path) -> Candid
     return Candidate(profile, runtime=Runtime(root, root.name, profile.candidate_requirements, ()))
 
 
-def _dry_model_ref(entry: ModelEntry, cache_dir: Path) -> str:
+def dry_model_ref(entry: ModelEntry, cache_dir: Path) -> str:
     if entry.weights.source == "path" and entry.weights.path:
         return entry.weights.path
     return entry.model if entry.weights.source == "hub" else str(package_folder(entry, cache_dir))

@@ -130,7 +130,8 @@ def _check_thresholds(
             found.add([rules.missing_threshold_file(models_doc, entry, Path(display_name(directory)) / f"{key}.yaml")])
             continue
         cpu = profile.accelerator == "cpu"
-        if found.add(rules.threshold_issues(doc, entry, profile.hardware, cpu=cpu)) == 0:
+        in_turns = profile.servers_at_once < 2
+        if found.add(rules.threshold_issues(doc, entry, profile.hardware, cpu=cpu, in_turns=in_turns)) == 0:
             thresholds[(profile.hardware, entry.id)] = build_thresholds(profile.hardware, entry.id, doc.data)
     found.add(rules.orphan_issues(docs, used))
     return thresholds

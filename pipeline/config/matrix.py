@@ -61,6 +61,9 @@ class Profile:
     # another build (the last confirmed one, for pairs or as the golden judge) is served in turns with tonight's,
     # never beside it. 2: beside it.
     servers_at_once: int = 1
+    # The judge of a night with no golden reference: "transformers" (the CPU profile's default, where the weights are
+    # a folder here) or "last-confirmed" (the entry's last confirmed build, always on a GPU profile).
+    golden_judge: Literal["transformers", "last-confirmed"] = "transformers"
 
 
 @dataclass(frozen=True)
@@ -218,6 +221,7 @@ def _profile(name: str, raw: Mapping[str, Any]) -> Profile:
         description=raw.get("description", ""),
         memory=MemoryRules(**raw.get("memory", {})),
         servers_at_once=raw.get("servers_at_once", 1),
+        golden_judge=raw.get("golden_judge", "transformers"),
     )
 
 

@@ -19,14 +19,15 @@ from dataclasses import dataclass
 from pipeline.config.thresholds import CI_LEVEL, MIN_EFFECT
 from pipeline.detect.steps import FAIL_ALPHA, Confirmation, decide
 
-# Degrees of freedom the shipped boot spread is worth against the night's own boot pairs: 2 lets three boot pairs
-# that agree by chance (two bimodal boots landing on opposite sides) weigh no more than the prior, and lets the
-# night's own spread dominate from five boot pairs on. Chosen with benchmarks/detector_simulation.py --mode
-# one-resident (bimodal boots and -5 % steps).
-PRIOR_DF = 2.0
-# The floor under the prior's boot spread when the hardware's shipped value is 0 (never measured): a boot pair
-# cannot be assumed to be more alike than two runs of one boot.
-MIN_PRIOR_BOOT_SD = 0.005
+# Degrees of freedom the shipped boot spread is worth against the night's own boot pairs: three boot pairs that
+# agree by chance (bimodal boots all landing A fast, B slow) cannot outweigh it, and from about five on the night
+# speaks for itself. Chosen with benchmarks/detector_simulation.py --mode one-resident: with the prior's 0 (floored)
+# instead of the shipped 0.02, 11-14 % of clean months with bimodal boots FAILed; with 0.02 and 4 none, and -5 %
+# steps with bimodal boots FAILed by their 2nd night 98 % (2 df: 91 %).
+PRIOR_DF = 4.0
+# The floor under the prior's boot spread, for hardware whose shipped value is lower or 0 (never measured): two boots
+# of one build are never assumed closer than this (the CPU profile measured 0.7 % on tg32, 2 % on pp128).
+MIN_PRIOR_BOOT_SD = 0.01
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,7 @@ def confirm_boots(
     *,
     min_effect: float = MIN_EFFECT,
     prior_boot_sd: float = 0.0,
-    prior_df: float = PRIOR_DF,
+    prior_df: float | None = None,
     fail_alpha: float = FAIL_ALPHA,
     ci_level: float = CI_LEVEL,
 ) -> Confirmation:
@@ -86,6 +87,7 @@ def confirm_boots(
     for pair in boots:
         if not pair.a or not pair.b or min(pair.a + pair.b) <= 0 or not all(map(math.isfinite, pair.a + pair.b)):
             raise ValueError(f"boot pairs need positive, finite runs on both sides, got {pair}")
+    prior_df = PRIOR_DF if prior_df is None else prior_df
     n = len(boots)
     if n == 0:
         return Confirmation(

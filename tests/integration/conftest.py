@@ -168,3 +168,14 @@ def bench_one_case(place: Place) -> None:
         name.removesuffix(" (c1)"): cell for name, cell in references["cells"].items() if name.endswith("(c1)")
     }
     thresholds.write_text(yaml.safe_dump(references, sort_keys=False))
+
+
+def one_server_at_a_time(place: Place, *, golden_judge: str | None = None) -> None:
+    """The CPU profile of this place as a Spark runs: one server at a time (the last confirmed build served in turns
+    with tonight's), and optionally the Spark's golden judge (the last confirmed build) instead of transformers."""
+    models = place.root / "config" / "models.yaml"
+    data = yaml.safe_load(models.read_text())
+    data["profiles"]["cpu"]["servers_at_once"] = 1
+    if golden_judge is not None:
+        data["profiles"]["cpu"]["golden_judge"] = golden_judge
+    models.write_text(yaml.safe_dump(data, sort_keys=False))

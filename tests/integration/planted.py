@@ -1,4 +1,5 @@
-"""A candidate runtime with a real code change planted in the installed engine: a sleep in every engine step."""
+"""A candidate runtime with a real code change planted in the installed engine: a sleep in every engine step, or a
+bias on every sampled token's logits (fluent nonsense whose own logprobs, taken before the bias, look normal)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -32,20 +33,34 @@ STEP_ANCHOR = "        scheduler_output = self.scheduler.schedule(self._should_t
 
 
 def plant_slowdown(source: Path, target: Path, delay_s: float, *, key: str | None = None) -> Path:
-    """A copy of the runtime at `source` whose engine sleeps `delay_s` in every step; `key` renames its content key.
+    """A copy of the runtime at `source` whose engine sleeps `delay_s` in every step; `key` renames its content key."""
+    addition = f"        time.sleep({delay_s})  # planted slowdown\n"
+    return plant(source, target, "vllm/v1/engine/core.py", STEP_ANCHOR, addition, key=key)
 
-    Hard links make the copy instant; the one file changed gets a new inode, so the original stays untouched.
-    """
+
+SAMPLER_ANCHOR = "        logits = logits.to(torch.float32)\n"
+# Rises over the vocabulary by 8 nats: greedy decoding picks high token ids that a good build would not choose.
+BIAS = "        logits = logits + torch.linspace(0.0, 8.0, logits.shape[-1], device=logits.device)  # planted bias\n"
+
+
+def plant_bias(source: Path, target: Path, *, key: str | None = None) -> Path:
+    """A copy of the runtime whose sampler biases every token's logits before choosing (after the raw logprobs)."""
+    return plant(source, target, "vllm/v1/sample/sampler.py", SAMPLER_ANCHOR, BIAS, key=key)
+
+
+def plant(source: Path, target: Path, module: str, anchor: str, addition: str, *, key: str | None = None) -> Path:
+    """A copy of the runtime at `source` with `addition` after `anchor` in the installed `module`; `key` renames its
+    content key. Hard links make the copy instant; the one file changed gets a new inode, so the original stays
+    untouched."""
     shutil.rmtree(target, ignore_errors=True)
     subprocess.run(["cp", "-al", str(source), str(target)], check=True)
-    core = next(target.glob("lib/python3*/site-packages/vllm/v1/engine/core.py"))
-    text = core.read_text()
-    assert STEP_ANCHOR in text, f"{core} changed: the planted slowdown needs a new anchor"
-    patched = text.replace(STEP_ANCHOR, STEP_ANCHOR + f"        time.sleep({delay_s})  # planted slowdown\n", 1)
-    fresh = core.with_suffix(".new")
-    fresh.write_text(patched)
-    os.replace(fresh, core)
-    for cached in core.parent.glob("__pycache__/core.*.pyc"):
+    changed = next(target.glob(f"lib/python3*/site-packages/{module}"))
+    text = changed.read_text()
+    assert anchor in text, f"{changed} changed: the planted change needs a new anchor"
+    fresh = changed.with_suffix(".new")
+    fresh.write_text(text.replace(anchor, anchor + addition, 1))
+    os.replace(fresh, changed)
+    for cached in changed.parent.glob(f"__pycache__/{changed.stem}.*.pyc"):
         cached.unlink()
     if key is not None:
         meta_path = target / "runtime.json"
@@ -57,22 +72,28 @@ def plant_slowdown(source: Path, target: Path, delay_s: float, *, key: str | Non
 
 
 @contextmanager
-def planted_runtime(cpu_engine: CpuEngine, requirements: list[str]) -> Iterator[Path]:
-    """The runtime the profile gets for `requirements`: the good one with a sleep planted in every engine step."""
+def planted_runtime(
+    cpu_engine: CpuEngine, requirements: list[str], *, change: Callable[..., Path] | None = None
+) -> Iterator[Path]:
+    """The runtime the profile gets for `requirements`: the good one with a change planted (a sleep in every engine
+    step unless `change`, called as plant_bias is, says otherwise)."""
     good = cpu_engine.candidate.runtime
     assert good is not None
     profile = cpu_engine.config.matrix.profiles["cpu"]
     root = runtime_root(profile.name, requirements, profile.candidate_remove, cpu_engine.cache_dir)
     key = runtime_key(requirements, profile.candidate_remove)
     try:
-        yield plant_slowdown(good.root, root, planted_delay_s(cpu_engine), key=key)
+        if change is None:
+            yield plant_slowdown(good.root, root, planted_delay_s(cpu_engine), key=key)
+        else:
+            yield change(good.root, root, key=key)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def slower_requirements(cpu_engine: CpuEngine) -> list[str]:
+def slower_requirements(cpu_engine: CpuEngine, name: str = "planted-slowdown") -> list[str]:
     """The CPU profile's pinned requirements plus one that names the planted runtime (a changed build)."""
-    return [*cpu_engine.config.matrix.profiles["cpu"].candidate_requirements, "planted-slowdown==1"]
+    return [*cpu_engine.config.matrix.profiles["cpu"].candidate_requirements, f"{name}==1"]
 
 
 def require(models: Path, requirements: list[str]) -> None:

@@ -4,9 +4,10 @@ The runner keeps one workspace (checkout cleans it before every job) and its use
 jobs hand over what they make only by artifacts; the GitHub stand-in is the API for releases and issues. The Spark-
 only parts are replaced, by name: the profile is the CPU one, `./scripts/setup` links the suite's installed
 environment, and the runner's configuration folder (outside the workspace) is where the test plants the regression.
-Night 1 is good and published; night 2 serves a build that is slower in every engine step, which its pairs against
-night 1's build (kept in the state) fail, opening one issue that lists every cell it moved; night 3 serves the good
-build again and closes it.
+The runner's profile holds one server at a time, as a Spark does. Night 1 is good and published; night 2 serves a
+build that is slower in every engine step, which boot pairs in turns against night 1's build (kept in the state)
+fail, opening one issue that lists every cell it moved, while the process table never shows two servers of the entry
+at once; night 3 serves the good build again and closes it.
 """
 
 from __future__ import annotations
@@ -21,7 +22,15 @@ import pytest
 
 from pipeline.infra.confirmed import ConfirmedBook, series_key
 from tests.fakes.github import StandIn
-from tests.integration.conftest import CPU_ENTRY, CpuEngine, Place, bench_one_case, golden_without_long_decode
+from tests.integration.census import census
+from tests.integration.conftest import (
+    CPU_ENTRY,
+    CpuEngine,
+    Place,
+    bench_one_case,
+    golden_without_long_decode,
+    one_server_at_a_time,
+)
 from tests.integration.planted import planted_runtime, require, slower_requirements
 from tests.integration.workflow_runs import cpu_emulator, runner_environment, spark_runner
 from tests.workflow_emulator import Emulator, Runner, WorkflowRun
@@ -49,6 +58,7 @@ def test_three_nights_of_the_workflow_keep_their_state_and_raise_one_issue(
 ) -> None:
     bench_one_case(place)  # keeps each night short; the judgement is the same for every case
     golden_without_long_decode(place)  # the nights' golden stage is not what this test is about
+    one_server_at_a_time(place)  # a Spark's way: A and B booted in turns, never side by side
     config = place.root / "config"
     spark = spark_runner(tmp_path)
     emulator = cpu_emulator(spark, runner_environment(cpu_engine.cache_dir, config, stand_in), stand_in)
@@ -79,7 +89,8 @@ def test_three_nights_of_the_workflow_keep_their_state_and_raise_one_issue(
     with planted_runtime(cpu_engine, slower_requirements(cpu_engine)):
         shutil.copy(config / "models.yaml", tmp_path / "models.good.yaml")
         require(config / "models.yaml", slower_requirements(cpu_engine))
-        slower = _night(emulator, tmp_path / "artifacts-2")
+        with census() as servers:
+            slower = _night(emulator, tmp_path / "artifacts-2")
     assert slower.result("publish") == "success"  # a FAIL night is news, not a broken job
     assert slower.result("pipeline-failure") == "skipped"
     assert "::error title=spark-nightly%3A FAIL::" in _publish_log(slower)
@@ -96,7 +107,13 @@ def test_three_nights_of_the_workflow_keep_their_state_and_raise_one_issue(
     for name in failed:
         assert f"{name}: tripped twice" in entry["reason"], entry["reason"]
         assert cells[name]["last_good"] == good_build and cells[name]["b_over_a"] < 1, entry["reason"]
-    assert f"paired with the last confirmed build (runtime {good_build}" in entry["reason"], entry["reason"]
+        assert cells[name]["in_turn"] and cells[name]["pairs"] >= 3, cells[name]  # boot pairs, three at least
+    assert f"booted in turns with the last confirmed build (runtime {good_build}" in entry["reason"], entry["reason"]
+    model = cpu_engine.entry.served_model_name
+    boots = entry["numbers"]["turns"]["boots"]
+    assert boots >= 6 and servers.samples > 100, (entry["numbers"]["turns"], servers.samples)
+    assert servers.peak[model] == 1 and not servers.overlaps, servers.overlaps  # never two of the entry at once
+    assert len(servers.ports[model]) == 1 + boots  # every boot on a port (and a container name) of its own
     assert _a_of(state, "tg32") == good_build  # the slower build never becomes A
     (issue,) = stand_in.state.issues.values()  # one regression, one issue, however many cells it moved
     assert issue["state"] == "open" and issue["title"].startswith(f"{CPU_ENTRY}: performance regressed in ")

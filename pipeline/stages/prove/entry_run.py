@@ -193,11 +193,13 @@ def _canary(entry: ModelEntry, ctx: EntryContext) -> tuple[CanaryVerdict, dict[s
 
 
 def _judge(entry: ModelEntry, model_ref: str, ctx: EntryContext, stack: ExitStack, turns: Turns) -> Judge | None:
-    """A night with no drift reference: transformers on the CPU profile, the last confirmed build elsewhere."""
+    """A night with no drift reference: transformers on the CPU profile (unless it asks for the last confirmed
+    build), the last confirmed build elsewhere: beside tonight's, or in a boot of its own where one server fits."""
     profile = ctx.config.matrix.profiles[entry.profile]
-    judge = transformers_judge(entry, profile, model_ref, ctx.cache_dir, ctx.log_dir, say=ctx.say)
-    if judge is not None:
-        return judge
+    if profile.golden_judge == "transformers":
+        judge = transformers_judge(entry, profile, model_ref, ctx.cache_dir, ctx.log_dir, say=ctx.say)
+        if judge is not None:
+            return judge
     book = ConfirmedBook(ctx.state_dir / "confirmed.json")
     return last_confirmed_judge(
         entry,
@@ -283,6 +285,8 @@ def _cell_numbers(outcome: CellOutcome) -> dict[str, Any]:
             "pairs": outcome.pairs_measured,
             "last_good": outcome.last_good.id if outcome.last_good else None,
         }
+        if outcome.in_turn:  # the pairs were boot pairs, A and B booted in turns
+            numbers["in_turn"] = True
     return numbers
 
 
@@ -291,7 +295,7 @@ def _evidence(outcome: CellOutcome) -> dict[str, Any]:
     if outcome.confirmation is not None and outcome.last_good is not None:
         evidence |= {
             "B/A": round(outcome.confirmation.mean_ratio, 4),
-            "pairs": outcome.pairs_measured,
+            "boot pairs in turn" if outcome.in_turn else "pairs": outcome.pairs_measured,
             "last confirmed build": outcome.last_good.describe(),
         }
     return evidence
