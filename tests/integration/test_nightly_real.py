@@ -1,8 +1,8 @@
 """Whole nights on the real CPU engine: a broken model fails at golden, alerts once per check and publishes nothing;
-the good model's night closes every alert and is published; on a host that holds one server, a broken build with no
-golden reference is caught by the last confirmed build scoring its answers in a boot of its own; an interrupted run
-resumes without redoing finished entries. (A slower build failing by its boot pairs against the last confirmed one is
-in test_workflow_nights.py, three nights of the workflow itself.)"""
+the good model's night closes every alert and is published; an interrupted run resumes without redoing finished
+entries. (A slower build failing by its boot pairs against the last confirmed one is in test_workflow_nights.py,
+three nights of the workflow itself; a broken build judged by the last confirmed one in a boot of its own in
+test_judge_in_turns.py.)"""
 
 from __future__ import annotations
 
@@ -14,16 +14,7 @@ import pytest
 from pipeline.cli import main
 from pipeline.stages.release.publish import nightly_releases
 from tests.integration.broken_models import make_broken
-from tests.integration.census import census
-from tests.integration.conftest import (
-    CPU_ENTRY,
-    CpuEngine,
-    Place,
-    bench_one_case,
-    golden_without_long_decode,
-    one_server_at_a_time,
-)
-from tests.integration.planted import plant_bias, planted_runtime, require, slower_requirements
+from tests.integration.conftest import CPU_ENTRY, CpuEngine, Place, bench_one_case, golden_without_long_decode
 
 pytestmark = [pytest.mark.integration, pytest.mark.quiet_host]
 
@@ -58,28 +49,6 @@ def test_a_broken_model_fails_at_golden_alerts_once_per_check_and_a_good_night_c
     assert {a["action"] for a in closed} == {"closed"}  # type: ignore[union-attr]
     assert not any(alert["open"] for alert in place.alerts().values())
     assert [r.tag for r in nightly_releases(place.store.releases())] != []
-    _a_broken_build_is_caught_by_the_last_confirmed_build_in_its_own_boot(place, cpu_engine)
-
-
-def _a_broken_build_is_caught_by_the_last_confirmed_build_in_its_own_boot(place: Place, cpu_engine: CpuEngine) -> None:
-    """The good night confirmed its build (A). Tonight's build biases every sampled token and there is no golden
-    reference (a new golden set's first night): one server at a time, the last confirmed build scores tonight's
-    answers after tonight's server stopped, and its verdict FAILs the night."""
-    shutil.rmtree(place.root / "history" / "golden")  # the reference nights' answers: none tonight
-    one_server_at_a_time(place, golden_judge="last-confirmed")
-    requirements = slower_requirements(cpu_engine, "planted-bias")
-    with planted_runtime(cpu_engine, requirements, change=plant_bias):
-        require(place.root / "config" / "models.yaml", requirements)
-        with census() as servers:
-            assert main(["nightly", "--profile", "cpu", "--only", CPU_ENTRY]) == 6
-    (entry,) = place.last_run()["entries"]  # type: ignore[misc]
-    assert (entry["status"], entry["stage"]) == ("FAIL", "golden"), entry["reason"]
-    judged = [f for f in entry["failures"] if ":golden:drift:" in f["key"]]
-    assert judged, entry["failures"]
-    assert all("(in a boot of its own) would not have chosen" in f["reason"] for f in judged), judged
-    model = cpu_engine.entry.served_model_name
-    assert servers.peak[model] == 1 and not servers.overlaps, servers.overlaps  # never two of the entry at once
-    assert len(servers.ports[model]) == 2  # tonight's boot, then the judge's, each on a port of its own
 
 
 def test_an_interrupted_run_resumes_without_redoing_finished_entries(place: Place, cpu_engine: CpuEngine) -> None:

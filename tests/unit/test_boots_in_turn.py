@@ -17,9 +17,11 @@ from pipeline.config.thresholds import PairRules
 from pipeline.detect.boots import BootPair, boot_spread, confirm_boots
 from pipeline.errors import EngineError, HostUnhealthy
 from pipeline.infra.confirmed import BuildRef
-from pipeline.stages.prove import pairs, turns
+from pipeline.infra.openai_client import Generation, Scored
+from pipeline.stages.prove import judge, pairs, turns
 from pipeline.stages.prove.boot import Restartable
-from pipeline.stages.prove.perf_judge import InTurn, judge_results
+from pipeline.stages.prove.paired_verdict import InTurn
+from pipeline.stages.prove.perf_judge import judge_results
 from pipeline.status import Status
 from tests.unit.test_perf_judge import HEALTHY, _build, _case, _ctx, _judge, _seed, _thresholds, runs_by_client
 
@@ -237,3 +239,17 @@ def test_a_spark_dry_run_of_a_tripped_cell_shows_the_boots_in_turn_each_with_nam
     assert images == ["spark-nightly/runtime:tonight" if s == "B" else "spark-nightly/runtime:last-confirmed"
                       for _, s, _ in headings]  # fmt: skip
     assert "1 server at a time" in out and "drop the page cache" in out and "7 to 17 boots" in out
+
+
+def test_the_golden_judge_in_turns_scores_in_a_boot_of_its_own_and_says_why_when_it_cannot_boot(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    scored_on: list[str] = []
+    monkeypatch.setattr(judge, "rescore", lambda client, model, g: scored_on.append(client) or Scored((-0.1,), (-0.1,)))
+    answer = Generation("p1", "4", ("4",), (-0.1,), token_ids=(7,), prompt_token_ids=(1, 2))
+    fake = FakeTurns()
+    on_turn = judge.TurnJudge(fake, _build("a"), "m", "the last confirmed build a", 0.1, 0.5)  # type: ignore[arg-type]
+    assert judge.score_or_why(on_turn, [answer]) == {"p1": Scored((-0.1,), (-0.1,))}
+    assert scored_on == ["A"] and fake.events == ["A"]  # scored by A, in A's own turn
+    refused = judge.TurnJudge(FakeTurns(fail_a_at=1), _build("a"), "m", "the build a", 0.1, 0.5)  # type: ignore[arg-type]
+    assert judge.score_or_why(refused, [answer]) == "the build a could not be served: no room for two"

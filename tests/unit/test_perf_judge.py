@@ -16,8 +16,9 @@ from pipeline.infra.confirmed import BuildRef, ConfirmedBook
 from pipeline.infra.history import History
 from pipeline.stages.prove import pairs
 from pipeline.stages.prove.health import HealthReport, HostFacts
+from pipeline.stages.prove.paired_verdict import CellOutcome, PairedMeasure
 from pipeline.stages.prove.perf import CaseResult, RequestSample, RunSample
-from pipeline.stages.prove.perf_judge import CellOutcome, PairedMeasure, PerfContext, Remeasure, judge_results
+from pipeline.stages.prove.perf_judge import PerfContext, Remeasure, judge_results
 from pipeline.status import Status
 
 PP, TG = Cell("pp128", "pp", 128, 32, 0, 1), Cell("tg32", "tg", 128, 32, 0, 1)

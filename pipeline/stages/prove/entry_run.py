@@ -11,7 +11,7 @@ from typing import Any
 
 from pipeline.config.bundle import Config
 from pipeline.config.matrix import ModelEntry
-from pipeline.errors import BootError, EngineError, ProcessError, SparkNightlyError
+from pipeline.errors import BootError, EngineError, HostUnhealthy, ProcessError, SparkNightlyError
 from pipeline.infra.confirmed import BuildRef, ConfirmedBook
 from pipeline.infra.cpu_class import cpu_class
 from pipeline.infra.history import History
@@ -26,7 +26,8 @@ from pipeline.stages.prove.golden_run import GoldenResult, run_golden
 from pipeline.stages.prove.health import HealthReport, health_facts_for_history, judge_health, read_host_facts
 from pipeline.stages.prove.judge import Judge, last_confirmed_judge, transformers_judge
 from pipeline.stages.prove.memory import Room, make_room
-from pipeline.stages.prove.perf_judge import CellOutcome, PerfContext
+from pipeline.stages.prove.paired_verdict import CellOutcome
+from pipeline.stages.prove.perf_judge import PerfContext
 from pipeline.stages.prove.perf_run import measure_and_judge
 from pipeline.stages.prove.smoke import smoke
 from pipeline.stages.prove.turns import Turns
@@ -99,7 +100,7 @@ def run_entry(entry: ModelEntry, ctx: EntryContext) -> Outcome:
                 ctx.say(f"{entry.id}: drift INCONCLUSIVE (no reference night, no judge); the outputs are not recorded")
             if not golden.passed:
                 reason, failures = _golden_failures(entry, golden)
-                return outcome(Status.FAIL, "golden", reason, numbers=numbers, failures=failures)
+                return outcome(Status.FAIL, "golden", reason, numbers=numbers | _turns(turns), failures=failures)
             stage = "perf"
             ctx.on_stage(stage)
             perf_started = time.monotonic()
@@ -109,8 +110,8 @@ def run_entry(entry: ModelEntry, ctx: EntryContext) -> Outcome:
                 "cells": perf["cells"],
                 "health": perf["health"],
             }
-            if turns.boots:  # the cost of serving another build in turns with tonight's
-                numbers["turns"] = {"boots": len(turns.boots), "boot_s": round(sum(b.boot_s for b in turns.boots), 1)}
+            numbers |= _turns(turns)
+            if turns.boots:
                 ctx.say(f"{entry.id}: {turns.cost()}")
             status = perf["status"]
             if status == Status.PASS and ctx.record and golden.recordable:  # tonight is the new reference
@@ -120,6 +121,8 @@ def run_entry(entry: ModelEntry, ctx: EntryContext) -> Outcome:
         return outcome(Status.FAIL, "boot", f"{exc.cause}: {exc.detail}")
     except (EngineError, ProcessError) as exc:
         return outcome(Status.FAIL, stage, f"the engine failed during {stage}: {exc}")
+    except HostUnhealthy as exc:  # no room to boot tonight's build again after another build's turn
+        return outcome(Status.INCONCLUSIVE, stage, f"host unhealthy: {exc}")
     except SparkNightlyError as exc:
         return outcome(Status.ABORTED, stage, f"{type(exc).__name__}: {exc}")
 
@@ -212,6 +215,13 @@ def _judge(entry: ModelEntry, model_ref: str, ctx: EntryContext, stack: ExitStac
         turns=turns,
         say=ctx.say,
     )
+
+
+def _turns(turns: Turns) -> dict[str, Any]:
+    """The cost of serving another build in turns with tonight's (the judge, boot pairs), where there was one."""
+    if not turns.boots:
+        return {}
+    return {"turns": {"boots": len(turns.boots), "boot_s": round(sum(b.boot_s for b in turns.boots), 1)}}
 
 
 def _golden_failures(entry: ModelEntry, golden: GoldenResult) -> tuple[str, tuple[Failure, ...]]:

@@ -30,7 +30,7 @@ from pipeline.errors import NonFiniteLogprobsError
 from pipeline.infra.openai_client import Completion, Generation, OpenAIClient, ServedModel, metric_total
 from pipeline.infra.references import References
 from pipeline.progress import Say, quiet
-from pipeline.stages.prove.judge import Judge, JudgeUnavailable, rescore, scorable
+from pipeline.stages.prove.judge import Judge, rescore, scorable, score_or_why
 
 TOP_LOGPROBS = 5
 CORRUPTED_METRIC = "vllm:corrupted_requests_total"
@@ -230,7 +230,8 @@ def judge_golden(
     for prompt, generation, drift_verdict in zip(answers.prompts, answers.alone, drift, strict=False):
         cause = generation.prompt_id in answers.causes
         verdicts += _prompt_verdicts(prompt, generation, entry, references, drift_verdict, cause=cause)
-    verdicts += [_not_judged(p, answers.poisoned_by) for p in answers.prompts[len(answers.alone) :]]
+    poisoned = f"not judged: asked after {answers.poisoned_by}'s non-finite logprobs poisoned the server"
+    verdicts += [skipped("answer", p.id, poisoned) for p in answers.prompts[len(answers.alone) :]]
     clean = [g for g in answers.alone if g.prompt_id not in answers.causes]
     if answers.repeat is not None:
         verdicts.append(check_determinism(clean[0], answers.repeat))
@@ -313,10 +314,6 @@ def _batched(
     return tuple(zip(clean, batched, strict=True))
 
 
-def _not_judged(prompt: GoldenPrompt, cause: str | None) -> Verdict:
-    return skipped("answer", prompt.id, f"not judged: asked after {cause}'s non-finite logprobs poisoned the server")
-
-
 def _drift_verdicts(
     client: OpenAIClient,
     model: str,
@@ -345,11 +342,9 @@ def _drift_verdicts(
     if judge is None:
         return [unjudged(g, "no reference night and no judge for this entry") for g in generations]
     say(f"golden: no reference night; {judge.name} scores tonight's answers")
-    try:
-        scored = judge.score(generations)
-    except JudgeUnavailable as exc:
-        say(f"golden: {exc}; tonight's answers stay unjudged")
-        return [unjudged(g, str(exc)) for g in generations]
+    scored = score_or_why(judge, generations)
+    if isinstance(scored, str):  # the judge could not be served: every answer stays unjudged, saying why
+        return [unjudged(g, scored) for g in generations]
     return [
         check_judged(g, scored[g.prompt_id], judge=judge.name, tolerance=judge.tolerance, margin=judge.margin)
         if g.prompt_id in scored

@@ -128,6 +128,14 @@ class TurnJudge:
         raise AssertionError("unreachable")  # mypy: the with block always returns or raises
 
 
+def score_or_why(judge: Judge, generations: Sequence[Generation]) -> Mapping[str, Scored] | str:
+    """The judge's scores, or why it could not be served to give them (a judge booted in its own turn)."""
+    try:
+        return judge.score(generations)
+    except JudgeUnavailable as exc:
+        return str(exc)
+
+
 def rescore(client: OpenAIClient, model: str, generation: Generation) -> Scored:
     """A generation's own tokens scored by `client`'s server; NaN that the server cannot even send is None."""
     ids = generation.prompt_token_ids + generation.scored_ids

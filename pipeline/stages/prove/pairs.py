@@ -17,8 +17,8 @@ from pipeline.errors import EngineError, ProcessError
 from pipeline.infra.confirmed import BuildRef
 from pipeline.infra.openai_client import OpenAIClient
 from pipeline.progress import Say
+from pipeline.stages.prove.paired_verdict import InTurn, PairedMeasure
 from pipeline.stages.prove.perf import CaseResult, PromptMaker, RunSample, latency_estimate, measure_run
-from pipeline.stages.prove.perf_judge import InTurn, PairedMeasure
 from pipeline.stages.prove.turns import Turns
 
 # Runs kept from each boot in turn, after WARMUP_RUNS that are not (a fresh boot's first requests compile and

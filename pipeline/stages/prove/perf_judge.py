@@ -18,16 +18,12 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from pipeline.config.thresholds import PairRules, Reference, Thresholds
-from pipeline.detect.boots import BootPair, confirm_boots
+from pipeline.config.thresholds import Reference, Thresholds
 from pipeline.detect.steps import (
     BASELINE_NIGHTS,
-    CONFIRM_PAIRS,
     MIN_BASELINE_NIGHTS,
     STEP_RUN_NIGHTS,
-    Confirmation,
     Screen,
-    confirm,
     detect_step,
     screen,
 )
@@ -36,6 +32,12 @@ from pipeline.infra.confirmed import Acceptance, BuildRef, ConfirmedBook, series
 from pipeline.infra.history import ACCEPTED_VERDICTS, History, Night, Sample
 from pipeline.stages.prove.gate import CellVerdict, judge_cell
 from pipeline.stages.prove.health import HealthReport, health_facts_for_history
+from pipeline.stages.prove.paired_verdict import (
+    CellOutcome,
+    InTurn,
+    PairedMeasure,
+    paired_verdict,
+)
 from pipeline.stages.prove.perf import CaseResult
 from pipeline.status import Status
 
@@ -50,47 +52,6 @@ RECOVERY_NIGHTS = 3
 # How far back an open regression is looked for: over a year of undecided nights (the blind gate alerts long before)
 OPEN_LOOKBACK_NIGHTS = 400
 Remeasure = Callable[[CaseResult], CaseResult]
-# (A, B) values of a metric for the case, as many pairs as asked for, A being the build given; None when that
-# build cannot be served. May raise HostUnhealthy when foreign load spoiled the pairs' window.
-PairedMeasure = Callable[[CaseResult, str, int, BuildRef], list[tuple[float, float]] | None]
-# Boot pairs on a host that holds one server (A and B booted in turns, a boot of each per pair): the first `n` boot
-# pairs of a metric for the case; None when A cannot be served. May raise HostUnhealthy like PairedMeasure.
-BootPairsMeasure = Callable[[CaseResult, str, int, BuildRef], list[BootPair] | None]
-# Boot pairs asked for first, and the most a cell is given: one more boot pair at a time until the pairs decide.
-# Chosen with benchmarks/detector_simulation.py --mode one-resident: 3:8 against 2:6 FAILed -5 % steps with bimodal
-# boots by their 2nd night 98 % against 84-89 %, at about 6 % more boots in a clean month.
-FIRST_BOOT_PAIRS = 3
-MAX_BOOT_PAIRS = 8
-
-
-@dataclass(frozen=True)
-class InTurn:
-    """Pairs measured as boots in turns (`servers_at_once: 1`): boot pairs, asked one more at a time."""
-
-    measure: BootPairsMeasure
-
-
-@dataclass(frozen=True)
-class CellOutcome:
-    """How one cell ended, and every judgement on the way."""
-
-    cell: str
-    metric: str
-    status: Status
-    reason: str
-    gate: CellVerdict
-    screen: Screen | None = None
-    rerun_gate: CellVerdict | None = None
-    confirmation: Confirmation | None = None
-    last_good: BuildRef | None = None  # the A it was (or would have been) paired with
-    pairs_measured: int = 0  # pairs of runs; in turns, boot pairs
-    in_turn: bool = False  # the pairs were boots in turn
-    gap: str | None = None  # a difference to a reference measured on another build: reported, never blamed
-
-    @property
-    def accepted(self) -> bool:
-        """Tonight's build is good for this cell: it becomes the cell's A and its night joins the baseline."""
-        return self.status.value in ACCEPTED_VERDICTS
 
 
 @dataclass(frozen=True)
@@ -209,10 +170,9 @@ def _judge_cell(
     a = _last_good(ctx, cell, metric)
     gate, screened = judge_cell(reference, result.values(metric)), screen(nights, result.values(metric))
     if ctx.pair_always:
-        return _paired_verdict(
+        return paired_verdict(
             CellOutcome(cell, metric, Status.INCONCLUSIVE, "asked for pairs", gate, screened),
             a,
-            ctx,
             result,
             paired,
             rules=thresholds.pairs,
@@ -228,7 +188,7 @@ def _judge_cell(
         if gate.tripped or _history_trips(screened):  # still below the accepted nights: no boot of A is needed
             why = gate.reason if gate.tripped else screened.reason
             return replace(base, status=Status.FAIL, reason=f"{base.reason}; still regressed: {why}"), result
-        outcome = _paired_verdict(base, a, ctx, result, paired, rules=thresholds.pairs)
+        outcome = paired_verdict(base, a, result, paired, rules=thresholds.pairs)
         if outcome.confirmation is not None:
             return outcome, result
         opened = f"a regression is open since {since[0]} and {outcome.reason}"
@@ -255,80 +215,10 @@ def _judge_cell(
             "an unchanged build that measures slower points at the host or the night, not the build"
         )
         return replace(base, reason=reason, last_good=a[0]), rerun
-    outcome = _paired_verdict(base, a, ctx, rerun, paired, rules=thresholds.pairs)
+    outcome = paired_verdict(base, a, rerun, paired, rules=thresholds.pairs)
     if outcome.confirmation is None:  # no pairs could be measured
         return _without_pairs(base, outcome.reason, _step_series(ctx, cell, metric, rerun.values(metric))), rerun
     return outcome, rerun
-
-
-def _paired_verdict(
-    base: CellOutcome,
-    a: tuple[BuildRef, Acceptance | None] | None,
-    ctx: PerfContext,
-    result: CaseResult,
-    paired: PairedMeasure | InTurn,
-    *,
-    rules: PairRules,
-) -> CellOutcome:
-    """The pairs' decision against A, with one extension when the first set cannot decide; without pairs, why not.
-    An extension narrows the pairs' own error, never the boot spread: A and B are the same two processes. In turns,
-    boot pairs are added one at a time until they decide, each a new boot of both."""
-    if isinstance(paired, InTurn):
-        return _boot_pairs_verdict(base, a, result, paired, rules=rules)
-    pairs = paired(result, base.metric, CONFIRM_PAIRS, a[0]) if a is not None else None
-    if a is None or pairs is None:
-        return _unpaired(base, a)
-    decision = confirm(pairs, min_effect=rules.min_effect, boot_sd=rules.boot_sd)
-    if decision.decision == "INCONCLUSIVE":  # once more as many pairs: a noisy night gets a second look
-        pairs = paired(result, base.metric, 2 * CONFIRM_PAIRS, a[0]) or pairs
-        decision = confirm(pairs, min_effect=rules.min_effect, boot_sd=rules.boot_sd)
-    status = {"FAIL": Status.FAIL, "PASS": Status.PASS, "INCONCLUSIVE": Status.INCONCLUSIVE}[decision.decision]
-    reason = f"{base.reason}; paired with the last confirmed build {_a_text(a)}: {decision.reason}"
-    return replace(base, status=status, reason=reason, confirmation=decision, last_good=a[0], pairs_measured=len(pairs))
-
-
-def _unpaired(base: CellOutcome, a: tuple[BuildRef, Acceptance | None] | None) -> CellOutcome:
-    missing = (
-        "no confirmed build to pair with yet"
-        if a is None
-        else f"the last confirmed build ({a[0].describe()}) could not be served"
-    )
-    return replace(base, status=Status.INCONCLUSIVE, reason=missing, last_good=a[0] if a else None)
-
-
-def _boot_pairs_verdict(
-    base: CellOutcome,
-    a: tuple[BuildRef, Acceptance | None] | None,
-    result: CaseResult,
-    paired: InTurn,
-    *,
-    rules: PairRules,
-) -> CellOutcome:
-    """Boot pairs against A, FIRST_BOOT_PAIRS then one more at a time up to MAX_BOOT_PAIRS, stopping as soon as
-    they decide; the night's own boots estimate the boot spread, the hardware's pairs.boot_sd is their prior."""
-    boots = None
-    decision = None
-    for wanted in range(FIRST_BOOT_PAIRS, MAX_BOOT_PAIRS + 1):
-        measured = paired.measure(result, base.metric, wanted, a[0]) if a is not None else None
-        if measured is None:
-            break
-        boots = measured
-        decision = confirm_boots(boots, min_effect=rules.min_effect, prior_boot_sd=rules.boot_sd)
-        if decision.decision != "INCONCLUSIVE":
-            break
-    if a is None or boots is None or decision is None:
-        return _unpaired(base, a)
-    status = {"FAIL": Status.FAIL, "PASS": Status.PASS, "INCONCLUSIVE": Status.INCONCLUSIVE}[decision.decision]
-    reason = f"{base.reason}; booted in turns with the last confirmed build {_a_text(a)}: {decision.reason}"
-    return replace(
-        base,
-        status=status,
-        reason=reason,
-        confirmation=decision,
-        last_good=a[0],
-        pairs_measured=len(boots),
-        in_turn=True,
-    )
 
 
 def _open_regression(ctx: PerfContext, cell: str, metric: str) -> tuple[str, list[Night]] | None:
@@ -386,12 +276,6 @@ def own_reference(thresholds: Thresholds, cell: str, nights: Sequence[Sequence[f
         f"on another build"
     )
     return replace(reference, ref=statistics.median(recent), origin=origin)
-
-
-def _a_text(a: tuple[BuildRef, Acceptance | None]) -> str:
-    build, acceptance = a
-    why = f", accepted {acceptance.night} by {acceptance.how}" if acceptance is not None else ""
-    return f"({build.describe()}{why})"
 
 
 def _first_note(a: tuple[BuildRef, Acceptance | None] | None, ctx: PerfContext) -> str:

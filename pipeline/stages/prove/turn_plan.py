@@ -12,8 +12,8 @@ from pathlib import Path
 
 from pipeline.config.matrix import ModelEntry
 from pipeline.stages.prove.boot import Candidate, plan_launch
+from pipeline.stages.prove.paired_verdict import FIRST_BOOT_PAIRS, MAX_BOOT_PAIRS
 from pipeline.stages.prove.pairs import RUNS_PER_BOOT, WARMUP_RUNS, pair_order
-from pipeline.stages.prove.perf_judge import FIRST_BOOT_PAIRS, MAX_BOOT_PAIRS
 
 
 def boot_order(boot_pairs: int) -> list[tuple[str, int]]:
