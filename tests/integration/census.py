@@ -1,13 +1,15 @@
-"""The vLLM API servers up on this machine, sampled from the process table while a test runs.
+"""The vLLM API servers this test started, sampled from the process table while it runs.
 
 A server is an API server process (`vllm serve` or `-m vllm.entrypoints.openai.api_server`) named by its
 `--served-model-name` and `--port`; its engine workers (forked with the same command line) share the port, so a
-server counts once. The census keeps every sample's servers per model: the most of one model up at once, and
-every port each model was served on (each boot in turns takes a port of its own).
+server counts once. Only descendants of the test's own process count: beside it, other tests (other pytest-xdist
+workers) serve the same model. The census keeps every sample's servers per model: the most of one model up at
+once, and every port each model was served on (each boot in turns takes a port of its own).
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,20 +31,36 @@ def _api_server(argv: list[str]) -> tuple[str, int] | None:
         return None
 
 
-def servers_now() -> dict[str, set[int]]:
-    """Each served model's ports, from every process's command line this user may read."""
-    found: dict[str, set[int]] = {}
+def servers_now(root: int) -> dict[str, set[int]]:
+    """Each served model's ports, from the command lines of the processes descended from `root`."""
+    parents: dict[int, int] = {}
+    commands: dict[int, list[str]] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
+            stat = (entry / "stat").read_text()
             argv = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
         except OSError:  # ended between the listing and the read
             continue
+        parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])  # the field after the command's name
+        commands[int(entry.name)] = argv
+    found: dict[str, set[int]] = {}
+    for pid, argv in commands.items():
         server = _api_server(argv)
-        if server is not None:
+        if server is not None and _descends(pid, root, parents):
             found.setdefault(server[0], set()).add(server[1])
     return found
+
+
+def _descends(pid: int, root: int, parents: dict[int, int]) -> bool:
+    seen = set()
+    while pid not in seen and pid > 1:
+        if pid == root:
+            return True
+        seen.add(pid)
+        pid = parents.get(pid, 0)
+    return False
 
 
 @dataclass
@@ -65,13 +83,14 @@ class Census:
 
 @contextmanager
 def census() -> Iterator[Census]:
-    """Sample the process table every SAMPLE_S until the block ends."""
+    """Sample the process table every SAMPLE_S until the block ends: the servers this process started."""
     seen = Census()
     done = threading.Event()
+    root = os.getpid()
 
     def sample() -> None:
         while not done.is_set():
-            seen.add(servers_now())
+            seen.add(servers_now(root))
             done.wait(SAMPLE_S)
 
     worker = threading.Thread(target=sample, name="server-census", daemon=True)
