@@ -49,13 +49,14 @@ from typing import Literal
 import yaml
 from otava.series import AnalysisOptions, Metric, Series  # type: ignore[import-untyped]
 
+from pipeline.config import thresholds as pair_limits
 from pipeline.config.matrix import Cell
 from pipeline.config.thresholds import MIN_EFFECT, build_thresholds
 from pipeline.detect import boots, steps
 from pipeline.detect.boots import BootPair
 from pipeline.infra.confirmed import BuildRef, ConfirmedBook
 from pipeline.infra.history import History
-from pipeline.stages.prove import paired_verdict, perf_judge
+from pipeline.stages.prove import perf_judge
 from pipeline.stages.prove.health import HealthReport, HostFacts
 from pipeline.stages.prove.paired_verdict import InTurn
 from pipeline.stages.prove.pairs import RUNS_PER_BOOT, pair_order
@@ -94,7 +95,7 @@ class Variant:
     rules: tuple[float, float]
     mode: Mode = "side"
     boot_sd: float = 0.0
-    boot_pairs: tuple[int, int] = (paired_verdict.FIRST_BOOT_PAIRS, paired_verdict.MAX_BOOT_PAIRS)
+    boot_pairs: tuple[int, int] = (pair_limits.FIRST_BOOT_PAIRS, pair_limits.MAX_BOOT_PAIRS)
     prior_df: float = boots.PRIOR_DF
 
 
@@ -233,7 +234,7 @@ class SeriesResult:
 def run_series(scenario: Scenario, index: int, seed: int, variant: Variant) -> SeriesResult:
     # the switches a comparison flips, in the production modules themselves
     steps.PAIRED_STATISTIC, steps.SCREEN_Z, perf_judge.A_MOVE_SLACK = variant.statistic, variant.z, variant.slack
-    paired_verdict.FIRST_BOOT_PAIRS, paired_verdict.MAX_BOOT_PAIRS = variant.boot_pairs
+    pair_limits.FIRST_BOOT_PAIRS, pair_limits.MAX_BOOT_PAIRS = variant.boot_pairs
     boots.PRIOR_DF = variant.prior_df
     min_effect, boot_sd = variant.rules
     data = yaml.safe_load(THRESHOLDS.read_text())
@@ -373,7 +374,7 @@ def main() -> None:
         "--boot-pairs",
         type=_boot_pairs,
         nargs="*",
-        default=[(paired_verdict.FIRST_BOOT_PAIRS, paired_verdict.MAX_BOOT_PAIRS)],
+        default=[(pair_limits.FIRST_BOOT_PAIRS, pair_limits.MAX_BOOT_PAIRS)],
         help="one-resident: boot pairs asked first and at most (FIRST:MAX) to compare",
     )
     parser.add_argument("--prior-df", type=float, nargs="*", default=[boots.PRIOR_DF], help="the boot prior's df")

@@ -9,7 +9,7 @@ from typing import Any
 
 from pipeline.config.load import Document, schema, suggest
 from pipeline.config.matrix import Matrix, ModelEntry, Profile
-from pipeline.config.thresholds import build_thresholds, level_problems
+from pipeline.config.thresholds import MAX_BOOT_PAIRS, build_thresholds, level_problems
 from pipeline.errors import ConfigIssue
 
 
@@ -214,9 +214,16 @@ def threshold_issues(
             continue
         for field, message in level_problems(ref):
             yield doc.issue(("cells", name, field), message)
-    # served in turns, every boot pair is new and their count narrows the boot spread too: always passable
-    if not in_turns and not thresholds.pairs.passable():
-        rules = thresholds.pairs
+    rules = thresholds.pairs
+    if in_turns:  # boot pairs: the prior's spread over the most boot pairs a cell is given must fit min_effect
+        if not rules.passable_in_turns():
+            yield doc.issue(
+                ("pairs", "min_effect"),
+                f"min_effect {rules.min_effect:g} is within what {MAX_BOOT_PAIRS} boot pairs can tell apart with a "
+                f"boot spread of {rules.boot_sd:g}: an unchanged build could never PASS; raise min_effect or measure "
+                "the boot spread",
+            )
+    elif not rules.passable():
         yield doc.issue(
             ("pairs", "min_effect"),
             f"min_effect {rules.min_effect:g} is within the boot spread (boot_sd {rules.boot_sd:g}): pairs could never "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from statistics import NormalDist
@@ -92,6 +93,21 @@ MIN_EFFECT = 0.02
 # Two-sided confidence level of the interval on B/A that must lie above 1 - min_effect for a PASS.
 CI_LEVEL = 0.95
 
+# Degrees of freedom the shipped boot spread is worth against the night's own boot pairs: boot pairs that agree by
+# chance (bimodal boots all landing A fast, B slow) cannot outweigh it, and a night of many speaks for itself too.
+# Chosen with benchmarks/detector_simulation.py --mode one-resident --pair-rules 0.03:0.02 0.03:0.028 --prior-df
+# 4 8 (200 series): with the Spark's 0.028, clean months with bimodal boots FAILed 1.0 % at 8 (2.0 % at 4), -5 %
+# steps with such boots FAILed by their 2nd night 98.5 % (96.5 %); with no prior (0, floored) 9-14 % FAILed.
+PRIOR_DF = 8.0
+# Boot pairs asked for first, and the most a cell is given: one more boot pair at a time until the pairs decide.
+# Chosen with benchmarks/detector_simulation.py --mode one-resident: 3:8 against 2:6 FAILed -5 % steps with bimodal
+# boots by their 2nd night 98 % against 84-89 %, at about 6 % more boots in a clean month.
+FIRST_BOOT_PAIRS = 3
+MAX_BOOT_PAIRS = 8
+# The floor under the prior's boot spread, for hardware whose shipped value is lower or 0 (never measured): two boots
+# of one build are never assumed closer than this (the CPU profile measured 0.7 % on tg32, 2 % on pp128).
+MIN_PRIOR_BOOT_SD = 0.01
+
 
 @dataclass(frozen=True)
 class PairRules:
@@ -100,6 +116,15 @@ class PairRules:
 
     min_effect: float = MIN_EFFECT
     boot_sd: float = 0.0
+
+    def passable_in_turns(self) -> bool:
+        """Whether boot pairs in turns can PASS an unchanged build at all: at MAX_BOOT_PAIRS that agree exactly, the
+        interval's half-width (the prior's spread alone, pooled over PRIOR_DF + MAX_BOOT_PAIRS - 1 degrees of
+        freedom; the normal quantile, the narrowest the t interval gets) must fit within min_effect."""
+        spread = max(self.boot_sd, MIN_PRIOR_BOOT_SD)
+        variance = PRIOR_DF * spread**2 / (PRIOR_DF + MAX_BOOT_PAIRS - 1)
+        half = NormalDist().inv_cdf(0.5 + CI_LEVEL / 2) * math.sqrt(variance / MAX_BOOT_PAIRS)
+        return half < -math.log1p(-self.min_effect)
 
     def passable(self) -> bool:
         """Whether an unchanged build can PASS at all: its CI, at least as wide as the boot spread's, must fit above

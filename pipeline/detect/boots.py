@@ -16,18 +16,13 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pipeline.config.thresholds import CI_LEVEL, MIN_EFFECT
+from pipeline.config.thresholds import (  # the boot pairs' schedule and prior, set with the hardware's pair rules
+    CI_LEVEL,
+    MIN_EFFECT,
+    MIN_PRIOR_BOOT_SD,
+    PRIOR_DF,
+)
 from pipeline.detect.steps import FAIL_ALPHA, Confirmation, decide
-
-# Degrees of freedom the shipped boot spread is worth against the night's own boot pairs: three boot pairs that
-# agree by chance (bimodal boots all landing A fast, B slow) cannot outweigh it, and from about five on the night
-# speaks for itself. Chosen with benchmarks/detector_simulation.py --mode one-resident: with the prior's 0 (floored)
-# instead of the shipped 0.02, 11-14 % of clean months with bimodal boots FAILed; with 0.02 and 4 none, and -5 %
-# steps with bimodal boots FAILed by their 2nd night 98 % (2 df: 91 %).
-PRIOR_DF = 4.0
-# The floor under the prior's boot spread, for hardware whose shipped value is lower or 0 (never measured): two boots
-# of one build are never assumed closer than this (the CPU profile measured 0.7 % on tg32, 2 % on pp128).
-MIN_PRIOR_BOOT_SD = 0.01
 
 
 @dataclass(frozen=True)
@@ -55,13 +50,14 @@ def within_boot_variance(boots: Sequence[BootPair]) -> tuple[float, int]:
 
 
 def boot_spread(boots: Sequence[BootPair]) -> float:
-    """The night's own estimate of one boot's SD (log): the boot pairs' spread, less what the runs explain."""
+    """The night's own estimate of the boot spread, in `pairs.boot_sd`'s unit (the SD of log(B/A) between a boot of
+    each): the boot pairs' spread, less what their runs explain."""
     if len(boots) < 2:
         return math.nan
     differences = [pair.difference() for pair in boots]
     within, _ = within_boot_variance(boots)
     runs = _run_share(boots)
-    return math.sqrt(max(0.0, statistics.variance(differences) - within * runs) / 2.0)
+    return math.sqrt(max(0.0, statistics.variance(differences) - within * runs))
 
 
 def _run_share(boots: Sequence[BootPair]) -> float:
@@ -80,9 +76,10 @@ def confirm_boots(
 ) -> Confirmation:
     """Decide on boot pairs: the mean difference, its error from the differences' spread pooled with the prior's.
 
-    The prior's variance of a difference is two boots' spread (the shipped SD, at least MIN_PRIOR_BOOT_SD) plus
-    the runs' share measured tonight; pooled with the night's sample variance of the differences, weighted by
-    degrees of freedom (prior_df and n - 1), the t test has prior_df + n - 1 of them.
+    The prior's variance of a difference is the hardware's boot spread (`pairs.boot_sd`, the SD of log(B/A) between
+    a boot of each, at least MIN_PRIOR_BOOT_SD) plus the runs' share measured tonight; pooled with the night's
+    sample variance of the differences, weighted by degrees of freedom (prior_df and n - 1), the t test has
+    prior_df + n - 1 of them.
     """
     for pair in boots:
         if not pair.a or not pair.b or min(pair.a + pair.b) <= 0 or not all(map(math.isfinite, pair.a + pair.b)):
@@ -98,15 +95,15 @@ def confirm_boots(
     mean = statistics.fmean(differences)
     within, _ = within_boot_variance(boots)
     prior_sd = max(prior_boot_sd, MIN_PRIOR_BOOT_SD)
-    prior_variance = 2.0 * prior_sd**2 + within * _run_share(boots)
+    prior_variance = prior_sd**2 + within * _run_share(boots)
     sample_variance = statistics.variance(differences) if n > 1 else 0.0
     df = prior_df + n - 1
     variance = (prior_df * prior_variance + (n - 1) * sample_variance) / df
     spread = boot_spread(boots)
     runs = sorted({len(p.a) for p in boots} | {len(p.b) for p in boots})
     unit = f"{n} boot pairs ({'/'.join(map(str, runs))} runs a boot)"
-    night = f"tonight's boots {spread:.1%}" if math.isfinite(spread) else "one boot pair: no spread of tonight's"
-    note = f" (boot-to-boot SD: {night}, pooled with the hardware's {prior_sd:.1%} worth {prior_df:g} pairs)"
+    night = f"tonight's boot pairs {spread:.1%}" if math.isfinite(spread) else "one boot pair, no spread of its own"
+    note = f" (boot-to-boot SD of B/A: {night}, pooled with the hardware's {prior_sd:.1%} worth {prior_df:g} pairs)"
     return decide(
         mean, math.sqrt(variance / n), df, n=n, unit=unit, sd=math.sqrt(sample_variance), min_effect=min_effect,
         fail_alpha=fail_alpha, ci_level=ci_level, boot_sd=spread if math.isfinite(spread) else prior_sd, note=note,

@@ -6,6 +6,7 @@ Readiness is not `/health`: `/v1/models` must name the expected model with the e
 
 from __future__ import annotations
 
+import collections
 import os
 import re
 import signal
@@ -83,12 +84,20 @@ class Server:
     log_path: Path
 
 
+_HANDED_OUT: collections.deque[int] = collections.deque(maxlen=256)
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A port nothing listens on now (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((host, 0))
-        port: int = probe.getsockname()[1]
-        return port
+    """A port nothing listens on now (the OS picks it), and not one this process handed out lately: each boot of an
+    entry takes a port, and so a container name and owner token, that no boot before it had."""
+    for _ in range(64):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.bind((host, 0))
+            port: int = probe.getsockname()[1]
+        if port not in _HANDED_OUT:
+            break
+    _HANDED_OUT.append(port)
+    return port
 
 
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:

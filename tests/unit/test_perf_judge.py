@@ -384,6 +384,31 @@ def test_an_open_regression_survives_undecided_nights_and_closes_only_on_a_persi
     assert not {"2026-11-20", "2026-11-21", "2026-11-22"} & set(accepted) and "2026-11-23" in accepted
 
 
+def test_an_open_regression_is_paired_again_on_its_seventh_night_so_a_fixed_build_on_a_slower_host_clears(
+    tmp_path: Path,
+) -> None:
+    """A fixed build on a host that became slower trips every night against the accepted nights: only pairs can
+    clear it, so every REPAIR_EVERY_NIGHTS-th night of an open regression pairs even when tonight still trips."""
+    _seed(_ctx(tmp_path), tmp_path, 20.0)
+    _judge(
+        _case(18.0), _ctx(tmp_path, "2026-11-20"), remeasure=lambda r: _case(18.0), paired=lambda r, m, n, a: SLOW_PAIRS
+    )
+    asked: list[str] = []
+
+    def even(result: CaseResult, metric: str, wanted: int, a: BuildRef) -> list[tuple[float, float]]:
+        asked.append(metric)
+        return EVEN_PAIRS
+
+    verdicts = []
+    for day in range(21, 28):  # the host is 10 % slower from now on, the build fixed (B/A 1 in pairs)
+        outcome = next(
+            o for o in _judge(_case(18.0), _ctx(tmp_path, f"2026-11-{day}"), paired=even) if o.cell == "tg32"
+        )
+        verdicts.append(outcome.status)
+    assert verdicts == [Status.FAIL] * 6 + [Status.PASS] and asked  # paired on the regression's 7th night only
+    assert "a regression is open since 2026-11-20" in outcome.reason and outcome.confirmation is not None
+
+
 def test_an_open_regression_that_still_trips_stays_failed_without_booting_a(tmp_path: Path) -> None:
     """Pairs cost boots on a host that holds one server: a night still below the accepted nights needs none."""
     _seed(_ctx(tmp_path), tmp_path, 20.0)

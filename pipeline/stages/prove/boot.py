@@ -158,9 +158,12 @@ class Restartable:
         return self._server
 
     def stop(self) -> None:
-        """Stop serving (its clean-up done) until `server` is asked for again."""
-        self._stack.close()
-        self._server = None
+        """Stop serving (its clean-up done) until `server` is asked for again; a clean-up that fails still leaves
+        the server forgotten, never handed out again."""
+        try:
+            self._stack.close()
+        finally:
+            self._server = None
 
     def restart(self) -> OpenAIClient:
         self.stop()

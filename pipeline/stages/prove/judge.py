@@ -119,13 +119,11 @@ class TurnJudge:
     margin: float
 
     def score(self, generations: Sequence[Generation]) -> Mapping[str, Scored]:
-        with ExitStack() as stack:
-            try:
-                client = stack.enter_context(self.turns.turn(self.build, "the golden judge"))
-            except (EngineError, ProcessError, HostUnhealthy) as exc:
-                raise JudgeUnavailable(f"{self.name} could not be served: {exc}") from None
-            return {g.prompt_id: rescore(client, self.model, g) for g in generations if scorable(g)}
-        raise AssertionError("unreachable")  # mypy: the with block always returns or raises
+        try:
+            with self.turns.turn(self.build, "the golden judge") as client:
+                return {g.prompt_id: rescore(client, self.model, g) for g in generations if scorable(g)}
+        except (EngineError, ProcessError, HostUnhealthy) as exc:  # A's own failure: tonight's answers stay unjudged
+            raise JudgeUnavailable(f"{self.name} could not be served: {exc}") from None
 
 
 def score_or_why(judge: Judge, generations: Sequence[Generation]) -> Mapping[str, Scored] | str:

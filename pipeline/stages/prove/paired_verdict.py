@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from pipeline.config import thresholds as pair_limits  # read at each call: the simulation varies them
 from pipeline.config.thresholds import PairRules
 from pipeline.detect.boots import BootPair, confirm_boots
 from pipeline.detect.steps import CONFIRM_PAIRS, Confirmation, Screen, confirm
@@ -23,11 +24,6 @@ PairedMeasure = Callable[[CaseResult, str, int, BuildRef], list[tuple[float, flo
 # Boot pairs on a host that holds one server (A and B booted in turns, a boot of each per pair): the first `n` boot
 # pairs of a metric for the case; None when A cannot be served. May raise HostUnhealthy like PairedMeasure.
 BootPairsMeasure = Callable[[CaseResult, str, int, BuildRef], list[BootPair] | None]
-# Boot pairs asked for first, and the most a cell is given: one more boot pair at a time until the pairs decide.
-# Chosen with benchmarks/detector_simulation.py --mode one-resident: 3:8 against 2:6 FAILed -5 % steps with bimodal
-# boots by their 2nd night 98 % against 84-89 %, at about 6 % more boots in a clean month.
-FIRST_BOOT_PAIRS = 3
-MAX_BOOT_PAIRS = 8
 
 
 @dataclass(frozen=True)
@@ -106,7 +102,7 @@ def boot_pairs_verdict(
     they decide; the night's own boots estimate the boot spread, the hardware's pairs.boot_sd is their prior."""
     boots = None
     decision = None
-    for wanted in range(FIRST_BOOT_PAIRS, MAX_BOOT_PAIRS + 1):
+    for wanted in range(pair_limits.FIRST_BOOT_PAIRS, pair_limits.MAX_BOOT_PAIRS + 1):
         measured = paired.measure(result, base.metric, wanted, a[0]) if a is not None else None
         if measured is None:
             break

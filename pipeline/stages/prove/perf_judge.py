@@ -49,6 +49,10 @@ A_MOVE_SLACK = 0.005
 # With no last confirmed build to pair with, an open regression is taken as fixed only after this many nights in a
 # row back within the baseline: one good night of a regressed build is what a lucky night looks like.
 RECOVERY_NIGHTS = 3
+# While a regression is open and tonight still trips, it stays FAILed without pairs (they cost boots where one server
+# fits), except on every this-many-th night open, when pairs judge it again: a fixed build on a host that became
+# slower since trips every night, and only pairs can clear it.
+REPAIR_EVERY_NIGHTS = 7
 # How far back an open regression is looked for: over a year of undecided nights (the blind gate alerts long before)
 OPEN_LOOKBACK_NIGHTS = 400
 Remeasure = Callable[[CaseResult], CaseResult]
@@ -185,7 +189,9 @@ def _judge_cell(
         # build, or with none to serve a recovery that persists in the history, can say it is fixed; a night that
         # still trips needs no pairs to stay open (on a host that holds one server, pairs cost boots).
         base = CellOutcome(cell, metric, Status.INCONCLUSIVE, f"a regression is open since {since[0]}", gate, screened)
-        if gate.tripped or _history_trips(screened):  # still below the accepted nights: no boot of A is needed
+        if (gate.tripped or _history_trips(screened)) and since[2] % REPAIR_EVERY_NIGHTS:
+            # still below the accepted nights: no boot of A is needed tonight; every REPAIR_EVERY_NIGHTS-th night
+            # of it pairs anyway, so a fixed build on a host that has since become slower can still be cleared
             why = gate.reason if gate.tripped else screened.reason
             return replace(base, status=Status.FAIL, reason=f"{base.reason}; still regressed: {why}"), result
         outcome = paired_verdict(base, a, result, paired, rules=thresholds.pairs)
@@ -221,18 +227,21 @@ def _judge_cell(
     return outcome, rerun
 
 
-def _open_regression(ctx: PerfContext, cell: str, metric: str) -> tuple[str, list[Night]] | None:
-    """When this cell's last decided night (PASS, XFAIL or FAIL) FAILed, its alert is open: the night it failed and
-    the undecided nights since (pairs that could not decide, an A that could not be served), oldest first. A run
-    of INCONCLUSIVE nights never closes a regression, however long."""
-    undecided: list[Night] = []
-    for night in reversed(_nights(ctx, cell, metric, accepted_only=False, limit=OPEN_LOOKBACK_NIGHTS)):
-        if night.verdict == Status.FAIL.value:
-            return night.night, undecided[::-1]
+def _open_regression(ctx: PerfContext, cell: str, metric: str) -> tuple[str, list[Night], int] | None:
+    """When this cell's last decided night (PASS, XFAIL or FAIL) FAILed, its alert is open: the night it first
+    failed, the undecided nights since the last FAIL (pairs that could not decide, an A that could not be served),
+    oldest first, and how many nights it has been open. A run of INCONCLUSIVE nights never closes a regression,
+    however long."""
+    nights = _nights(ctx, cell, metric, accepted_only=False, limit=OPEN_LOOKBACK_NIGHTS)
+    streak: list[Night] = []
+    for night in reversed(nights):
         if night.verdict in ACCEPTED_VERDICTS:
-            return None
-        undecided.append(night)
-    return None
+            break
+        streak.append(night)
+    failed = [i for i, night in enumerate(streak) if night.verdict == Status.FAIL.value]
+    if not failed:
+        return None
+    return streak[failed[-1]].night, streak[: failed[0]][::-1], len(streak)
 
 
 def _recovery(

@@ -57,8 +57,9 @@ def measure_and_judge(
     def tonight() -> OpenAIClient:
         return client.tonight if isinstance(client, Turns) else client
 
+    server = tonight()  # booted again (after the golden judge's turn) before the window: a boot is not a measurement
     window = CpuWindow()
-    results = run_bench(tonight(), entry.served_model_name, spec, say=say)
+    results = run_bench(server, entry.served_model_name, spec, say=say)
     after = judge_window(profile, window)
     watch = partial(watched, profile)
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from pipeline.config.matrix import ModelEntry
+from pipeline.config.thresholds import FIRST_BOOT_PAIRS, MAX_BOOT_PAIRS
 from pipeline.stages.prove.boot import Candidate, plan_launch
-from pipeline.stages.prove.paired_verdict import FIRST_BOOT_PAIRS, MAX_BOOT_PAIRS
 from pipeline.stages.prove.pairs import RUNS_PER_BOOT, WARMUP_RUNS, pair_order
 
 

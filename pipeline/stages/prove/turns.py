@@ -2,20 +2,21 @@
 
 Every boot is a boot of its own: a new port, so a new container name (`spark-nightly-<entry>-<port>`), a new
 owner token and a numbered log folder; a clean-up only ever stops the server its own boot started. Before each
-boot the memory stage makes room again (a Spark drops the page cache the last model left and waits for the
-entry's need), and each boot's time is kept: the cost of a night whose cell tripped is boots x boot time.
+boot made in turns the memory stage makes room again (a Spark drops the page cache the last model left and waits
+for the entry's need), and each boot's time is kept, a failed one too: the cost of a night whose cell tripped is
+boots x boot time. A build that failed to boot is not booted again that night.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline.config.matrix import ModelEntry, Profile
-from pipeline.errors import EngineError, HostUnhealthy
+from pipeline.errors import EngineError, HostUnhealthy, ProcessError
 from pipeline.infra.confirmed import BuildRef
 from pipeline.infra.openai_client import OpenAIClient
 from pipeline.progress import Say
@@ -45,6 +46,7 @@ class Turns:
     say: Say
     room: Callable[[], str | None] | None = None  # makes room before a boot; the reason it could not, else None
     boots: list[BootRecord] = field(default_factory=list)
+    unservable: dict[str, str] = field(default_factory=dict)  # build id -> why it did not boot tonight
 
     def __post_init__(self) -> None:
         if self.room is None:
@@ -74,6 +76,8 @@ class Turns:
     def turn(self, build: BuildRef, why: str) -> Iterator[OpenAIClient]:
         """`build` served alone until the block ends (tonight's stopped first). EngineError or ProcessError when it
         cannot be served; HostUnhealthy when the host cannot make room for it."""
+        if build.id in self.unservable:  # it failed once tonight: another try would cost a boot timeout again
+            raise EngineError(f"the build {build.describe()} did not boot earlier tonight: {self.unservable[build.id]}")
         candidate = candidate_of(build, self.profile)
         if candidate is None:
             raise EngineError(f"the build {build.describe()} is gone from {build.ref}")
@@ -81,7 +85,15 @@ class Turns:
         self._ready(f"the build {build.describe()}")
         logs = self.log_dir / "turns" / f"boot-{len(self.boots) + 1}"
         started = time.monotonic()
-        with boot(self.entry, candidate, cache_dir=self.cache_dir, log_dir=logs, say=self.say) as server:
+        with ExitStack() as serving:  # its close stops the server however the block ends
+            try:
+                server = serving.enter_context(
+                    boot(self.entry, candidate, cache_dir=self.cache_dir, log_dir=logs, say=self.say)
+                )
+            except (EngineError, ProcessError) as exc:
+                self.boots.append(BootRecord(build.id, f"{why}, did not boot", time.monotonic() - started))
+                self.unservable[build.id] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                raise
             self.boots.append(BootRecord(build.id, why, time.monotonic() - started))
             yield server.client
 
