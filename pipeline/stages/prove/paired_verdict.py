@@ -76,7 +76,7 @@ def paired_verdict(
     if decision.decision == "INCONCLUSIVE":  # once more as many pairs: a noisy night gets a second look
         pairs = paired(result, base.metric, 2 * CONFIRM_PAIRS, a[0]) or pairs
         decision = confirm(pairs, min_effect=rules.min_effect, boot_sd=rules.boot_sd)
-    status = {"FAIL": Status.FAIL, "PASS": Status.PASS, "INCONCLUSIVE": Status.INCONCLUSIVE}[decision.decision]
+    status = Status(decision.decision)  # FAIL, PASS or INCONCLUSIVE: the statuses of the same names
     reason = f"{base.reason}; paired with the last confirmed build {a_text(a)}: {decision.reason}"
     return replace(base, status=status, reason=reason, confirmation=decision, last_good=a[0], pairs_measured=len(pairs))
 
@@ -112,7 +112,7 @@ def boot_pairs_verdict(
             break
     if a is None or boots is None or decision is None:
         return unpaired(base, a)
-    status = {"FAIL": Status.FAIL, "PASS": Status.PASS, "INCONCLUSIVE": Status.INCONCLUSIVE}[decision.decision]
+    status = Status(decision.decision)  # FAIL, PASS or INCONCLUSIVE: the statuses of the same names
     reason = f"{base.reason}; booted in turns with the last confirmed build {a_text(a)}: {decision.reason}"
     return replace(
         base,

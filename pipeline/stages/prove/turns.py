@@ -55,20 +55,19 @@ class Turns:
     @property
     def tonight(self) -> OpenAIClient:
         """Tonight's server, booted again first if it stepped aside for another build's turn."""
-        if not self.tonight_serving.up:
-            self._ready("tonight's build")
-            started = time.monotonic()
-            server = self.tonight_serving.server
-            self.boots.append(BootRecord("tonight", "back after a turn", time.monotonic() - started))
-            return server.client
-        return self.tonight_serving.server.client
+        if self.tonight_serving.up:
+            return self.tonight_serving.server.client
+        return self._boot_tonight("back after a turn")
 
     def fresh_tonight(self, why: str) -> OpenAIClient:
         """A new boot of tonight's build (its last one stopped first): a boot pair needs a boot of its own."""
         self.tonight_serving.stop()
+        return self._boot_tonight(why)
+
+    def _boot_tonight(self, why: str) -> OpenAIClient:
         self._ready("tonight's build")
         started = time.monotonic()
-        server = self.tonight_serving.server
+        server = self.tonight_serving.server  # boots it, the server being down
         self.boots.append(BootRecord("tonight", why, time.monotonic() - started))
         return server.client
 
