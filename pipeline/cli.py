@@ -149,7 +149,12 @@ def _cli_values(args: argparse.Namespace) -> list[tuple[str, str, str]]:
 
 def config_paths(resolved: Resolved) -> ConfigPaths:
     root = resolved.settings.path("config_dir")
-    return ConfigPaths(models=root / "models.yaml", thresholds=root / "thresholds", golden=root / "golden")
+    return ConfigPaths(
+        models=root / "models.yaml",
+        thresholds=root / "thresholds",
+        golden=root / "golden",
+        cluster=resolved.settings.path("cluster_file"),
+    )
 
 
 def _validate(args: argparse.Namespace, resolved: Resolved) -> int:
@@ -160,6 +165,16 @@ def _validate(args: argparse.Namespace, resolved: Resolved) -> int:
         f"ok: {entries} matrix entries on {profiles} profiles, {cells} benchmark cells with references, "
         f"{len(config.golden)} golden sets"
     )
+    for profile in config.matrix.profiles.values():
+        clustered = [e.id for e in config.matrix.for_profile(profile.name) if e.topology == "cluster"]
+        if profile.cluster is not None:
+            hosts = ", ".join(f"{n.name} ({n.interface} {n.address})" for n in profile.cluster.nodes)
+            print(f"cluster of profile {profile.name}: {hosts}, from {profile.cluster.source}")
+        elif clustered:
+            print(
+                f"note: profile {profile.name}: no cluster file ({resolved.settings.cluster_file}): "
+                f"{', '.join(clustered)} skipped on this runner (README, 'Add a second Spark')"
+            )
     return 0
 
 

@@ -177,6 +177,20 @@ class BootError(EngineError):
         return out
 
 
+class ClusterError(SparkNightlyError):
+    """A node of a cluster failed a step of the launch, or was lost while serving: which node, which step."""
+
+    exit_code = ExitCode.PROCESS
+    hint = "see the cluster logs beside the server log, and README 'Add a second Spark'"
+
+    def __init__(self, node: str, step: str, detail: str, *, host_lost: bool = False) -> None:
+        self.node = node
+        self.step = step
+        self.detail = detail
+        self.host_lost = host_lost  # the host, not the build: unreachable, gone, or on the wrong network
+        super().__init__(f"{node}: {step}: {detail}")
+
+
 class NonFiniteLogprobsError(EngineError):
     """The server computed logprobs it cannot put in JSON (NaN or infinity): evidence of NaN logits."""
 

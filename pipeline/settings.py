@@ -70,6 +70,11 @@ class Settings:
         key="paths.state",
     )
     cache_dir: str = _setting("~/.cache/spark-nightly", "mirrors, runtimes, converted models", key="paths.cache")
+    cluster_file: str = _setting(
+        "~/.config/spark-nightly/cluster.yaml",
+        "this runner's hosts for cluster entries (cluster.yaml); without the file, cluster entries are skipped",
+        key="paths.cluster",
+    )
     vllm_repo: str = _setting(
         "https://github.com/vllm-project/vllm.git",
         "vLLM repository to build",

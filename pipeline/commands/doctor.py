@@ -20,6 +20,7 @@ from pipeline.errors import CapturedFailure, ProcessError, SparkNightlyError
 from pipeline.infra import hub, procs
 from pipeline.infra.github import repository_access
 from pipeline.infra.gpu import read_gpus
+from pipeline.infra.nodes import SSH_OPTIONS
 from pipeline.infra.runtime import load_runtime, runtime_root
 from pipeline.infra.safe_files import shown
 from pipeline.infra.weights import package_folder, verified
@@ -79,7 +80,10 @@ def prerequisites(
         )
         if any(e.launch.target in {"docker", "ray"} for e in entries):
             checks.append(_nvidia_runtime())
-        checks += [_ssh(node) for node in _other_nodes(profile, entries)]
+        checks += [
+            _ssh(node, profile.cluster.ssh_config if profile.cluster else None)
+            for node in _other_nodes(profile, entries)
+        ]
     if profile.memory.drop_caches:
         checks.append(_drop_caches())
     checks += [_hub_weights(settings, entry) for entry in entries if entry.weights.source == "hub"]
@@ -161,7 +165,9 @@ def _nvidia_runtime() -> Check:
 
 
 def _other_nodes(profile: Profile, entries: Sequence[ModelEntry]) -> list[str]:
-    return list(profile.nodes[1:]) if any(e.topology != "solo" for e in entries) else []
+    if profile.cluster is None or not any(e.topology != "solo" for e in entries):
+        return []
+    return [node.name for node in profile.cluster.nodes[1:]]
 
 
 def _hub_weights(settings: Settings, entry: ModelEntry) -> Check:
@@ -193,8 +199,9 @@ def _drop_caches() -> Check:
     )
 
 
-def _ssh(node: str) -> Check:
-    answer = _answer(["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", node, "true"])
+def _ssh(node: str, ssh_config: str | None) -> Check:
+    """The night reaches another node as the cluster launch does: no password, no unknown host key accepted."""
+    answer = _answer([*(("ssh", "-F", ssh_config) if ssh_config else ("ssh",)), *SSH_OPTIONS, node, "true"])
     return Check(
         f"ssh {node}",
         answer is not None,

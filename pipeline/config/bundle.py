@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import TypeVar
 
 from pipeline.config import rules
+from pipeline.config.cluster import build_cluster, cluster_issues
 from pipeline.config.golden_sets import GoldenSet, build_golden
 from pipeline.config.load import Document, display_name, load
 from pipeline.config.matrix import Matrix, build_matrix
@@ -25,6 +26,7 @@ class ConfigPaths:
     models: Path
     thresholds: Path
     golden: Path
+    cluster: Path | None = None  # the runner's cluster.yaml; absent or None: this runner has no cluster
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,8 @@ def load_config(paths: ConfigPaths) -> Config:
     if models_doc is None:
         raise ConfigError(found.issues)
     matrix = build_matrix(models_doc.data)
+    if paths.cluster is not None and paths.cluster.is_file():
+        matrix = _with_cluster(found, matrix, paths.cluster)
     found.add(rules.matrix_issues(models_doc, matrix))
     # a golden file that exists but failed to load has reported its own issues; don't call it missing too
     golden_names = {p.stem for p in paths.golden.glob("*.yaml")} if paths.golden.is_dir() else set()
@@ -83,6 +87,19 @@ def load_config(paths: ConfigPaths) -> Config:
         raise ConfigError(found.issues)
     golden = {name: build_golden(name, doc.data) for name, doc in golden_docs.items()}
     return Config(paths, matrix, MappingProxyType(thresholds), MappingProxyType(golden))
+
+
+def _with_cluster(found: _Collector, matrix: Matrix, path: Path) -> Matrix:
+    """The matrix with the runner's cluster given to its profile, once the cluster file is found sound."""
+    doc = found.attempt(lambda: load(path, "cluster"))
+    if doc is None:
+        return matrix
+    cluster = build_cluster(doc)
+    if found.add(cluster_issues(doc, cluster, tuple(matrix.profiles))) or cluster.profile not in matrix.profiles:
+        return matrix
+    profiles = dict(matrix.profiles)
+    profiles[cluster.profile] = replace(profiles[cluster.profile], cluster=cluster)
+    return replace(matrix, profiles=MappingProxyType(profiles))
 
 
 def _load_dir(found: _Collector, directory: Path, schema_name: str, pattern: str) -> dict[str, Document]:

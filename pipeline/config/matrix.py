@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
 
+from pipeline.config.cluster import Cluster
 from pipeline.errors import UsageError
 
 Accelerator = Literal["cuda", "cpu"]
@@ -51,8 +52,7 @@ class Profile:
     driver_min: str | None = None
     driver_below: str | None = None
     health: Mapping[str, float] = field(default_factory=dict)
-    nodes: tuple[str, ...] = ()
-    interconnect: tuple[str, ...] = ()  # each node's address on the direct link, where Ray listens
+    cluster: Cluster | None = None  # the runner's hosts for cluster entries (its cluster.yaml), when it has them
     listen: str = "127.0.0.1"  # where vLLM's API server binds
     base_image: str | None = None
     description: str = ""
@@ -214,8 +214,6 @@ def _profile(name: str, raw: Mapping[str, Any]) -> Profile:
         driver_min=driver.get("min"),
         driver_below=driver.get("below"),
         health=MappingProxyType(dict(raw.get("health", {}))),
-        nodes=tuple(raw.get("nodes", ())),
-        interconnect=tuple(raw.get("interconnect", ())),
         listen=raw.get("listen", "127.0.0.1"),
         base_image=raw.get("base_image"),
         description=raw.get("description", ""),

@@ -31,7 +31,7 @@ def matrix_issues(doc: Document, matrix: Matrix) -> Iterator[ConfigIssue]:
                 f"unknown profile '{entry.profile}'; {suggest(entry.profile, sorted(matrix.profiles))}",
             )
         else:
-            yield from _cluster_issues(doc, entry, len(matrix.profiles[entry.profile].nodes))
+            yield from _cluster_issues(doc, entry, matrix.profiles[entry.profile])
             yield from _revision_issues(doc, entry, matrix.profiles[entry.profile])
         if entry.weights.source == "package" and not (entry.weights.package and entry.weights.file):
             yield doc.issue((*where, "weights"), "weights from a package need both 'package' and 'file'")
@@ -106,7 +106,7 @@ def _release(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in version.split("."))
 
 
-def _cluster_issues(doc: Document, entry: ModelEntry, profile_nodes: int) -> Iterator[ConfigIssue]:
+def _cluster_issues(doc: Document, entry: ModelEntry, profile: Profile) -> Iterator[ConfigIssue]:
     where = ("models", entry.index)
     raw_topology = doc.data["models"][entry.index].get("topology", {})
     if entry.topology == "cluster":
@@ -121,11 +121,18 @@ def _cluster_issues(doc: Document, entry: ModelEntry, profile_nodes: int) -> Ite
             yield doc.issue(
                 (*where, "launch", "target"), f"a cluster entry launches through ray, not '{entry.launch.target}'"
             )
-        if profile_nodes < entry.nodes:
+        backend = entry.serve.get("distributed_executor_backend", "ray")
+        if backend != "ray":  # mp, uni and external_launcher keep every worker on the host that serves
+            yield doc.issue(
+                (*where, "serve", "distributed_executor_backend"),
+                f"a cluster entry spans hosts through Ray; '{backend}' keeps every worker on one host: "
+                "set distributed_executor_backend: ray",
+            )
+        if profile.cluster is not None and len(profile.cluster.nodes) < entry.nodes:
             yield doc.issue(
                 (*where, "topology", "nodes"),
-                f"needs {entry.nodes} nodes but profile '{entry.profile}' names {profile_nodes}; "
-                f"list the hosts under profiles.{entry.profile}.nodes",
+                f"needs {entry.nodes} nodes but this runner's cluster ({profile.cluster.source}) has "
+                f"{len(profile.cluster.nodes)}; add the hosts there",
             )
         parallel = int(entry.serve.get("tensor_parallel_size", 1)) * int(entry.serve.get("pipeline_parallel_size", 1))
         if parallel < entry.nodes:

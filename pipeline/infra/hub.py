@@ -23,9 +23,11 @@ from huggingface_hub import get_cached_repo_tree, snapshot_download
 from huggingface_hub.utils.tqdm import disable_progress_bars
 
 from pipeline.errors import EngineError, TamperedAsset
+from pipeline.infra.runtime import sha256_of
 
 TOKEN_ENV = "HF_TOKEN"  # a token with access to gated repositories: read here, never logged or passed to a server
 COMMIT = re.compile(r"[0-9a-f]{40}")
+SHA256 = re.compile(r"[0-9a-f]{64}")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _WEIGHT_FILES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 _HASHERS = min(4, os.cpu_count() or 1)  # hashlib drops the GIL: a few shards of a 60 GB model hash at once
@@ -95,6 +97,16 @@ def verify(hub: Path, repo: str, revision: str | None, *, ignore: Sequence[str] 
     with ThreadPoolExecutor(_HASHERS) as pool:
         digests = list(pool.map(lambda name: _checked(folder, name, shown, listing), present))
     return Snapshot(repo, commit, folder, dict(zip(present, digests, strict=True)))
+
+
+def snapshot_hashes(folder: Path) -> dict[str, str]:
+    """Each file of a verified snapshot and its sha256 without reading the large ones again: an LFS blob's name is
+    its sha256; the small files (git blobs, named by sha1) are hashed."""
+    hashes: dict[str, str] = {}
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        blob = path.resolve().name
+        hashes[path.relative_to(folder).as_posix()] = blob if SHA256.fullmatch(blob) else sha256_of(path)
+    return hashes
 
 
 def _listing(hub: Path, repo: str, commit: str, ignore: Sequence[str]) -> dict[str, tuple[int, str]] | None:

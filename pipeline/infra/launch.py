@@ -14,11 +14,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pipeline.config.matrix import ModelEntry, Profile
+from pipeline.errors import EngineError
+from pipeline.infra.cluster_launch import ClusterPlan, NodeRuntime
 from pipeline.infra.image import COMPILE_CACHE_ENV, CONTAINER_COMPILE_CACHE
+from pipeline.infra.nodes import CONTAINER_HF_CACHE, NodeShell
 from pipeline.infra.procs import OWNER_ENV
 
-RAY_PORT = 6379
-CONTAINER_HF_CACHE = "/root/.cache/huggingface"
+RAY_ADDRESS_ENV = "RAY_ADDRESS"  # the cluster vLLM's ray.init() joins, rather than starting one of its own
 # vLLM reads its API key from this variable: it is passed to containers by name, so no argv, log or rendered
 # plan ever holds the value
 API_KEY_ENV = "VLLM_API_KEY"
@@ -69,6 +71,7 @@ class LaunchPlan:
     cleanup: tuple[Step, ...] = ()
     secrets: Mapping[str, str] = field(default_factory=dict)  # in the processes' environment, never rendered
     listen: str = "127.0.0.1"
+    cluster: ClusterPlan | None = None  # a Ray cluster brought up, step by step, before the steps run
 
     @property
     def server(self) -> Step:
@@ -78,6 +81,8 @@ class LaunchPlan:
         lines = [f"# launch target: {self.target}"]
         lines += [f"export {k}={shlex.quote(v)}" for k, v in sorted(self.env.items())]
         lines += [f"export {k}=<made for this boot, not shown>" for k in sorted(self.secrets)]
+        if self.cluster is not None:
+            lines += self.cluster.render()
         for step in self.steps:
             if step.purpose:
                 lines.append(f"# {step.purpose}")
@@ -213,76 +218,54 @@ def ray_plan(
     entry: ModelEntry,
     profile: Profile,
     *,
-    image: str,
+    runtime: NodeRuntime,
     model_ref: str,
     port: int,
     container: str,
-    hf_cache: str,
-    compile_cache: str | None = None,
+    cache_dir: str,
+    weights: str = "",
 ) -> LaunchPlan:
-    """A Ray cluster over the profile's hosts: a head container, worker containers, then vllm serve on the head.
+    """A Ray cluster over the runner's hosts (its cluster.yaml), then the API server on the head, across them.
 
-    Ray listens on each node's interconnect address (the profile's `interconnect`, else the node's name), its
-    dashboard on loopback; the API server binds the profile's `listen` address."""
-    hosts = profile.nodes[: entry.nodes]
-    if len(hosts) < entry.nodes:
-        raise ValueError(f"{entry.id} needs {entry.nodes} hosts, profile {profile.name} lists {len(hosts)}")
-    addresses = profile.interconnect[: entry.nodes] or hosts
-    head_address = addresses[0]
+    The cluster comes up as a sequence with readiness between steps (cluster_launch); the server step is the plan's
+    one process. Ray listens on each node's fast-link address, its dashboard on loopback; the API server binds the
+    profile's `listen` address. `weights` is the model's folder under paths.cache, verified on every node."""
+    cluster = profile.cluster
+    if cluster is None:
+        raise EngineError(
+            f"{entry.id} spans {entry.nodes} hosts and this runner has no cluster file (paths.cluster): "
+            "see README, 'Add a second Spark'"
+        )
+    if len(cluster.nodes) < entry.nodes:
+        raise EngineError(f"{entry.id} needs {entry.nodes} hosts, {cluster.source} lists {len(cluster.nodes)}")
+    shells = tuple(
+        NodeShell(node, local=index == 0, ssh_config=cluster.ssh_config, cache_dir=node.cache_dir or cache_dir)
+        for index, node in enumerate(cluster.first(entry.nodes))
+    )
     keys = boot_secrets(profile.listen)
-
-    def on_host(name: str, address: str, command: Sequence[str], pass_through: Sequence[str] = ()) -> tuple[str, ...]:
-        env = dict(entry.env) | HARNESS_ENV | compile_cache_env(compile_cache) | {"VLLM_HOST_IP": address}
-        extra = ["--device", "/dev/infiniband", *compile_cache_mount(compile_cache)]
-        return container_argv(
-            name,
-            image,
-            command,
-            env=env,
-            hf_cache=hf_cache,
-            extra=extra,
-            pass_through=pass_through,
-        )
-
-    head = [
-        "ray",
-        "start",
-        "--head",
-        f"--port={RAY_PORT}",
-        f"--node-ip-address={head_address}",
-        "--dashboard-host=127.0.0.1",
-        "--block",
-    ]
-    steps = [
-        Step(
-            on_host(f"{container}-head", head_address, head, tuple(keys)),
-            host=hosts[0],
-            background=True,
-            purpose=f"Ray head on {hosts[0]}, listening on {head_address}",
-        )
-    ]
-    for index, (host, address) in enumerate(zip(hosts[1:], addresses[1:], strict=True), start=1):
-        worker = ["ray", "start", f"--address={head_address}:{RAY_PORT}", f"--node-ip-address={address}", "--block"]
-        steps.append(
-            Step(
-                on_host(f"{container}-worker{index}", address, worker),
-                host=host,
-                background=True,
-                purpose=f"Ray worker on {host}, listening on {address}",
-            )
-        )
-    serve = (
-        "docker",
-        "exec",
-        f"{container}-head",
-        "vllm",
-        "serve",
-        model_ref,
-        *serve_arguments(entry, host=profile.listen, port=port),
+    mounts = ((weights, model_ref),) if weights and model_ref.startswith("/") else ()
+    plan = ClusterPlan(
+        entry=entry.id,
+        nodes=shells,
+        runtime=runtime,
+        container=container,
+        env=dict(entry.env) | HARNESS_ENV | runtime.extra_env(),
+        ray_port=cluster.ray_port,
+        accelerator="GPU" if profile.accelerator == "cuda" else "CPU",
+        weights=weights,
+        deadline_s=min(600.0, entry.launch.boot_timeout_s),
+        mounts=mounts,
     )
-    steps.append(Step(serve, host=hosts[0], purpose="the API server on the head, across the cluster"))
-    cleanup = tuple(
-        Step(("docker", "rm", "--force", f"{container}-{suffix}"), host=host)
-        for suffix, host in [("head", hosts[0]), *((f"worker{i}", h) for i, h in enumerate(hosts[1:], 1))]
+    if entry.launch.entrypoint == "module":
+        head: tuple[str, ...] = (runtime.python(), "-m", "vllm.entrypoints.openai.api_server", "--model", model_ref)
+    else:
+        head = ("vllm", "serve", model_ref)
+    serve = runtime.inside(
+        container,
+        (*head, *serve_arguments(entry, host=profile.listen, port=port)),
+        pass_through=(RAY_ADDRESS_ENV, *keys),
     )
-    return LaunchPlan("ray", tuple(steps), cleanup=cleanup, secrets=keys, listen=profile.listen)
+    # the server runs on the head: its variables are the head's (for a container, already in it) and the cluster's
+    env = plan.node_env(0) | {RAY_ADDRESS_ENV: plan.address}
+    step = Step(serve, purpose="the API server on the head, across the cluster")
+    return LaunchPlan("ray", (step,), env=env, secrets=keys, listen=profile.listen, cluster=plan)

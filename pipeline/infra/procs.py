@@ -146,6 +146,31 @@ def run(
     return finish(process, timeout_s=timeout_s, inactivity_s=inactivity_s, check=check)
 
 
+def feed(argv: Sequence[str], data: bytes, log_path: Path, *, timeout_s: float) -> int:
+    """Run a command with `data` on its stdin (a file written on another host through ssh); its exit code.
+
+    Its own session and a deadline as in run(); the output goes to the log."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("ab") as log:
+        log.write(f"$ {' '.join(argv)}\n".encode())
+        log.flush()
+        try:
+            process = subprocess.Popen(
+                list(argv), stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        except OSError as exc:
+            raise ProcessError(f"cannot start {argv[0]}: {exc.strerror}", log_path=str(log_path)) from None
+        try:
+            process.communicate(data, timeout=timeout_s)
+        except (subprocess.TimeoutExpired, KeyboardInterrupt) as exc:
+            _signal_group(process.pid, signal.SIGKILL)
+            process.wait()
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            raise ProcessError(f"{_name(argv)} timed out after {timeout_s:g} s", log_path=str(log_path)) from None
+    return process.returncode
+
+
 def finish(process: Process, *, timeout_s: float, inactivity_s: float | None = None, check: bool = True) -> Finished:
     """Wait for a started process as `run` does: stopped and raised on a timeout, silence or Ctrl-C."""
     log_path = process.log_path

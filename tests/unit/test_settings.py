@@ -64,7 +64,7 @@ def test_bad_values_from_env_and_cli_are_reported_together(tmp_path: Path, monke
         "'build.ccache_size', 'build.image', 'build.max_jobs', 'build.min_free_gib', 'build.mode', "
         "'culprit.max_builds', 'culprit.publish', "
         "'github.allow_custom_api', 'github.api_url', "
-        "'github.token_env', 'paths.cache', "
+        "'github.token_env', 'paths.cache', 'paths.cluster', "
         "'paths.config', 'paths.runs', 'paths.state', "
         "'paths.wheels', 'profile', 'publish.keep_nights', 'publish.local_dir', 'publish.repo', 'publish.target', "
         "'sources.flashinfer.prs', 'sources.flashinfer.ref', 'sources.flashinfer.repo', 'sources.vllm.prs', "

@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.config.matrix import ModelEntry, Profile
-from pipeline.errors import EngineError
-from pipeline.infra import launch
+from pipeline.errors import EngineError, ProcessError
+from pipeline.infra import hub, launch
+from pipeline.infra.cluster_launch import NodeRuntime, cluster_up
 from pipeline.infra.image import compile_cache_key, image_tag
+from pipeline.infra.nodes import ContainerRuntime, FolderRuntime
 from pipeline.infra.openai_client import OpenAIClient
 from pipeline.infra.runtime import Runtime, ensure_pip_runtime
 from pipeline.infra.server import Server, free_port, owner_token, running_server
-from pipeline.infra.weights import model_reference
+from pipeline.infra.weights import MANIFEST, model_reference
 from pipeline.progress import Say, quiet
 
 
@@ -77,9 +80,11 @@ def plan_launch(
             hf_home=str(hf_cache(cache_dir)),
         )
     image = entry.launch.image or candidate.image
-    if image is None:
+    if target == "ray" and candidate.runtime is not None and image is None:
+        runtime: NodeRuntime = FolderRuntime(str(candidate.runtime.root))  # the CPU profile: Ray from its runtime
+    elif image is None:
         raise EngineError(f"{entry.id}: a {target} launch needs an image; build tonight's wheels first")
-    if target == "docker":
+    elif target == "docker":
         return launch.docker_plan(
             entry,
             image=image,
@@ -91,16 +96,46 @@ def plan_launch(
             gpus=candidate.profile.accelerator != "cpu",
             compile_cache=str(compile_cache(cache_dir, image)),
         )
+    else:
+        runtime = ContainerRuntime(
+            image,
+            str(hf_cache(cache_dir)),
+            str(compile_cache(cache_dir, image)),
+            gpus=candidate.profile.accelerator != "cpu",
+        )
     return launch.ray_plan(
         entry,
         candidate.profile,
-        image=image,
+        runtime=runtime,
         model_ref=model_ref,
         port=port,
         container=container,
-        hf_cache=str(hf_cache(cache_dir)),
-        compile_cache=str(compile_cache(cache_dir, image)),
+        cache_dir=str(cache_dir),
+        weights=weights_folder(entry, cache_dir, model_ref),
     )
+
+
+def weights_folder(entry: ModelEntry, cache_dir: Path, model_ref: str) -> str:
+    """The model's folder under paths.cache, which every node of a cluster must hold ("" when it lies elsewhere)."""
+    if entry.weights.source == "hub" and entry.revision:
+        folder = hub.snapshot_folder(hub.hub_dir(hf_cache(cache_dir)), entry.model, entry.revision)
+    else:
+        folder = Path(model_ref)
+    try:
+        return folder.relative_to(cache_dir).as_posix()
+    except ValueError:
+        return ""
+
+
+def weights_hashes(cache_dir: Path, folder: str) -> dict[str, str]:
+    """Each file of a model folder under paths.cache and its sha256, as the weights stage verified them tonight: a
+    package folder's manifest, or a Hub snapshot's blob names (the sha256 of its large files; small ones hashed)."""
+    root = cache_dir / folder
+    manifest = root / MANIFEST
+    if manifest.is_file():
+        files = json.loads(manifest.read_text())["files"]
+        return {str(name): str(digest) for name, digest in files.items()}
+    return hub.snapshot_hashes(root)
 
 
 @contextmanager
@@ -122,17 +157,36 @@ def boot(
         hf_cache(cache_dir).mkdir(parents=True, exist_ok=True)
         compile_cache(cache_dir, entry.launch.image or candidate.image or "").mkdir(parents=True, exist_ok=True)
     max_len = entry.serve.get("max_model_len")
-    with running_server(
-        plan,
-        model=entry.served_model_name,
-        max_model_len=max_len if isinstance(max_len, int) else None,  # 'auto': vLLM decides, nothing to compare
-        port=chosen_port,
-        deadline_s=deadline_s or entry.launch.boot_timeout_s,
-        log_path=log_dir / f"{entry.id}-server.log",
-        owner=owner_token(f"{entry.id}-{chosen_port}"),
-        say=say,
-    ) as server:
-        yield server
+    owner = owner_token(f"{entry.id}-{chosen_port}")
+    with ExitStack() as cluster:
+        if plan.cluster is not None:
+            files = weights_hashes(cache_dir, plan.cluster.weights) if plan.cluster.weights else {}
+            running = cluster.enter_context(
+                cluster_up(
+                    plan.cluster,
+                    log_dir / "cluster",
+                    files=files,
+                    owner=owner_token(f"{entry.id}-{chosen_port}-cluster"),  # a sibling: the server's clean-up
+                    say=say,  # must not count the cluster's processes as its leftovers
+                )
+            )
+        with running_server(
+            plan,
+            model=entry.served_model_name,
+            max_model_len=max_len if isinstance(max_len, int) else None,  # 'auto': vLLM decides, nothing to compare
+            port=chosen_port,
+            deadline_s=deadline_s or entry.launch.boot_timeout_s,
+            log_path=log_dir / f"{entry.id}-server.log",
+            owner=owner,
+            say=say,
+            alive=running.lost if plan.cluster is not None else None,
+        ) as server:
+            try:
+                yield server
+            except (EngineError, ProcessError) as exc:  # a node lost while serving is why, not what vLLM said
+                if plan.cluster is not None and (lost := running.lost()) is not None:
+                    raise lost from exc
+                raise
 
 
 class Restartable:

@@ -11,7 +11,7 @@ from typing import Any
 
 from pipeline.config.bundle import Config
 from pipeline.config.matrix import ModelEntry
-from pipeline.errors import BootError, EngineError, HostUnhealthy, ProcessError, SparkNightlyError
+from pipeline.errors import BootError, ClusterError, EngineError, HostUnhealthy, ProcessError, SparkNightlyError
 from pipeline.infra.confirmed import BuildRef, ConfirmedBook
 from pipeline.infra.cpu_class import cpu_class
 from pipeline.infra.history import History
@@ -117,6 +117,9 @@ def run_entry(entry: ModelEntry, ctx: EntryContext) -> Outcome:
             if status == Status.PASS and ctx.record and golden.recordable:  # tonight is the new reference
                 store.save(profile.hardware, entry.id, ctx.night, golden.generations, golden.identity_files)
             return outcome(status, "perf", perf["reason"], numbers=numbers, failures=perf["failures"])
+    except ClusterError as exc:  # a host lost or unreachable says nothing of the build; Ray failing on it does
+        status = Status.INCONCLUSIVE if exc.host_lost else Status.FAIL
+        return outcome(status, "cluster" if stage == "boot" else stage, f"node {exc}")
     except BootError as exc:
         return outcome(Status.FAIL, "boot", f"{exc.cause}: {exc.detail}")
     except (EngineError, ProcessError) as exc:
@@ -149,6 +152,11 @@ class Stop:
 def _before_boot(entry: ModelEntry, ctx: EntryContext) -> Ready | Stop:
     """Health, the canary, smoke and memory, in that order: the first that fails ends the entry before any boot."""
     profile = ctx.config.matrix.profiles[entry.profile]
+    if entry.topology == "cluster" and profile.cluster is None:
+        reason = (
+            f"spans {entry.nodes} hosts; this runner has no cluster file (paths.cluster): README 'Add a second Spark'"
+        )
+        return Stop(Status.SKIPPED, "cluster", reason)
     ctx.on_stage("health")
     before = judge_health(profile, read_host_facts())
     for note in before.notes:  # a GB10 reports no memory of its own: said, never a failure

@@ -1,0 +1,72 @@
+"""The runner's cluster.yaml: what validate refuses (no fast link, placeholders, one host twice, hostile values), and
+how a sound one reaches the profile it names."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from pipeline.config.bundle import ConfigPaths, load_config
+from pipeline.errors import ConfigError
+from tests.corpus import BASE
+
+
+def _config(tmp_path: Path, cluster: dict[str, Any]) -> ConfigPaths:
+    shutil.copytree(BASE, tmp_path, dirs_exist_ok=True)
+    (tmp_path / "cluster.yaml").write_text(yaml.safe_dump(cluster, sort_keys=False))
+    return ConfigPaths(
+        tmp_path / "models.yaml", tmp_path / "thresholds", tmp_path / "golden", tmp_path / "cluster.yaml"
+    )
+
+
+def _node(name: str, address: str, **interconnect: str) -> dict[str, Any]:
+    return {"name": name, "interconnect": {"interface": "enp1s0f1np1", "address": address} | interconnect}
+
+
+def _issues(paths: ConfigPaths) -> list[str]:
+    with pytest.raises(ConfigError) as caught:
+        load_config(paths)
+    return [str(issue) for issue in caught.value.issues]
+
+
+def test_a_sound_cluster_reaches_its_profile_and_only_it(tmp_path: Path) -> None:
+    nodes = [_node("gx10-a", "192.168.177.11", rdma="rocep1s0f1"), _node("gx10-b", "192.168.177.12")]
+    config = load_config(_config(tmp_path, {"version": 1, "profile": "spark", "ray_port": 6380, "nodes": nodes}))
+    cluster = config.matrix.profiles["spark"].cluster
+    assert cluster is not None and cluster.ray_port == 6380 and cluster.head.rdma == "rocep1s0f1"
+    assert [n.address for n in cluster.first(2)] == ["192.168.177.11", "192.168.177.12"]
+    assert config.matrix.profiles["cpu"].cluster is None
+
+
+def test_no_cluster_file_leaves_the_cluster_entries_to_be_skipped(tmp_path: Path) -> None:
+    paths = _config(tmp_path, {})
+    (tmp_path / "cluster.yaml").unlink()
+    assert load_config(paths).matrix.profiles["spark"].cluster is None
+
+
+@pytest.mark.parametrize(
+    ("nodes", "expected"),
+    [
+        ([_node("-oProxyCommand=touch x", "192.168.177.11"), _node("b", "192.168.177.12")], "nodes[0].name"),
+        ([_node("a", "192.168.177.11"), {"name": "b"}], "missing required key 'interconnect'"),
+        ([_node("a", "192.168.177.11"), _node("b", "spark-b")], "nodes[1].interconnect.address"),
+        ([_node("a", "192.168.177.11")], "nodes: "),  # one node is no cluster
+        ([_node("localhost", "127.0.0.1"), _node("b", "192.168.177.12")], "loopback"),
+        ([_node("a", "192.168.177.11"), _node("a.example", "203.0.113.9")], "placeholder"),
+    ],
+)
+def test_validate_refuses_a_cluster_that_cannot_be_two_hosts_on_a_link(
+    tmp_path: Path, nodes: list[dict[str, Any]], expected: str
+) -> None:
+    issues = _issues(_config(tmp_path, {"version": 1, "profile": "spark", "nodes": nodes}))
+    assert any(expected in issue and "cluster.yaml:" in issue for issue in issues), issues
+
+
+def test_a_cluster_for_an_unknown_profile_is_named(tmp_path: Path) -> None:
+    nodes = [_node("a", "192.168.177.11"), _node("b", "192.168.177.12")]
+    issues = _issues(_config(tmp_path, {"version": 1, "profile": "gb200", "nodes": nodes}))
+    assert any("unknown profile 'gb200'" in issue for issue in issues), issues
