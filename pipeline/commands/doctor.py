@@ -80,10 +80,7 @@ def prerequisites(
         )
         if any(e.launch.target in {"docker", "ray"} for e in entries):
             checks.append(_nvidia_runtime())
-        checks += [
-            _ssh(node, profile.cluster.ssh_config if profile.cluster else None)
-            for node in _other_nodes(profile, entries)
-        ]
+    checks += _cluster(settings, profile, entries)
     if profile.memory.drop_caches:
         checks.append(_drop_caches())
     checks += [_hub_weights(settings, entry) for entry in entries if entry.weights.source == "hub"]
@@ -164,10 +161,25 @@ def _nvidia_runtime() -> Check:
     return Check("docker + NVIDIA runtime", '"nvidia"' in found, "runtimes: " + found[:120], fix)
 
 
-def _other_nodes(profile: Profile, entries: Sequence[ModelEntry]) -> list[str]:
-    if profile.cluster is None or not any(e.topology != "solo" for e in entries):
+def _cluster(settings: Settings, profile: Profile, entries: Sequence[ModelEntry]) -> list[Check]:
+    """For cluster entries: the runner's cluster file, and ssh to each other node as the launch reaches it."""
+    clustered = [e.id for e in entries if e.topology == "cluster"]
+    if not clustered:
         return []
-    return [node.name for node in profile.cluster.nodes[1:]]
+    if profile.cluster is None:
+        where = settings.cluster_file
+        return [
+            Check(
+                "cluster",
+                False,
+                f"no {where}: {', '.join(clustered)} skipped",
+                "write the runner's cluster.yaml (README, 'Adding a second Spark')",
+                required=False,
+            )
+        ]
+    hosts = ", ".join(f"{n.name} ({n.interface} {n.address})" for n in profile.cluster.nodes)
+    checks = [Check("cluster", True, f"{hosts} from {profile.cluster.source}", "")]
+    return checks + [_ssh(node.name, profile.cluster.ssh_config) for node in profile.cluster.nodes[1:]]
 
 
 def _hub_weights(settings: Settings, entry: ModelEntry) -> Check:

@@ -13,6 +13,7 @@ import json
 import os
 import shlex
 import signal
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -368,7 +369,19 @@ def _node_lost(plan: ClusterPlan, index: int, code: int, process: procs.Process)
 
 
 def _tear_down(plan: ClusterPlan, running: RunningCluster, log_dir: Path, say: Say) -> None:
-    """Every node's Ray stopped (workers first), by the node's own command, then the processes that held them."""
+    """Every node's Ray stopped (workers first), by the node's own command, then the processes that held them; a
+    second Ctrl-C does not cut it short."""
+    previous = (
+        signal.signal(signal.SIGINT, signal.SIG_IGN) if threading.current_thread() is threading.main_thread() else None
+    )
+    try:
+        _stop_nodes(plan, running, log_dir, say)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _stop_nodes(plan: ClusterPlan, running: RunningCluster, log_dir: Path, say: Say) -> None:
     for index in sorted(running.holders, reverse=True):
         shell = plan.nodes[index]
         log = log_dir / f"stop-{shell.node.name}.log"
