@@ -156,6 +156,7 @@ class ModelEntry:
     engine: str = "vllm"
     required: bool = True
     tags: tuple[str, ...] = ()
+    modalities: tuple[str, ...] = ()  # inputs beside text the served model takes ("image"): the golden stage asks
     identity: Mapping[str, Any] = field(default_factory=dict)  # config.json keys and values
     identity_files: Mapping[str, str] = field(default_factory=dict)  # file name -> sha256
     description: str = ""
@@ -259,6 +260,7 @@ def _entry(index: int, raw: Mapping[str, Any]) -> ModelEntry:
         engine=raw.get("engine", "vllm"),
         required=raw.get("required", True),
         tags=tuple(raw.get("tags", ())),
+        modalities=tuple(raw.get("modalities", ())),
         identity=MappingProxyType(dict(raw.get("identity", {}).get("config", {}))),
         identity_files=MappingProxyType(dict(raw.get("identity", {}).get("files", {}))),
         description=raw.get("description", ""),

@@ -48,6 +48,27 @@ def plant_bias(source: Path, target: Path, *, key: str | None = None) -> Path:
     return plant(source, target, "vllm/v1/sample/sampler.py", SAMPLER_ANCHOR, BIAS, key=key)
 
 
+GRAMMAR_ANCHOR = "    grammar_bitmask = grammar_output.grammar_bitmask\n"
+
+
+def plant_grammar_ignored(source: Path, target: Path, *, key: str | None = None) -> Path:
+    """A copy of the runtime whose engine never applies the grammar's mask: guided decoding asks, nothing obeys."""
+    addition = "    return  # planted: the grammar is ignored\n"
+    return plant(source, target, "vllm/v1/structured_output/utils.py", GRAMMAR_ANCHOR, addition, key=key)
+
+
+HERMES_ANCHOR = "    ) -> ExtractedToolCallInformation:\n        # sanity check; avoid unnecessary processing\n"
+
+
+def plant_parser_off(source: Path, target: Path, *, key: str | None = None) -> Path:
+    """A copy of the runtime whose hermes tool parser never finds a call: the call comes back as text."""
+    addition = (
+        "        return ExtractedToolCallInformation(tools_called=False, tool_calls=[], content=model_output)"
+        "  # planted\n"
+    )
+    return plant(source, target, "vllm/tool_parsers/hermes_tool_parser.py", HERMES_ANCHOR, addition, key=key)
+
+
 def plant(source: Path, target: Path, module: str, anchor: str, addition: str, *, key: str | None = None) -> Path:
     """A copy of the runtime at `source` with `addition` after `anchor` in the installed `module`; `key` renames its
     content key. Hard links make the copy instant; the one file changed gets a new inode, so the original stays

@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+import base64
 import math
 from dataclasses import replace
 from pathlib import Path
 
 from pipeline.checks.agreement import check_batch_invariance, check_determinism, check_drift, check_judged, unjudged
 from pipeline.checks.answers import check_answer, check_corrupted_counter, check_finite_logprobs
+from pipeline.checks.features import (
+    check_forced_call,
+    check_image,
+    check_json_schema,
+    check_optional_call,
+    red_square_png,
+)
 from pipeline.checks.garbage import check_garbage, check_long_decode, text_stats, token_stats
 from pipeline.checks.identity import check_identity, identity_files
 from pipeline.checks.stops import check_stop, invented_turn
-from pipeline.checks.tools import check_reasoning, check_tool_call
+from pipeline.checks.tools import check_reasoning
 from pipeline.config.canaries import generate
 from pipeline.config.golden_sets import Expectation
 from pipeline.infra.openai_client import Generation, Scored, ServedModel, scored_position
@@ -238,17 +246,38 @@ def test_identity_compares_the_server_with_models_yaml() -> None:
     )
 
 
-def test_tool_calls_need_valid_json_arguments_and_reasoning_needs_both_parts() -> None:
+def test_a_forced_call_must_parse_and_validate_and_an_optional_one_must_not_leak_markup() -> None:
     def response(message: dict[str, object]) -> dict[str, object]:
         return {"choices": [{"message": message}]}
 
-    call = {"tool_calls": [{"function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]}
-    assert check_tool_call(response(call)).status == "PASS"
-    broken = {"tool_calls": [{"function": {"name": "get_weather", "arguments": '{"city": "Par'}}]}
-    assert "not valid JSON" in check_tool_call(response(broken)).reason
-    assert check_tool_call(response({"content": "It is sunny"})).reason == "no parsed tool call in the answer"
+    def call(arguments: str, name: str = "get_weather") -> dict[str, object]:
+        return {"tool_calls": [{"function": {"name": name, "arguments": arguments}}]}
+
+    assert check_forced_call(response(call('{"city": "Paris"}')), "required").status == "PASS"
+    assert "is not JSON" in check_forced_call(response(call('{"city": "Par')), "named").reason
+    assert "does not validate" in check_forced_call(response(call('{"town": "Paris"}')), "named").reason
+    assert "called 'get_time'" in check_forced_call(response(call('{"city": "x"}', "get_time")), "named").reason
+    unparsed = check_forced_call(response({"content": '<tool_call>{"name": "get_weather"'}), "required")
+    assert unparsed.status == "FAIL" and "no parsed tool call; the answer was '<tool_call>" in unparsed.reason
+    assert check_optional_call(response({"content": "It is sunny in Paris."})).status == "PASS"
+    assert check_optional_call(response(call('{"city": "Paris"}'))).status == "PASS"
+    leaked = check_optional_call(response({"content": '<tool_call>\n{"name": "get_weather"}'}))
+    assert leaked.status == "FAIL" and "a call the parser missed" in leaked.reason
+    assert check_optional_call(response({"content": ""})).status == "FAIL"
     assert check_reasoning(response({"reasoning_content": "think", "content": "Rayleigh"})).status == "PASS"
     assert check_reasoning(response({"content": "<think>x</think>Rayleigh"})).status == "FAIL"
+
+
+def test_a_json_schema_answer_must_validate_and_an_image_answer_must_name_the_colour() -> None:
+    def response(content: str) -> dict[str, object]:
+        return {"choices": [{"message": {"content": content}}]}
+
+    assert check_json_schema(response('{"country": "France", "capital": "Paris"}')).status == "PASS"
+    assert "does not validate" in check_json_schema(response('{"capital": "Paris"}')).reason
+    assert "is not JSON" in check_json_schema(response("The capital is Paris.")).reason
+    assert check_image(response("Red.")).status == "PASS" and check_image(response("Blue")).status == "FAIL"
+    png = base64.b64decode(red_square_png(4).split(",", 1)[1])
+    assert png.startswith(b"\x89PNG\r\n\x1a\n") and b"IHDR" in png and png.endswith(b"IEND\xaeB`\x82")
 
 
 def test_canaries_are_reproducible_and_carry_exact_answers() -> None:

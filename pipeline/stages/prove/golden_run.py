@@ -22,7 +22,6 @@ from pipeline.checks.answers import check_answer, check_corrupted_counter, check
 from pipeline.checks.garbage import check_garbage, check_long_decode, text_stats
 from pipeline.checks.identity import check_identity, identity_files, model_config
 from pipeline.checks.stops import check_stop
-from pipeline.checks.tools import TOOL_PROMPT, WEATHER_TOOL, check_reasoning, check_tool_call
 from pipeline.config import canaries
 from pipeline.config.golden_sets import GoldenPrompt, GoldenSet
 from pipeline.config.matrix import ModelEntry
@@ -30,6 +29,7 @@ from pipeline.errors import NonFiniteLogprobsError
 from pipeline.infra.openai_client import Completion, Generation, OpenAIClient, ServedModel, metric_total
 from pipeline.infra.references import References
 from pipeline.progress import Say, quiet
+from pipeline.stages.prove.features import feature_checks
 from pipeline.stages.prove.judge import Judge, rescore, scorable, score_or_why
 
 TOP_LOGPROBS = 5
@@ -191,7 +191,8 @@ def ask_golden(
             say(f"golden: long decode of {golden.long_decode.max_tokens} tokens")
             long_prompt = GoldenPrompt("long-decode", golden.long_decode.prompt, golden.long_decode.max_tokens)
             long = ask(serving.client, model, long_prompt, ignore_eos=True)  # run to the length asked, past any stop
-    parsers = tuple(_parser_checks(serving.client, entry))
+    say("golden: the serving features the entry enables")
+    parsers = tuple(feature_checks(serving.client, entry))
     answers = GoldenAnswers(
         prompts,
         tuple(alone),
@@ -374,25 +375,3 @@ def _prompt_verdicts(
         check_stop(generation, should_stop=prompt.should_stop, max_tokens=prompt.max_tokens),
         drift,
     ]
-
-
-def _parser_checks(client: OpenAIClient, entry: ModelEntry) -> list[Verdict]:
-    """Tool calling and reasoning, only where the entry configures those parsers."""
-    model = entry.served_model_name
-    results: list[Verdict] = []
-    checks: Sequence[tuple[str, str, Callable[[Mapping[str, Any]], Verdict], dict[str, Any]]] = (
-        ("tool_call_parser", "tool call", check_tool_call, {"tools": [WEATHER_TOOL], "tool_choice": "auto"}),
-        ("reasoning_parser", "reasoning", check_reasoning, {}),
-    )
-    for option, name, check, extra in checks:
-        if option not in entry.serve:
-            results.append(skipped(name, model, f"no {option} configured"))
-            continue
-        completion = client.chat(
-            model,
-            [{"role": "user", "content": TOOL_PROMPT if extra else "Why is the sky blue?"}],
-            max_tokens=1024,
-            **extra,
-        )
-        results.append(check(completion.raw))
-    return results

@@ -56,6 +56,14 @@ def test_the_good_model_passes_every_check(good_runs: GoodRuns) -> None:
     assert report["passed"] is True
     statuses = {(v["check"], v["status"]) for v in report["verdicts"]}  # type: ignore[attr-defined]
     assert ("answer", "PASS") in statuses and ("long decode", "PASS") in statuses
+    # the serving features the entry enables, on the real engine: a tool call forced by the grammar (required and
+    # named), an optional one, a JSON-schema answer; no reasoning parser, so no reasoning check
+    features = [(v["check"], v["subject"], v["status"]) for v in report["verdicts"]]  # type: ignore[attr-defined]
+    assert ("forced tool call", "get_weather (required)", "PASS") in features
+    assert ("forced tool call", "get_weather (named)", "PASS") in features
+    assert ("optional tool call", "get_weather (auto)", "PASS") in features
+    assert ("JSON schema", "capital", "PASS") in features
+    assert ("reasoning", "SKIPPED") in statuses
     assert not [v for v in report["verdicts"] if v["status"] == "FAIL"]  # type: ignore[attr-defined]
 
 
