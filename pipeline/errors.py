@@ -177,7 +177,7 @@ class BootError(EngineError):
         return out
 
 
-class ClusterError(SparkNightlyError):
+class ClusterError(EngineError):
     """A node of a cluster failed a step of the launch, or was lost while serving: which node, which step."""
 
     exit_code = ExitCode.PROCESS

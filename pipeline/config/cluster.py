@@ -7,8 +7,10 @@ of the runner's own (paths.cluster, outside the checkout), and a runner without 
 from __future__ import annotations
 
 import ipaddress
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from pipeline.config.load import Document
 from pipeline.errors import ConfigIssue
@@ -27,7 +29,7 @@ class Node:
     name: str
     interface: str  # the fast link's interface: NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME, UCX_NET_DEVICES
     address: str  # where Ray listens on this host (--node-ip-address) and VLLM_HOST_IP
-    rdma: str | None = None  # the RDMA device of that port (NCCL_IB_HCA); None: NCCL over TCP sockets
+    rdma: tuple[str, ...] = ()  # the RDMA devices of that port (NCCL_IB_HCA); none: NCCL over TCP sockets
     cache_dir: str | None = None  # paths.cache on this host, when it differs from the runner's
 
 
@@ -51,19 +53,28 @@ class Cluster:
 
 
 def build_cluster(doc: Document) -> Cluster:
-    """The Cluster of a schema-checked cluster.yaml."""
+    """The Cluster of a schema-checked cluster.yaml; `~` expanded, an ssh config named relative to the file."""
     data = doc.data
     nodes = tuple(
         Node(
             name=raw["name"],
             interface=raw["interconnect"]["interface"],
             address=raw["interconnect"]["address"],
-            rdma=raw["interconnect"].get("rdma"),
-            cache_dir=raw.get("cache_dir"),
+            rdma=_devices(raw["interconnect"].get("rdma")),
+            cache_dir=os.path.expanduser(raw["cache_dir"]) if "cache_dir" in raw else None,
         )
         for raw in data["nodes"]
     )
-    return Cluster(data["profile"], nodes, doc.file, data.get("ssh_config"), data.get("ray_port", DEFAULT_RAY_PORT))
+    ssh_config = data.get("ssh_config")
+    if ssh_config is not None:
+        ssh_config = str(Path(doc.file).parent / os.path.expanduser(ssh_config))
+    return Cluster(data["profile"], nodes, doc.file, ssh_config, data.get("ray_port", DEFAULT_RAY_PORT))
+
+
+def _devices(raw: str | list[str] | None) -> tuple[str, ...]:
+    if raw is None:
+        return ()
+    return (raw,) if isinstance(raw, str) else tuple(raw)
 
 
 def cluster_issues(doc: Document, cluster: Cluster, profiles: Sequence[str]) -> Iterator[ConfigIssue]:
@@ -99,6 +110,13 @@ def cluster_issues(doc: Document, cluster: Cluster, profiles: Sequence[str]) -> 
             yield doc.issue(
                 (*where, "interconnect", "address"),
                 f"{node.address} is node {seen_addresses[node.address] + 1}'s address too: each host has its own",
+            )
+        if node.cache_dir is not None and (index == 0 or not node.cache_dir.startswith("/")):
+            yield doc.issue(
+                (*where, "cache_dir"),
+                "the head's cache is the runner's paths.cache: remove cache_dir here"
+                if index == 0
+                else f"'{node.cache_dir}' is not an absolute path: write the node's paths.cache in full",
             )
         seen_names.setdefault(node.name, index)
         seen_addresses.setdefault(node.address, index)

@@ -141,6 +141,12 @@ def _cluster_issues(doc: Document, entry: ModelEntry, profile: Profile) -> Itera
                 f"tensor_parallel_size x pipeline_parallel_size is {parallel}, "
                 f"fewer than the {entry.nodes} nodes; set tensor_parallel_size",
             )
+        elif parallel > entry.nodes >= 2 and profile.accelerator == "cuda":  # a Spark has one GPU
+            yield doc.issue(
+                (*where, "serve"),
+                f"tensor_parallel_size x pipeline_parallel_size is {parallel}, more GPUs than the {entry.nodes} "
+                "nodes have (one each); set it to the number of nodes",
+            )
     else:
         if entry.nodes != 1:
             yield doc.issue(

@@ -9,6 +9,7 @@ node on any exit, Ctrl-C included.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -44,7 +45,7 @@ if probe:
     def where():
         return socket.gethostname(), b"x" * (16 << 20)
     refs = {n["ip"]: where.options(resources={"node:" + n["ip"]: 0.001}).remote() for n in nodes}
-    got = {ip: ray.get(ref, timeout=120) for ip, ref in refs.items()}
+    got = {ip: ray.get(ref, timeout=40) for ip, ref in refs.items()}
     answer["hosts"] = {ip: [host, len(blob)] for ip, (host, blob) in got.items()}
 print(json.dumps(answer))
 """
@@ -136,8 +137,8 @@ def interconnect_env(node: Node) -> dict[str, str]:
         "UCX_NET_DEVICES": node.interface,
         "RAY_memory_monitor_refresh_ms": "0",
     }
-    if node.rdma:
-        env["NCCL_IB_HCA"] = node.rdma
+    if node.rdma:  # every RDMA device of the port: a cabled QSFP port shows two, each half of its bandwidth
+        env |= {"NCCL_IB_HCA": ",".join(node.rdma), "NCCL_IB_DISABLE": "0"}
     else:
         env["NCCL_IB_DISABLE"] = "1"
     return env
@@ -163,6 +164,19 @@ class RunningCluster:
     plan: ClusterPlan
     owner: str
     holders: dict[int, procs.Process] = field(default_factory=dict)
+
+    def unreachable(self) -> ClusterError | None:
+        """A node ssh cannot reach now (asked when the server failed: Ray notices a dead host before ssh's
+        keep-alive does, and a lost host is no verdict on the build)."""
+        for shell in self.plan.nodes[1:]:
+            try:
+                procs.capture(shell.argv(("true",)), timeout_s=20, env=procs.without_secrets())
+            except ProcessError as exc:
+                if getattr(exc, "returncode", None) == SSH_LOST or "timed out" in str(exc):
+                    return ClusterError(
+                        shell.node.name, "serve", f"the host stopped answering ssh: {exc}", host_lost=True
+                    )
+        return None
 
     def lost(self) -> ClusterError | None:
         """A node whose Ray stopped: the host gone (ssh lost it) or its Ray ended on its own."""
@@ -198,7 +212,7 @@ def cluster_up(
 
 def _run(argv: Sequence[str], log: Path, *, node: str, step: str, timeout_s: float) -> None:
     try:
-        finished = procs.run(argv, log, timeout_s=timeout_s, check=False)
+        finished = procs.run(argv, log, timeout_s=timeout_s, check=False, env=procs.without_secrets())
     except ProcessError as exc:
         raise ClusterError(node, step, f"{exc} (log {log})") from None
     if finished.returncode != 0:
@@ -208,7 +222,7 @@ def _run(argv: Sequence[str], log: Path, *, node: str, step: str, timeout_s: flo
 
 def _last_line(argv: Sequence[str], log: Path, *, node: str, step: str) -> str:
     try:
-        out = procs.capture(argv, timeout_s=STEP_TIMEOUT_S)
+        out = procs.capture(argv, timeout_s=STEP_TIMEOUT_S, env=procs.without_secrets())
     except ProcessError as exc:
         detail = getattr(exc, "stderr", "") or str(exc)
         lost = getattr(exc, "returncode", None) == SSH_LOST
@@ -280,71 +294,92 @@ def _weights_everywhere(plan: ClusterPlan, files: Mapping[str, str], log_dir: Pa
 
 
 def _hashes_match(check: Sequence[str], listing: bytes, log: Path, node: str) -> bool:
-    result = procs.feed(check, listing, log, timeout_s=SHIP_TIMEOUT_S)
+    return _fed(check, listing, log, node=node, step="weights", timeout_s=SHIP_TIMEOUT_S) == 0
+
+
+def _fed(argv: Sequence[str], data: bytes, log: Path, *, node: str, step: str, timeout_s: float) -> int:
+    """A command on a node with `data` on its stdin; its exit code, ssh's own failure raised as the host lost."""
+    try:
+        result = procs.feed(argv, data, log, timeout_s=timeout_s, env=procs.without_secrets())
+    except ProcessError as exc:
+        raise ClusterError(node, step, f"{exc} (log {log})", host_lost=True) from None
     if result == SSH_LOST:
-        raise ClusterError(node, "weights", f"ssh lost the host (log {log})", host_lost=True)
-    return result == 0
+        raise ClusterError(node, step, f"ssh lost the host (log {log})", host_lost=True)
+    return result
 
 
 def _start_node(plan: ClusterPlan, index: int, running: RunningCluster, log_dir: Path, say: Say) -> None:
     shell = plan.nodes[index]
     name = shell.node.name
     env = plan.node_env(index) | {procs.OWNER_ENV: running.owner}
-    write = shell.write(plan.env_path(index))
-    if procs.feed(write, env_file_text(env).encode(), log_dir / f"env-{name}.log", timeout_s=STEP_TIMEOUT_S) != 0:
-        raise ClusterError(name, "env file", f"cannot write {plan.env_path(index)} (log {log_dir / f'env-{name}.log'})")
+    log = log_dir / f"env-{name}.log"
+    text = env_file_text(env).encode()
+    if _fed(shell.write(plan.env_path(index)), text, log, node=name, step="env file", timeout_s=STEP_TIMEOUT_S):
+        raise ClusterError(name, "env file", f"cannot write {plan.env_path(index)} (log {log})")
     role = "head" if index == 0 else "worker"
     say(f"cluster: Ray {role} on {name} ({shell.node.address})")
-    running.holders[index] = procs.Process(
-        plan.start_argv(index), log_dir / f"ray-{role}-{name}.log", owner=running.owner
-    )
+    try:  # the runner's tokens stay here: the head's Ray and what it runs are the code under test
+        running.holders[index] = procs.Process(
+            plan.start_argv(index),
+            log_dir / f"ray-{role}-{name}.log",
+            env=procs.without_secrets(),
+            owner=running.owner,
+        )
+    except ProcessError as exc:
+        raise ClusterError(name, role, str(exc)) from None
 
 
 def _wait_ready(plan: ClusterPlan, running: RunningCluster, log_dir: Path, *, nodes: int, probe: bool) -> None:
     """Poll the head until `nodes` nodes are alive on their fast-link addresses with their accelerator; with
-    `probe`, a task on each node must come back from a host of its own."""
+    `probe`, a task on each node must come back from a host of its own. A node on another address is refused (its
+    traffic would take another network); at the deadline, the nodes still missing are named, with the last error
+    of the head's question when there was one (tonight's Ray or image failing is the build's)."""
     deadline = time.monotonic() + plan.deadline_s
     want = {shell.node.address: shell.node.name for shell in plan.nodes[:nodes]}
-    seen = "nothing yet"
+    alive: dict[str, Mapping[str, float]] = {}
+    error = ""
     log = log_dir / ("cluster-ready.log" if probe else "head-ready.log")
     while True:
         if (lost := running.lost()) is not None:
             raise lost
+        missing = [name for address, name in want.items() if not alive.get(address, {}).get(plan.accelerator)]
         if time.monotonic() > deadline:
-            raise ClusterError(
-                ", ".join(n for a, n in want.items() if a not in seen) or plan.head.node.name,
-                "join",
-                f"the cluster did not show {nodes} nodes within {plan.deadline_s:g} s; last seen: {seen}",
-                host_lost=True,
-            )
+            seen = ", ".join(f"{ip} {_accelerators(r, plan.accelerator)}" for ip, r in sorted(alive.items()))
+            detail = f"not in the cluster within {plan.deadline_s:g} s; Ray showed: {seen or 'nothing'}"
+            if error:
+                raise ClusterError(", ".join(missing) or plan.head.node.name, "join", f"{detail}; last error: {error}")
+            raise ClusterError(", ".join(missing) or plan.head.node.name, "join", detail, host_lost=True)
+        asking = probe and not missing
         try:
             answer = json.loads(
-                _last_line(
-                    plan.probe_argv(probe=probe and _has_all(seen, want)), log, node=plan.head.node.name, step="ready"
-                )
+                _last_line(plan.probe_argv(probe=asking), log, node=plan.head.node.name, step="ready") or "{}"
             )
-        except (ClusterError, ValueError):
+            alive = {n["ip"]: n["resources"] for n in answer["nodes"]}
+            error = ""
+        except ClusterError as exc:
+            if exc.host_lost:
+                raise
+            error = exc.detail[-300:]
             time.sleep(READY_POLL_S)
             continue
-        alive = {n["ip"]: n["resources"] for n in answer["nodes"]}
-        seen = ", ".join(f"{ip} {_accelerators(r, plan.accelerator)}" for ip, r in sorted(alive.items())) or "none"
+        except (ValueError, KeyError, TypeError) as exc:
+            error = f"the head's answer was not Ray's listing: {exc}"
+            time.sleep(READY_POLL_S)
+            continue
         if stray := sorted(set(alive) - set(want)):
             raise ClusterError(
                 plan.head.node.name,
                 "join",
-                f"Ray shows nodes on {', '.join(stray)}, not the fast-link addresses "
-                f"{', '.join(want)}: a node joined over another network",
+                f"Ray shows nodes on {', '.join(stray)}, not the fast-link addresses {', '.join(want)}: a node "
+                "joined over another network",
+                host_lost=True,
             )
-        missing = [want[a] for a in want if a not in alive or not alive[a].get(plan.accelerator)]
-        if not missing and (not probe or "hosts" in answer):
-            if probe:
-                _check_hosts(want, answer["hosts"])
+        if asking and "hosts" in answer:
+            _check_hosts(want, answer["hosts"])
+            return
+        if not probe and not [a for a in want if not alive.get(a, {}).get(plan.accelerator)]:
             return
         time.sleep(READY_POLL_S)
-
-
-def _has_all(seen: str, want: Mapping[str, str]) -> bool:
-    return all(address in seen for address in want)
 
 
 def _accelerators(resources: Mapping[str, float], kind: str) -> str:
@@ -370,37 +405,59 @@ def _node_lost(plan: ClusterPlan, index: int, code: int, process: procs.Process)
 
 def _tear_down(plan: ClusterPlan, running: RunningCluster, log_dir: Path, say: Say) -> None:
     """Every node's Ray stopped (workers first), by the node's own command, then the processes that held them; a
-    second Ctrl-C does not cut it short."""
-    previous = (
-        signal.signal(signal.SIGINT, signal.SIG_IGN) if threading.current_thread() is threading.main_thread() else None
-    )
+    second Ctrl-C or a SIGTERM (a cancelled job) does not cut it short, and one node's failure to stop does not
+    keep the others from stopping."""
+    main = threading.current_thread() is threading.main_thread()
+    previous = [(sig, signal.signal(sig, signal.SIG_IGN)) for sig in (signal.SIGINT, signal.SIGTERM)] if main else []
     try:
-        _stop_nodes(plan, running, log_dir, say)
+        problems = [
+            problem
+            for index in sorted(running.holders, reverse=True)
+            if (problem := _stop_node(plan, running, index, log_dir))
+        ]
+        leftovers = procs.owned_processes(running.owner)  # what Ray started here and left: ours, stopped by pid
+        for pid in leftovers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        if running.holders:
+            stopped = ", ".join(plan.nodes[i].node.name for i in sorted(running.holders))
+            extra = f"; killed {len(leftovers)} leftover processes" if leftovers else ""
+            say(f"cluster: stopped on {stopped}{extra}")
+        for problem in problems:
+            say(f"cluster: {problem}")
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
+        for sig, handler in previous:
+            signal.signal(sig, handler)
 
 
-def _stop_nodes(plan: ClusterPlan, running: RunningCluster, log_dir: Path, say: Say) -> None:
-    for index in sorted(running.holders, reverse=True):
-        shell = plan.nodes[index]
-        log = log_dir / f"stop-{shell.node.name}.log"
-        try:
-            procs.run(
-                plan.runtime.stop(shell, plan.name(index), running.owner), log, timeout_s=STEP_TIMEOUT_S, check=False
+def _stop_node(plan: ClusterPlan, running: RunningCluster, index: int, log_dir: Path) -> str:
+    """One node's Ray stopped and its launch folder removed; what went wrong, or ""."""
+    shell = plan.nodes[index]
+    log = log_dir / f"stop-{shell.node.name}.log"
+    problem = ""
+    try:
+        stop = procs.run(
+            plan.runtime.stop(shell, plan.name(index), running.owner),
+            log,
+            timeout_s=STEP_TIMEOUT_S,
+            check=False,
+            env=procs.without_secrets(),
+        )
+        if stop.returncode != 0:
+            problem = (
+                f"stopping Ray on {shell.node.name} exited with code {stop.returncode}: check it by hand (log {log})"
             )
-        except ProcessError:
-            say(f"cluster: could not stop Ray on {shell.node.name} (log {log})")
+    except ProcessError as exc:
+        problem = f"could not stop Ray on {shell.node.name}: {exc} (log {log})"
+    finally:
         running.holders[index].stop(int_grace_s=5.0, term_grace_s=5.0)
+    # a launch folder left behind holds an env file and a pid only: the next launch writes its own
+    with contextlib.suppress(ProcessError):
         procs.run(
             shell.shell(f"rm -rf {shlex.quote(shell.work_dir(plan.name(index)))}"),
             log,
             timeout_s=STEP_TIMEOUT_S,
             check=False,
+            env=procs.without_secrets(),
         )
-    leftovers = procs.owned_processes(running.owner)  # what Ray started here and left: ours, stopped by pid
-    for pid in leftovers:
-        os.kill(pid, signal.SIGKILL)
-    if running.holders:
-        stopped = ", ".join(plan.nodes[i].node.name for i in sorted(running.holders))
-        say(f"cluster: stopped on {stopped}" + (f"; killed {len(leftovers)} leftover processes" if leftovers else ""))
+    return problem

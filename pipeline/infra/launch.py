@@ -238,6 +238,11 @@ def ray_plan(
         )
     if len(cluster.nodes) < entry.nodes:
         raise EngineError(f"{entry.id} needs {entry.nodes} hosts, {cluster.source} lists {len(cluster.nodes)}")
+    if not weights and model_ref.startswith("/"):
+        raise EngineError(
+            f"{entry.id}: the weights of a cluster entry are verified and shipped to every node from paths.cache "
+            f"(the Hub's cache or a package's folder); {model_ref} lies outside it"
+        )
     shells = tuple(
         NodeShell(node, local=index == 0, ssh_config=cluster.ssh_config, cache_dir=node.cache_dir or cache_dir)
         for index, node in enumerate(cluster.first(entry.nodes))

@@ -105,8 +105,11 @@ class ContainerRuntime:
             argv += ["--device", "/dev/infiniband"]
         hf_cache = self.hf_cache if on.local else f"{on.cache_dir}/huggingface"
         argv += ["-v", f"{hf_cache}:{CONTAINER_HF_CACHE}"]
-        if self.compile_cache:
-            argv += ["-v", f"{self.compile_cache}:{CONTAINER_COMPILE_CACHE}"]
+        if self.compile_cache:  # the node's own folder of this image's compile cache
+            compile_cache = (
+                self.compile_cache if on.local else f"{on.cache_dir}/compile/{self.compile_cache.rsplit('/', 1)[-1]}"
+            )
+            argv += ["-v", f"{compile_cache}:{CONTAINER_COMPILE_CACHE}"]
         for folder, path in mounts:  # weights in a folder of the node's cache, where the head's container sees them
             argv += ["-v", f"{folder}:{path}:ro"]
         argv += ["--env-file", env_file, self.image, *command]
@@ -163,10 +166,11 @@ class FolderRuntime:
         sessions of its own: the processes marked with this launch's owner, each by its pid."""
         pid_file = shlex.quote(f"{on.work_dir(name)}/pid")
         marker = shlex.quote(f"{OWNER_ENV}={owner}")
+        # `kill -TERM "-$p"`: the group, in the form every sh takes (dash refuses `kill -TERM -- -$p`)
         script = (
-            f"if [ -s {pid_file} ]; then p=$(cat {pid_file}); kill -TERM -- -$p 2>/dev/null && "
-            f"for i in $(seq 100); do kill -0 -- -$p 2>/dev/null || break; sleep 0.1; done; "
-            f"kill -KILL -- -$p 2>/dev/null; fi; "
+            f'if [ -s {pid_file} ]; then p=$(cat {pid_file}); kill -TERM "-$p" 2>/dev/null && '
+            f'for i in $(seq 100); do kill -0 "-$p" 2>/dev/null || break; sleep 0.1; done; '
+            f'kill -KILL "-$p" 2>/dev/null; fi; '
             f"for e in /proc/[0-9]*/environ; do tr '\\0' '\\n' < $e 2>/dev/null | grep -qxF {marker} && "
             f"q=${{e#/proc/}} && kill -KILL ${{q%/environ}} 2>/dev/null; done; true"
         )

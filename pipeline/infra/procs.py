@@ -146,7 +146,9 @@ def run(
     return finish(process, timeout_s=timeout_s, inactivity_s=inactivity_s, check=check)
 
 
-def feed(argv: Sequence[str], data: bytes, log_path: Path, *, timeout_s: float) -> int:
+def feed(
+    argv: Sequence[str], data: bytes, log_path: Path, *, timeout_s: float, env: Mapping[str, str] | None = None
+) -> int:
     """Run a command with `data` on its stdin (a file written on another host through ssh); its exit code.
 
     Its own session and a deadline as in run(); the output goes to the log."""
@@ -156,7 +158,12 @@ def feed(argv: Sequence[str], data: bytes, log_path: Path, *, timeout_s: float) 
         log.flush()
         try:
             process = subprocess.Popen(
-                list(argv), stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                list(argv),
+                stdin=subprocess.PIPE,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env=None if env is None else dict(env),
             )
         except OSError as exc:
             raise ProcessError(f"cannot start {argv[0]}: {exc.strerror}", log_path=str(log_path)) from None

@@ -34,10 +34,17 @@ def _issues(paths: ConfigPaths) -> list[str]:
 
 
 def test_a_sound_cluster_reaches_its_profile_and_only_it(tmp_path: Path) -> None:
-    nodes = [_node("gx10-a", "192.168.177.11", rdma="rocep1s0f1"), _node("gx10-b", "192.168.177.12")]
-    config = load_config(_config(tmp_path, {"version": 1, "profile": "spark", "ray_port": 6380, "nodes": nodes}))
+    nodes = [
+        _node("gx10-a", "192.168.177.11", rdma=["rocep1s0f1", "roceP2p1s0f1"]),
+        _node("gx10-b", "192.168.177.12", rdma="rocep1s0f1") | {"cache_dir": "~/cache"},
+    ]
+    raw = {"version": 1, "profile": "spark", "ray_port": 6380, "ssh_config": "~/.ssh/sparks", "nodes": nodes}
+    config = load_config(_config(tmp_path, raw))
     cluster = config.matrix.profiles["spark"].cluster
-    assert cluster is not None and cluster.ray_port == 6380 and cluster.head.rdma == "rocep1s0f1"
+    assert cluster is not None and cluster.ray_port == 6380
+    assert cluster.head.rdma == ("rocep1s0f1", "roceP2p1s0f1") and cluster.nodes[1].rdma == ("rocep1s0f1",)
+    home = str(Path.home())
+    assert cluster.ssh_config == f"{home}/.ssh/sparks" and cluster.nodes[1].cache_dir == f"{home}/cache"
     assert [n.address for n in cluster.first(2)] == ["192.168.177.11", "192.168.177.12"]
     assert config.matrix.profiles["cpu"].cluster is None
 
@@ -57,6 +64,9 @@ def test_no_cluster_file_leaves_the_cluster_entries_to_be_skipped(tmp_path: Path
         ([_node("a", "192.168.177.11")], "nodes: "),  # one node is no cluster
         ([_node("localhost", "127.0.0.1"), _node("b", "192.168.177.12")], "loopback"),
         ([_node("a", "192.168.177.11"), _node("a.example", "203.0.113.9")], "placeholder"),
+        ([_node("a", "192.168.177.11") | {"cache_dir": "/c"}, _node("b", "192.168.177.12")], "remove cache_dir"),
+        ([_node("a", "192.168.177.11"), _node("b", "192.168.177.12") | {"cache_dir": "c"}], "not an absolute path"),
+        ([_node("a", "192.168.177.11", rdma="mlx5_0,mlx5_1"), _node("b", "192.168.177.12")], "rdma"),
     ],
 )
 def test_validate_refuses_a_cluster_that_cannot_be_two_hosts_on_a_link(

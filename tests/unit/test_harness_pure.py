@@ -28,8 +28,8 @@ SPARK = Profile("spark", "spark-gb10", "cuda", TorchExpectation("2.13.0", "13.0"
 TWO_SPARKS = Cluster(
     "spark",
     (
-        Node("spark-a", "enp1s0f1np1", "192.168.100.1", rdma="rocep1s0f1"),
-        Node("spark-b", "enp1s0f1np1", "192.168.100.2", rdma="rocep1s0f1"),
+        Node("spark-a", "enp1s0f1np1", "192.168.100.1", rdma=("rocep1s0f1", "roceP2p1s0f1")),
+        Node("spark-b", "enp1s0f1np1", "192.168.100.2", rdma=("rocep1s0f1", "roceP2p1s0f1")),
     ),
     "cluster.yaml",
     ssh_config="/home/runner/.ssh/sparks",
@@ -153,7 +153,7 @@ def test_the_ray_plan_is_a_sequence_that_ships_checks_and_joins_before_it_serves
         "# reach spark-b: ssh -F /home/runner/.ssh/sparks -o BatchMode=yes -o StrictHostKeyChecking=yes",
         "docker save img:1 | ssh -F /home/runner/.ssh/sparks",  # the image shipped from the head, no registry
         "# weights on spark-b: sha256sum -c",
-        "NCCL_IB_HCA=rocep1s0f1 NCCL_SOCKET_IFNAME=enp1s0f1np1",
+        "NCCL_IB_DISABLE=0 NCCL_IB_HCA=rocep1s0f1,roceP2p1s0f1 NCCL_SOCKET_IFNAME=enp1s0f1np1",
         "ray start --head --port=6379 --dashboard-host=127.0.0.1 --node-ip-address=192.168.100.1 --block",
         "ray start --address=192.168.100.1:6379 --node-ip-address=192.168.100.2 --block",
         "# ready: every node alive on its fast-link address with a GPU",

@@ -184,7 +184,7 @@ def boot(
             try:
                 yield server
             except (EngineError, ProcessError) as exc:  # a node lost while serving is why, not what vLLM said
-                if plan.cluster is not None and (lost := running.lost()) is not None:
+                if plan.cluster is not None and (lost := running.lost() or running.unreachable()) is not None:
                     raise lost from exc
                 raise
 
