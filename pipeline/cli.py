@@ -173,7 +173,7 @@ def _validate(args: argparse.Namespace, resolved: Resolved) -> int:
         elif clustered:
             print(
                 f"note: profile {profile.name}: no cluster file ({resolved.settings.cluster_file}): "
-                f"{', '.join(clustered)} skipped on this runner (README, 'Add a second Spark')"
+                f"{', '.join(clustered)} skipped on this runner (docs/runbook.md, 'Adding a second Spark')"
             )
     return 0
 

@@ -181,7 +181,7 @@ class ClusterError(EngineError):
     """A node of a cluster failed a step of the launch, or was lost while serving: which node, which step."""
 
     exit_code = ExitCode.PROCESS
-    hint = "see the cluster logs beside the server log, and README 'Add a second Spark'"
+    hint = "see the cluster logs beside the server log, and docs/runbook.md, 'Adding a second Spark'"
 
     def __init__(self, node: str, step: str, detail: str, *, host_lost: bool = False) -> None:
         self.node = node

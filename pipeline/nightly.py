@@ -9,6 +9,7 @@ import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from pipeline.config.bundle import Config
 from pipeline.config.matrix import ModelEntry, Profile
 from pipeline.errors import PipelineCrash, SparkNightlyError, UsageError
 from pipeline.infra.cache_lock import exclusive
+from pipeline.infra.git import commits_between
 from pipeline.infra.history import History
 from pipeline.infra.runtime import write_atomically
 from pipeline.outcome import Failure, Outcome
@@ -33,6 +35,7 @@ from pipeline.stages.prove.boot import Candidate
 from pipeline.stages.prove.candidate import NightCandidate, prepare_night_candidate
 from pipeline.stages.prove.entry_run import EntryContext, run_entry
 from pipeline.stages.prove.weights_stage import EntryWeights, prepare_weights
+from pipeline.stages.release.notes import release_notes
 from pipeline.stages.release.publish import Night, build_manifest, inspection_summary, publish_night
 from pipeline.stages.release.stores import open_store
 from pipeline.status import Status, worst
@@ -328,7 +331,13 @@ def _publish(
         inspection=inspection_summary(night.lock.parent),
     )
     files = [*night.wheels, night.lock]
-    release = publish_night(open_store(settings), Night(plan.night, plan.run_id, True, manifest), files, say=say)
+    cache_dir = settings.path("cache_dir")
+
+    def notes(tag: str, previous: tuple[str, Mapping[str, Any]] | None) -> str:
+        return release_notes(tag, manifest, previous, count=partial(commits_between, cache_dir))
+
+    night_of = Night(plan.night, plan.run_id, True, manifest)
+    release = publish_night(open_store(settings), night_of, files, say=say, notes=notes)
     without = f" without {_names(dropped)}" if dropped else ""
     return f"published {release.tag} to the {settings.publish_target} store{without}"
 

@@ -23,6 +23,15 @@ class Status(StrEnum):
         return _EXIT_CODES[self]
 
 
+# How every page (report.html, the site) colours a status
+STATUS_COLOURS = {
+    "PASS": "#1a7f37",
+    "XFAIL": "#6e7781",
+    "SKIPPED": "#6e7781",
+    "INCONCLUSIVE": "#9a6700",
+    "ABORTED": "#bc4c00",
+    "FAIL": "#cf222e",
+}
 _ORDER = list(Status)
 _EXIT_CODES = {
     Status.PASS: ExitCode.PASS,

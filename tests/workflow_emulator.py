@@ -28,6 +28,8 @@ import yaml
 from tests.workflow_expressions import Evaluator, as_string, has_status_function, truthy
 
 CHECKOUT, UPLOAD, DOWNLOAD = "actions/checkout", "actions/upload-artifact", "actions/download-artifact"
+PAGES_UPLOAD, PAGES_DEPLOY = "actions/upload-pages-artifact", "actions/deploy-pages"
+PAGES_ARTIFACT = "github-pages"  # the artifact upload-pages-artifact makes and deploy-pages serves
 
 
 @dataclass
@@ -252,7 +254,8 @@ class Emulator:
         try:
             if "uses" in step:
                 action = step["uses"].split("@", 1)[0]
-                handler = {CHECKOUT: self._checkout, UPLOAD: _upload, DOWNLOAD: _download}.get(action)
+                handlers = {CHECKOUT: self._checkout, UPLOAD: _upload, DOWNLOAD: _download}
+                handler = (handlers | {PAGES_UPLOAD: _upload_pages, PAGES_DEPLOY: _deploy_pages}).get(action)
                 if handler is None:
                     raise WorkflowError(f"no emulation of {action}")
                 return StepRun(label, "success", handler(inputs, place.runner, place.run))
@@ -406,6 +409,24 @@ def _download(inputs: Mapping[str, str], runner: Runner, run: WorkflowRun) -> st
         into = destination if inputs.get("merge-multiple") == "true" else destination / artifact.name
         shutil.copytree(artifact, into, dirs_exist_ok=True)
     return f"{len(found)} artifacts matching {pattern} into {destination}"
+
+
+def _upload_pages(inputs: Mapping[str, str], runner: Runner, run: WorkflowRun) -> str:
+    """The site folder as the `github-pages` artifact (the action tars the folder; a missing one fails the step)."""
+    assert run.artifacts is not None
+    folder = runner.workspace / inputs.get("path", "_site")
+    if not folder.is_dir():
+        raise WorkflowError(f"tar: {inputs.get('path', '_site')}: Cannot open: No such file or directory")
+    shutil.copytree(folder, run.artifacts / PAGES_ARTIFACT, dirs_exist_ok=False)
+    return f"{PAGES_ARTIFACT} from {folder}"
+
+
+def _deploy_pages(inputs: Mapping[str, str], runner: Runner, run: WorkflowRun) -> str:
+    """Serves the `github-pages` artifact of this run; without one the action fails as GitHub's does."""
+    assert run.artifacts is not None
+    if not (run.artifacts / PAGES_ARTIFACT / "index.html").is_file():
+        raise WorkflowError("No uploaded artifact was found! Please check if there are any errors at build step.")
+    return f"deployed {PAGES_ARTIFACT}"
 
 
 def _read_outputs(text: str) -> dict[str, str]:

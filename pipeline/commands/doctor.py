@@ -173,7 +173,7 @@ def _cluster(settings: Settings, profile: Profile, entries: Sequence[ModelEntry]
                 "cluster",
                 False,
                 f"no {where}: {', '.join(clustered)} skipped",
-                "write the runner's cluster.yaml (README, 'Adding a second Spark')",
+                "write the runner's cluster.yaml (docs/runbook.md, 'Adding a second Spark')",
                 required=False,
             )
         ]

@@ -15,9 +15,10 @@ from pipeline.infra.image import build_image, image_tag
 from pipeline.infra.runtime import sha256_of
 from pipeline.infra.safe_files import shown
 from pipeline.progress import to_stderr
-from pipeline.settings import Settings
+from pipeline.settings import PUBLIC_API, Settings
 from pipeline.stages.release.fetch import fetch_night, install, write_image_context
 from pipeline.stages.release.publish import apply_retention, read_index
+from pipeline.stages.release.site import build_site, read_nights
 from pipeline.stages.release.stores import open_store
 from pipeline.stages.release.verify import LOCK, verify_fetched
 
@@ -55,6 +56,12 @@ def add_parsers(
     image.add_argument("--night", default="latest", help="latest (default), a date YYYY-MM-DD, or a tag")
     image.add_argument("--dest", default="nightly", help="folder for the fetched night and its context")
     image.add_argument("--tag", help="the image's tag (default: spark-nightly/runtime:<the lock's digest>)")
+    site = commands.add_parser(
+        "site",
+        parents=[common],
+        help="the static site of every published night, from the release store alone (for GitHub Pages)",
+    )
+    site.add_argument("--out", required=True, metavar="DIR", help="where to write index.html and a page per night")
     retain = commands.add_parser("retain", parents=[common], help="delete nights beyond publish.keep_nights")
     retain.add_argument("--keep", action="append", default=[], metavar="TAG", help="also keep this night")
     retain.add_argument("--dry-run", action="store_true", help="say what would be deleted, delete nothing")
@@ -65,6 +72,7 @@ def add_parsers(
         "dockerfile": _dockerfile,
         "image": _image,
         "retain": _retain,
+        "site": _site,
     }
 
 
@@ -82,6 +90,20 @@ def _list(args: argparse.Namespace, settings: Settings, config: Config) -> int:
         latest = "  <- latest" if night["tag"] == index["latest"] else ""
         keep = " (kept)" if night.get("keep") else ""
         print(f"{night['tag']:22} {night['verdict']:5} {summary:30} {commits}{keep}{latest}")
+    return 0
+
+
+def _site(args: argparse.Namespace, settings: Settings, config: Config) -> int:
+    nights = read_nights(open_store(settings), say=to_stderr)
+    public = settings.publish_target == "github" and settings.github_api_url.rstrip("/") == PUBLIC_API
+    repo = settings.publish_repo
+
+    def release_url(tag: str) -> str:
+        return f"https://github.com/{repo}/releases/tag/{tag}"
+
+    out = Path(args.out)
+    written = build_site(nights, out, release_url=release_url if public else None)
+    print(f"site: {len(nights)} published nights, {len(written)} files in {out} (open {out / 'index.html'})")
     return 0
 
 

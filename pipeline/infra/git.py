@@ -118,3 +118,15 @@ def add_worktree(git: Git, where: Path, commit: str) -> Git:
 def remove_worktree(git: Git, where: Path) -> None:
     git("worktree", "remove", "--force", str(where), check=False)
     git("worktree", "prune")
+
+
+def commits_between(cache_dir: Path, url: str, older: str, newer: str) -> int | None:
+    """How many commits `newer` has that `older` has not, by the mirror of `url` (None: no mirror, or either commit
+    unknown to it)."""
+    path = mirror_dir(cache_dir, url)
+    if not (path / "HEAD").exists():
+        return None
+    try:
+        return int(Git(path)("rev-list", "--count", f"{older}..{newer}"))
+    except (ProcessError, ValueError):
+        return None

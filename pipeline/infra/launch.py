@@ -234,7 +234,7 @@ def ray_plan(
     if cluster is None:
         raise EngineError(
             f"{entry.id} spans {entry.nodes} hosts and this runner has no cluster file (paths.cluster): "
-            "see README, 'Add a second Spark'"
+            "see docs/runbook.md, 'Adding a second Spark'"
         )
     if len(cluster.nodes) < entry.nodes:
         raise EngineError(f"{entry.id} needs {entry.nodes} hosts, {cluster.source} lists {len(cluster.nodes)}")

@@ -56,6 +56,22 @@ def test_each_piece_taken_away_is_named_with_its_fix(
     assert out.rstrip().endswith("doctor: the night cannot run: state directory")
 
 
+def test_a_runners_cluster_is_named_and_its_other_node_reached_as_the_launch_does(
+    place: Place, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(
+        "version: 1\nprofile: spark\nssh_config: ssh_config\nnodes:\n"
+        "  - {name: gx10-a, interconnect: {interface: enp1s0f1np1, address: 192.168.177.11}}\n"
+        "  - {name: gx10-b, interconnect: {interface: enp1s0f1np1, address: 192.168.177.12}}\n"
+    )
+    (tmp_path / "ssh_config").write_text("Host gx10-b\n  HostName 127.0.0.1\n  Port 9\n")  # nothing answers
+    monkeypatch.setenv("SPARK_NIGHTLY_PATHS_CLUSTER", str(cluster))
+    code, rows, out = _doctor(capsys, "--profile", "spark")
+    assert code == 1 and rows["cluster"] == "ok" and rows["ssh gx10-b"] == "MISSING"
+    assert "gx10-a (enp1s0f1np1 192.168.177.11), gx10-b (enp1s0f1np1 192.168.177.12)" in out
+
+
 def test_the_spark_profile_on_a_host_without_its_gpu_names_what_a_runner_needs(
     place: Place, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -64,7 +80,8 @@ def test_the_spark_profile_on_a_host_without_its_gpu_names_what_a_runner_needs(
     code, rows, out = _doctor(capsys, "--profile", "spark")
     assert code == 1
     assert rows["GPU"] == rows["nvcc"] == rows["ccache"] == rows["docker + NVIDIA runtime"] == "MISSING"
-    assert rows["ssh spark-b"] == "MISSING"  # the cluster entry's second node
+    # no cluster.yaml on this runner: the cluster entry is named as skipped, never blocking
+    assert rows["cluster"] == "missing" and "qwen3-235b-a22b-gptq-int4-tp2 skipped" in out
     assert "fix: install the NVIDIA driver" in out and "fix: sudo apt-get install ccache" in out
     # as root the page cache can be dropped; each Hub model not yet downloaded is named, not blocking
     assert rows["drop the page cache"] == ("ok" if os.geteuid() == 0 else "MISSING")

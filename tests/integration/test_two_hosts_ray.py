@@ -1,9 +1,10 @@
 """Two hosts for real: network namespaces spark-a and spark-b, a fast link and a management network between them, an
-sshd on spark-b, and the product's cluster launch (real Ray from PyPI, real ssh) bringing the CPU model's cluster up.
+sshd on spark-b, and the product's cluster launch (real Ray from PyPI, real ssh) bringing a two-node entry's
+cluster up: over the fast link, torn down on both hosts by Ctrl-C, and a worker killed in the middle of a night named
+in the entry's FAIL.
 
-vLLM's CPU engine cannot serve through Ray (its platform has no Ray executor; tensor parallel 2 is refused too: the
-model's 9 heads do not split in two), so the API server's boot fails with vLLM's own error: the cluster before it is
-what these tests prove, and that the failure is said with that error.
+vLLM's CPU engine cannot serve through Ray (`ValueError: current platform cpu does not support ray.`; tensor
+parallel 2 is refused too: the model's 9 heads do not split in two), so no test here serves across the hosts.
 """
 
 from __future__ import annotations
@@ -135,45 +136,24 @@ def _driver(hosts: TwoHosts, env: dict[str, str], tmp_path: Path) -> subprocess.
     )
 
 
-def test_the_cluster_comes_up_over_the_fast_link_and_a_lost_worker_is_named(
+def test_the_cluster_comes_up_over_the_fast_link_and_ctrl_c_stops_it_on_both_hosts(
     sparks: tuple[TwoHosts, dict[str, str]], tmp_path: Path
 ) -> None:
     hosts, env = sparks
     driver = _driver(hosts, env, tmp_path)
     try:
-        assert driver.stdout is not None and driver.stdin is not None
+        assert driver.stdout is not None and driver.stderr is not None
         ready = driver.stdout.readline()
-        assert ready == f"READY {hosts.fast_a} {hosts.fast_b}\n", driver.stderr.read() if driver.stderr else ""
+        assert ready == f"READY {hosts.fast_a} {hosts.fast_b}\n", driver.stderr.read()
         # Ray's own traffic runs between the fast-link addresses only: the management network carries ssh alone
         for ns in (hosts.head_ns, hosts.worker_ns):
             ray = [(a, b) for a, b in _connections(ns) if not a.endswith(":22") and not b.endswith(":22")]
             between = [(a, b) for a, b in ray if not (a.startswith("127.") or b.startswith("127."))]
             assert between and all(a.rsplit(":", 1)[0] in (hosts.fast_a, hosts.fast_b) for a, _ in between), between
             assert all(b.rsplit(":", 1)[0] in (hosts.fast_a, hosts.fast_b) for _, b in between), between
-            assert not any(hosts.mgmt_a in a + b or hosts.mgmt_b in a + b for a, b in between), between
-        # the worker's raylet killed mid-run (a process of this test, by its pid): the head names the node
-        (raylet,) = [p for p in pids(hosts.worker_ns) if Path(f"/proc/{p}/comm").read_text().strip() == "raylet"]
-        os.kill(raylet, 9)
-        lost = driver.stdout.readline()
-        assert lost.startswith("LOST spark-b: worker: Ray's worker exited"), lost
-        assert driver.wait(120) == 3
-    finally:
-        if driver.poll() is None:
-            driver.kill()
-            driver.wait()
-    log = (tmp_path / "driver").glob("ray-worker-spark-b.log")
-    assert any(path.read_text() for path in log)
-
-
-def test_ctrl_c_on_the_head_stops_ray_on_both_hosts(sparks: tuple[TwoHosts, dict[str, str]], tmp_path: Path) -> None:
-    hosts, env = sparks
-    driver = _driver(hosts, env, tmp_path)
-    try:
-        assert driver.stdout is not None
-        assert driver.stdout.readline().startswith("READY "), driver.stderr.read() if driver.stderr else ""
-        driver.send_signal(signal.SIGINT)
+        driver.send_signal(signal.SIGINT)  # Ctrl-C on the head
         assert driver.wait(120) != 0
-        assert driver.stderr is not None and "cluster: stopped on spark-a, spark-b" in driver.stderr.read()
+        assert "cluster: stopped on spark-a, spark-b" in driver.stderr.read()
     finally:
         if driver.poll() is None:
             driver.kill()
@@ -181,28 +161,42 @@ def test_ctrl_c_on_the_head_stops_ray_on_both_hosts(sparks: tuple[TwoHosts, dict
     # the fixture checks that nothing is left in either namespace
 
 
-def test_a_night_of_an_entry_across_two_hosts_boots_its_cluster_and_fails_on_vllms_refusal_of_ray(
+def test_a_worker_killed_mid_night_fails_the_entry_naming_the_node(
     sparks: tuple[TwoHosts, dict[str, str]], tmp_path: Path, cpu_engine: CpuEngine
 ) -> None:
     hosts, env = sparks
     fast_before, mgmt_before = link_bytes(hosts.head_ns, FAST_IFACE), link_bytes(hosts.head_ns, MGMT_IFACE)
     started = time.monotonic()
     night = [str(ROOT / ".venv" / "bin" / "spark-nightly"), "nightly", "--only", ENTRY, "--no-publish"]
-    result = subprocess.run(
-        hosts.on_head(night), check=False, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+    process = subprocess.Popen(
+        hosts.on_head(night), cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
+    out: list[str] = []
+    try:
+        assert process.stdout is not None
+        for line in process.stdout:
+            out.append(line)
+            if "cluster ready: " in line:  # the API server boots now: the worker's raylet is killed under it
+                (raylet,) = [
+                    p for p in pids(hosts.worker_ns) if Path(f"/proc/{p}/comm").read_text().strip() == "raylet"
+                ]
+                os.kill(raylet, signal.SIGKILL)  # a process of this test's night, by its pid
+        process.wait(300)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    text = "".join(out)
     elapsed = time.monotonic() - started
     fast = link_bytes(hosts.head_ns, FAST_IFACE) - fast_before
     mgmt = link_bytes(hosts.head_ns, MGMT_IFACE) - mgmt_before
-    out = result.stdout + result.stderr
-    assert "cluster: shipping the weights to spark-b" in out, out
-    assert f"cluster ready: spark-a ({hosts.fast_a}), spark-b ({hosts.fast_b})" in out, out
-    assert "cluster: stopped on spark-a, spark-b" in out, out
+    assert "cluster: shipping the weights to spark-b" in text, text
+    assert f"cluster ready: spark-a ({hosts.fast_a}), spark-b ({hosts.fast_b})" in text, text
+    assert "cluster: stopped on spark-a, spark-b" in text, text
     (run,) = (tmp_path / "runs").iterdir()
     (outcome,) = [o for o in json.loads((run / "run.json").read_text())["entries"] if o["entry"] == ENTRY]
-    assert (outcome["status"], outcome["stage"]) == ("FAIL", "boot"), outcome
-    assert outcome["reason"].startswith("no Ray executor on this platform: "), outcome
-    assert "current platform cpu does not support ray" in outcome["reason"], outcome
+    assert (outcome["status"], outcome["stage"]) == ("FAIL", "cluster"), outcome
+    assert outcome["reason"].startswith("node spark-b: worker: Ray's worker exited with code "), outcome
     # the weights shipped to the worker's cache are the head's, file by file
     head = package_folder(cpu_engine.entry, cpu_engine.cache_dir)
     shipped = tmp_path / "worker-cache" / head.relative_to(cpu_engine.cache_dir)
@@ -210,7 +204,4 @@ def test_a_night_of_an_entry_across_two_hosts_boots_its_cluster_and_fails_on_vll
     assert {name: sha256_of(shipped / name) for name in manifest} == manifest
     # Ray's probe hands 16 MiB from the worker to the head over the fast link; the weights went over ssh (management)
     assert fast > 16 << 20, (fast, mgmt)
-    print(
-        f"two-host night to vLLM's refusal: {elapsed:.1f} s; fast link {fast / 2**20:.1f} MiB, management "
-        f"{mgmt / 2**20:.1f} MiB"
-    )
+    print(f"two-host night: {elapsed:.1f} s; fast link {fast / 2**20:.1f} MiB, management {mgmt / 2**20:.1f} MiB")

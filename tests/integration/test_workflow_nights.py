@@ -69,9 +69,12 @@ def test_three_nights_of_the_workflow_keep_their_state_and_raise_one_issue(
         "test": "success",
         "cluster": "skipped",
         "publish": "success",
+        "site": "success",
         "pipeline-failure": "skipped",
     }
     assert "::notice title=spark-nightly%3A PASS::" in _publish_log(good)
+    deployed = tmp_path / "artifacts-1" / "github-pages"  # the site, rebuilt from the releases, deployed
+    assert "nightly-" in (deployed / "index.html").read_text() and any((deployed / "nights").iterdir())
     (release,) = stand_in.state.releases.values()
     assets = {a["name"]: a for a in stand_in.state.assets.values() if a["release_id"] == release["id"]}
     manifest = json.loads(assets["manifest.json"]["data"])

@@ -12,15 +12,9 @@ from pipeline.config.bundle import Config
 from pipeline.infra.cpu_class import cpu_class
 from pipeline.infra.history import History
 from pipeline.outcome import Outcome
+from pipeline.status import STATUS_COLOURS
 
-_COLOURS = {
-    "PASS": "#1a7f37",
-    "XFAIL": "#6e7781",
-    "SKIPPED": "#6e7781",
-    "INCONCLUSIVE": "#9a6700",
-    "ABORTED": "#bc4c00",
-    "FAIL": "#cf222e",
-}
+_COLOURS = STATUS_COLOURS
 LINE = "#0969da"  # the series; a test looks for this colour in a screenshot
 REFERENCE = "#8250df"
 CURRENT = "#cf222e"

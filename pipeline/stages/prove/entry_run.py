@@ -149,13 +149,14 @@ class Stop:
     numbers: dict[str, Any] = field(default_factory=dict)
 
 
+RUNBOOK_CLUSTER = "docs/runbook.md, 'Adding a second Spark'"
+
+
 def _before_boot(entry: ModelEntry, ctx: EntryContext) -> Ready | Stop:
     """Health, the canary, smoke and memory, in that order: the first that fails ends the entry before any boot."""
     profile = ctx.config.matrix.profiles[entry.profile]
     if entry.topology == "cluster" and profile.cluster is None:
-        reason = (
-            f"spans {entry.nodes} hosts; this runner has no cluster file (paths.cluster): README 'Add a second Spark'"
-        )
+        reason = f"spans {entry.nodes} hosts; this runner has no cluster file (paths.cluster): " + RUNBOOK_CLUSTER
         return Stop(Status.SKIPPED, "cluster", reason)
     ctx.on_stage("health")
     before = judge_health(profile, read_host_facts())
@@ -303,6 +304,8 @@ def _cell_numbers(outcome: CellOutcome) -> dict[str, Any]:
             "pairs": outcome.pairs_measured,
             "last_good": outcome.last_good.id if outcome.last_good else None,
         }
+        if outcome.last_good is not None and outcome.last_good.night:
+            numbers["a_night"] = outcome.last_good.night  # the night whose build was A (the site marks it)
         if outcome.in_turn:  # the pairs were boot pairs, A and B booted in turns
             numbers["in_turn"] = True
     return numbers

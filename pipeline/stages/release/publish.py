@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -140,8 +140,18 @@ def _run_marker(run_id: str) -> str:
     return f"<!-- spark-nightly run {run_id} -->"
 
 
+# The release body from the night's tag and the last published night (its tag and manifest), if any
+NotesWriter = Callable[[str, "tuple[str, Mapping[str, Any]] | None"], str]
+
+
 def publish_night(
-    store: ReleaseStore, night: Night, files: Sequence[Path], *, say: Say = quiet, keep: bool = False
+    store: ReleaseStore,
+    night: Night,
+    files: Sequence[Path],
+    *,
+    say: Say = quiet,
+    keep: bool = False,
+    notes: NotesWriter | None = None,
 ) -> Release:
     """Create (or resume) the night's draft, upload and verify every asset, then publish it.
 
@@ -164,7 +174,8 @@ def publish_night(
         release = mine[0]
         say(f"publish: resuming the draft {release.tag}")
     else:
-        release = _create_draft(store, night, {r.tag for r in releases})
+        previous = _last_published(store, releases) if notes is not None else None
+        release = _create_draft(store, night, {r.tag for r in releases}, notes, previous)
         say(f"publish: draft {release.tag} created")
     with tempfile.TemporaryDirectory(prefix="spark-nightly-publish-") as scratch:
         manifest = Path(scratch) / MANIFEST
@@ -182,15 +193,39 @@ def publish_night(
     return published
 
 
-def _create_draft(store: ReleaseStore, night: Night, taken: set[str]) -> Release:
-    body = f"spark-nightly {night.night}: tested wheels, lock and evidence.\n\n{_run_marker(night.run_id)}\n"
+def _create_draft(
+    store: ReleaseStore,
+    night: Night,
+    taken: set[str],
+    notes: NotesWriter | None = None,
+    previous: tuple[str, Mapping[str, Any]] | None = None,
+) -> Release:
     for _ in range(_TAG_TRIES):
         tag = tag_for(night.night, taken)
+        text = notes(tag, previous) if notes else f"spark-nightly {night.night}: tested wheels, lock and evidence.\n"
+        body = f"{text}\n{_run_marker(night.run_id)}\n"
         try:
             return store.create_draft(tag, f"spark-nightly {night.night}", body)
         except TagTaken:
             taken.add(tag)  # deleted, but immutable releases never give a tag back
     raise SparkNightlyError(f"no free tag for {night.night} after {_TAG_TRIES} tries")
+
+
+def _last_published(store: ReleaseStore, releases: Sequence[Release]) -> tuple[str, Mapping[str, Any]] | None:
+    """The newest published night's tag and manifest, for what changed since it (None: none, or none readable)."""
+    for release in reversed(nightly_releases(releases)):
+        asset = next((a for a in release.assets if a.name == MANIFEST), None)
+        if asset is None:
+            continue
+        with tempfile.TemporaryDirectory(prefix="spark-nightly-previous-") as scratch:
+            store.download(release, asset, Path(scratch) / MANIFEST)
+            try:
+                return release.tag, parse_store_json(
+                    Path(scratch) / MANIFEST, f"{MANIFEST} of {release.tag}", MANIFEST_SCHEMA
+                )
+            except SparkNightlyError:
+                continue  # a damaged night is no baseline for the notes; fetch refuses it on its own
+    return None
 
 
 def _upload_verified(store: ReleaseStore, release: Release, path: Path, say: Say) -> None:
