@@ -30,6 +30,7 @@ def test_a_broken_build_job_raises_the_pipeline_failure_issue_once(tmp_path: Pat
             "test": "skipped",
             "cluster": "skipped",
             "publish": "skipped",
+            "site": "skipped",
             "pipeline-failure": "success",
         }
     (issue,) = stand_in.state.issues.values()
