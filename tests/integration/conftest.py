@@ -147,11 +147,15 @@ def place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Place:
     return place
 
 
-def golden_without_long_decode(place: Place) -> None:
-    """The CPU entry's golden set less its long decode, for nights whose subject is another stage: the long decode
-    is a third of a golden run on the CPU engine; served/test_golden_real.py runs it in full."""
+def golden_for_another_stage(place: Place) -> None:
+    """The CPU entry's golden stage less its long decode and its tool-call features, for nights whose subject is
+    another stage: the long decode is a third of a golden run on the CPU engine, the tool calls three requests more;
+    served/test_golden_real.py runs both in full, test_golden_features.py breaks the features (the JSON-schema
+    answer is still asked)."""
     with place.cpu_entry() as entry:
         path = place.root / "config" / "golden" / f"{entry['golden']}.yaml"
+        for option in ("tool_call_parser", "enable_auto_tool_choice"):
+            entry["serve"].pop(option, None)
     golden = yaml.safe_load(path.read_text())
     del golden["long_decode"]
     path.write_text(yaml.safe_dump(golden, sort_keys=False))

@@ -14,7 +14,7 @@ from pipeline.cli import main
 from pipeline.infra.confirmed import ConfirmedBook, series_key
 from pipeline.stages.prove.last_good import runtime_build
 from tests.integration.census import census
-from tests.integration.conftest import CPU_ENTRY, CpuEngine, Place, golden_without_long_decode, one_server_at_a_time
+from tests.integration.conftest import CPU_ENTRY, CpuEngine, Place, golden_for_another_stage, one_server_at_a_time
 from tests.integration.planted import plant_bias, planted_runtime, require, slower_requirements
 
 pytestmark = pytest.mark.integration
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.integration
 def test_a_broken_build_with_no_reference_is_caught_by_the_last_confirmed_build_in_its_own_boot(
     place: Place, cpu_engine: CpuEngine
 ) -> None:
-    golden_without_long_decode(place)
+    golden_for_another_stage(place)
     one_server_at_a_time(place, golden_judge="last-confirmed", max_load_per_core=100.0)
     good = cpu_engine.candidate.runtime
     assert good is not None

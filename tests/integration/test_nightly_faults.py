@@ -21,7 +21,7 @@ from pipeline.outcome import Outcome
 from pipeline.stages.prove import perf_run
 from pipeline.stages.release.publish import nightly_releases
 from pipeline.status import Status
-from tests.integration.conftest import CPU_ENTRY, CpuEngine, Place, bench_one_case, golden_without_long_decode
+from tests.integration.conftest import CPU_ENTRY, CpuEngine, Place, bench_one_case, golden_for_another_stage
 
 pytestmark = pytest.mark.integration
 
@@ -53,7 +53,7 @@ def test_the_engine_killed_during_the_benchmark_fails_the_entry_alerts_once_and_
             timer.cancel()
 
     monkeypatch.setattr(perf_run, "run_bench", bench_while_the_engine_dies)
-    golden_without_long_decode(place)  # a shorter night; what is tested comes after golden
+    golden_for_another_stage(place)  # a shorter night; what is tested comes after golden
     assert main(["nightly", "--profile", "cpu", "--only", CPU_ENTRY]) == 6
     assert killed, "the benchmark ended before the engine could be killed"
     run = place.last_run()
@@ -104,7 +104,7 @@ def test_a_burst_of_short_lived_processes_during_perf_makes_the_night_inconclusi
     place: Place, cpu_engine: CpuEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     bench_one_case(place)
-    golden_without_long_decode(place)  # a shorter night; what is tested comes after golden
+    golden_for_another_stage(place)  # a shorter night; what is tested comes after golden
     real_bench = perf_run.run_bench
     bursts: list[subprocess.Popen[bytes]] = []
 

@@ -14,7 +14,7 @@ import pytest
 from pipeline.cli import main
 from pipeline.stages.release.publish import nightly_releases
 from tests.integration.broken_models import make_broken
-from tests.integration.conftest import CPU_ENTRY, CpuEngine, Place, bench_one_case, golden_without_long_decode
+from tests.integration.conftest import CPU_ENTRY, CpuEngine, Place, bench_one_case, golden_for_another_stage
 
 pytestmark = [pytest.mark.integration, pytest.mark.quiet_host]
 
@@ -30,7 +30,7 @@ def test_a_broken_model_fails_at_golden_alerts_once_per_check_and_a_good_night_c
     place: Place, cpu_engine: CpuEngine
 ) -> None:
     bench_one_case(place)  # keeps the good night short; the judgement is the same for every case
-    golden_without_long_decode(place)  # the broken model fails the prompts; the long decode is golden_real's
+    golden_for_another_stage(place)  # the broken model fails the prompts; the long decode is golden_real's
     shutil.copy(place.root / "config" / "models.yaml", place.root / "models.good.yaml")
     _serve_broken_weights(place, cpu_engine)
     assert main(["nightly", "--profile", "cpu"]) == 6

@@ -28,7 +28,7 @@ from tests.integration.conftest import (
     CpuEngine,
     Place,
     bench_one_case,
-    golden_without_long_decode,
+    golden_for_another_stage,
     one_server_at_a_time,
 )
 from tests.integration.planted import planted_runtime, require, slower_requirements
@@ -57,7 +57,7 @@ def test_three_nights_of_the_workflow_keep_their_state_and_raise_one_issue(
     tmp_path: Path, place: Place, cpu_engine: CpuEngine, stand_in: StandIn
 ) -> None:
     bench_one_case(place)  # keeps each night short; the judgement is the same for every case
-    golden_without_long_decode(place)  # the nights' golden stage is not what this test is about
+    golden_for_another_stage(place)  # the nights' golden stage is not what this test is about
     one_server_at_a_time(place)  # a Spark's way: A and B booted in turns, never side by side
     config = place.root / "config"
     spark = spark_runner(tmp_path)

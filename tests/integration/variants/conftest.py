@@ -6,13 +6,26 @@ import fcntl
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
+from types import MappingProxyType
 
 import pytest
 
 from pipeline.infra.references import References, ReferenceStore
 from tests.integration.conftest import CpuEngine
 from tests.integration.variants.golden_variants import good_night
+
+
+@pytest.fixture(scope="session")
+def cpu_engine(cpu_engine: CpuEngine) -> CpuEngine:
+    """The CPU profile with its entry served without the tool-call parser: the variants break weights, and the
+    tool-call features are proven on the good build (served/) and on builds broken for them
+    (test_golden_features.py); the JSON-schema answer is still asked of every variant."""
+    serve = {
+        k: v for k, v in cpu_engine.entry.serve.items() if k not in ("tool_call_parser", "enable_auto_tool_choice")
+    }
+    return replace(cpu_engine, entry=replace(cpu_engine.entry, serve=MappingProxyType(serve)))
 
 
 @pytest.fixture(scope="session")
