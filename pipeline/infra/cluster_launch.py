@@ -91,7 +91,7 @@ class ClusterPlan:
             ray = ["ray", "start", "--head", f"--port={self.ray_port}", "--dashboard-host=127.0.0.1"]
         else:
             ray = ["ray", "start", f"--address={self.address}"]
-        ray += [f"--node-ip-address={node.address}", *self.runtime.ray_options(self.name(index)), "--block"]
+        ray += [f"--node-ip-address={node.address}", "--block"]
         mounts = tuple((f"{self.nodes[index].cache_dir}/{folder}", path) for folder, path in self.mounts)
         return self.runtime.start(self.nodes[index], self.name(index), ray, self.env_path(index), mounts)
 
@@ -342,7 +342,7 @@ def _wait_ready(plan: ClusterPlan, running: RunningCluster, log_dir: Path, *, no
     while True:
         if (lost := running.lost()) is not None:
             raise lost
-        missing = [name for address, name in want.items() if not alive.get(address, {}).get(plan.accelerator)]
+        missing = _missing(want, alive, plan.accelerator)
         if time.monotonic() > deadline:
             seen = ", ".join(f"{ip} {_accelerators(r, plan.accelerator)}" for ip, r in sorted(alive.items()))
             detail = f"not in the cluster within {plan.deadline_s:g} s; Ray showed: {seen or 'nothing'}"
@@ -377,9 +377,14 @@ def _wait_ready(plan: ClusterPlan, running: RunningCluster, log_dir: Path, *, no
         if asking and "hosts" in answer:
             _check_hosts(want, answer["hosts"])
             return
-        if not probe and not [a for a in want if not alive.get(a, {}).get(plan.accelerator)]:
+        if not probe and not _missing(want, alive, plan.accelerator):
             return
         time.sleep(READY_POLL_S)
+
+
+def _missing(want: Mapping[str, str], alive: Mapping[str, Mapping[str, float]], accelerator: str) -> list[str]:
+    """The names of the wanted nodes Ray does not show alive with their accelerator."""
+    return [name for address, name in want.items() if not alive.get(address, {}).get(accelerator)]
 
 
 def _accelerators(resources: Mapping[str, float], kind: str) -> str:

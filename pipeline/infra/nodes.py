@@ -123,9 +123,6 @@ class ContainerRuntime:
     def stop(self, on: NodeShell, name: str, owner: str = "") -> tuple[str, ...]:
         return on.argv(("docker", "rm", "--force", name))  # the container: everything Ray started in it
 
-    def ray_options(self, name: str) -> tuple[str, ...]:
-        return ()  # each container has its own /tmp
-
     def python(self) -> str:
         return "python3"
 
@@ -178,9 +175,6 @@ class FolderRuntime:
 
     def python(self) -> str:
         return "python"
-
-    def ray_options(self, name: str) -> tuple[str, ...]:
-        return ()
 
     def extra_env(self) -> dict[str, str]:
         return {}

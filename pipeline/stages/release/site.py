@@ -129,7 +129,7 @@ def _night_row(night: PublishedNight) -> str:
     verdict = str(manifest.get("verdict", "PASS"))
     link = f'<a href="nights/{html.escape(night.tag)}/">{html.escape(night.tag)}</a>'
     return (
-        f"<tr><td>{link}</td><td class='s' style='background:{COLOURS.get(verdict, '#6e7781')}'>{verdict}</td>"
+        f"<tr><td>{link}</td>{_status_cell(verdict)}"
         f"<td>{commits or 'from pip'}</td><td>{html.escape(summary)}</td></tr>"
     )
 
@@ -146,10 +146,7 @@ def _grid(newest: Sequence[PublishedNight]) -> str:
                 cells.append("<td></td>")
                 continue
             status = str(entry["status"])
-            reason = html.escape(str(entry.get("reason", "")), quote=True)
-            cells.append(
-                f"<td class='s' title='{reason}' style='background:{COLOURS.get(status, '#6e7781')}'>{status}</td>"
-            )
+            cells.append(_status_cell(status, title=str(entry.get("reason", ""))))
         rows.append(f"<tr><td>{html.escape(entry_id)}</td>{''.join(cells)}</tr>")
     return f'<table id="grid"><tr><th>entry</th>{head}</tr>\n' + "\n".join(rows) + "\n</table>"
 
@@ -259,5 +256,7 @@ def _night_page(night: PublishedNight, release_url: Callable[[str], str] | None)
     return _page(f"spark-nightly {night.tag}", body)
 
 
-def _status_cell(status: str) -> str:
-    return f"<td class='s' style='background:{COLOURS.get(status, '#6e7781')}'>{html.escape(status)}</td>"
+def _status_cell(status: str, *, title: str = "") -> str:
+    """A table cell of a status in its colour; `title` (an entry's reason) shows on hover."""
+    hover = f" title='{html.escape(title, quote=True)}'" if title else ""
+    return f"<td class='s'{hover} style='background:{COLOURS.get(status, '#6e7781')}'>{html.escape(status)}</td>"
