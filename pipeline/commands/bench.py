@@ -125,7 +125,7 @@ def _tonight(
     if url is not None or profile.servers_at_once > 1:
         if url is not None and profile.servers_at_once < 2:
             to_stderr("bench: --url: a running server cannot step aside; a paired build is served beside it")
-        with served(url, settings, config, entry, "bench") as (client, _):
+        with served(url, settings, config, entry, "bench") as (client, _, _):
             yield client
         return
     cache_dir = settings.path("cache_dir")

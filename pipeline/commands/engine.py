@@ -23,6 +23,7 @@ from pipeline.stages.prove.boot import (
     plan_launch,
     prepare_candidate,
 )
+from pipeline.stages.prove.golden_run import ServerLog
 from pipeline.stages.prove.smoke import smoke
 
 
@@ -113,15 +114,17 @@ def dry_model_ref(entry: ModelEntry, cache_dir: Path) -> str:
 @contextmanager
 def served(
     url: str | None, settings: Settings, config: Config, entry: ModelEntry, label: str
-) -> Iterator[tuple[OpenAIClient, str]]:
-    """A client and the model reference: for a running server at `url`, or for the entry booted here."""
+) -> Iterator[tuple[OpenAIClient, str, ServerLog | None]]:
+    """A client, the model reference and the server's log: for a running server at `url` (whose log is not ours),
+    or for the entry booted here."""
     cache_dir = settings.path("cache_dir")
     log_dir = settings.path("runs_dir") / time.strftime(f"{label}-%Y%m%d-%H%M%S") / entry.id
     model_ref = model_reference(entry, cache_dir, log_dir, say=to_stderr)  # what the entry configures
     if url:
         with OpenAIClient(url) as client:
-            yield client, model_ref
+            yield client, model_ref, None
         return
-    candidate = prepare_candidate(config.matrix.profiles[entry.profile], cache_dir, log_dir, say=to_stderr)
+    profile = config.matrix.profiles[entry.profile]
+    candidate = prepare_candidate(profile, cache_dir, log_dir, say=to_stderr)
     with boot(entry, candidate, cache_dir=cache_dir, log_dir=log_dir, say=to_stderr) as server:
-        yield server.client, model_ref
+        yield server.client, model_ref, ServerLog(server.log_path, profile.accelerator)

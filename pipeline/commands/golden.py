@@ -26,7 +26,8 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser], co
         help="run the golden checks against an entry",
         description="Ask the entry's golden prompts and canaries greedily and judge them: answers, finite logprobs, "
         "garbage, long decode, determinism, batch invariance, identity, drift from the last good night, "
-        "tool calls and reasoning. Boots the entry unless --url names a running server.",
+        "the serving features (tool calls, reasoning, JSON schema, images) and the kernel path. Boots the entry "
+        "unless --url names a running server.",
     )
     golden.add_argument("model_id", metavar="MODEL_ID", help="an id from models.yaml")
     golden.add_argument("--url", help="a running OpenAI-compatible server to check instead of booting one")
@@ -42,7 +43,7 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
     store = ReferenceStore(settings.path("state_dir"))
     references = store.load(hardware, entry.id)
     profile = config.matrix.profiles[entry.profile]
-    with served(args.url, settings, config, entry, "golden") as (client, model_ref):
+    with served(args.url, settings, config, entry, "golden") as (client, model_ref, server_log):
         judge = None
         if references is None:
             judge = transformers_judge(
@@ -55,6 +56,7 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
             model_ref=model_ref,
             references=references,
             judge=judge,
+            server_log=server_log,
             say=to_stderr,
         )
     print(render_table(result.verdicts))

@@ -157,6 +157,7 @@ class ModelEntry:
     required: bool = True
     tags: tuple[str, ...] = ()
     modalities: tuple[str, ...] = ()  # inputs beside text the served model takes ("image"): the golden stage asks
+    kernels: Mapping[str, str | tuple[str, ...]] = field(default_factory=dict)  # component -> the kernel(s) it runs
     identity: Mapping[str, Any] = field(default_factory=dict)  # config.json keys and values
     identity_files: Mapping[str, str] = field(default_factory=dict)  # file name -> sha256
     description: str = ""
@@ -261,6 +262,9 @@ def _entry(index: int, raw: Mapping[str, Any]) -> ModelEntry:
         required=raw.get("required", True),
         tags=tuple(raw.get("tags", ())),
         modalities=tuple(raw.get("modalities", ())),
+        kernels=MappingProxyType(
+            {key: value if isinstance(value, str) else tuple(value) for key, value in raw.get("kernels", {}).items()}
+        ),
         identity=MappingProxyType(dict(raw.get("identity", {}).get("config", {}))),
         identity_files=MappingProxyType(dict(raw.get("identity", {}).get("files", {}))),
         description=raw.get("description", ""),

@@ -63,6 +63,7 @@ def matrix_issues(doc: Document, matrix: Matrix) -> Iterator[ConfigIssue]:
             )
     for entry in matrix.entries:
         yield from _extra_args_issues(doc, entry)
+        yield from _kernel_issues(doc, entry)
 
 
 # vLLM flags the harness sets for every boot, and why a maintainer may not set them in extra_args
@@ -90,6 +91,26 @@ def _extra_args_issues(doc: Document, entry: ModelEntry) -> Iterator[ConfigIssue
         elif flag in typed - {"--extra-args"}:
             key = flag.removeprefix("--").replace("-", "_")
             yield doc.issue(where, f"{flag} has its own option: set serve.{key} instead of passing it in extra_args")
+
+
+# serve options that decide a kernel, and the kernels key that must then name the same one
+FORCED_KERNELS = {"attention_backend": "attention", "kv_cache_dtype": "kv_cache_dtype"}
+
+
+def _kernel_issues(doc: Document, entry: ModelEntry) -> Iterator[ConfigIssue]:
+    """A kernel the entry forces and declares must be one: the engine told one backend and expected to run another
+    would fail every night."""
+    for option, component in FORCED_KERNELS.items():
+        forced, declared = entry.serve.get(option), entry.kernels.get(component)
+        if forced is None or declared is None:
+            continue
+        names = [declared] if isinstance(declared, str) else list(declared)
+        if str(forced).casefold() not in {name.casefold() for name in names}:
+            yield doc.issue(
+                ("models", entry.index, "kernels", component),
+                f"kernels.{component} is {declared!r} but serve.{option} asks for {forced!r}: declare what the "
+                f"option asks for, or drop the option",
+            )
 
 
 def _revision_issues(doc: Document, entry: ModelEntry, profile: Profile) -> Iterator[ConfigIssue]:

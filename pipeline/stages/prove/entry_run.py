@@ -22,7 +22,7 @@ from pipeline.progress import Say, quiet
 from pipeline.stages.prove.boot import Candidate, restartable
 from pipeline.stages.prove.canary import CanaryVerdict, canary_argv, judge_canary, run_canary
 from pipeline.stages.prove.canary import wanted as canary_wanted
-from pipeline.stages.prove.golden_run import GoldenResult, run_golden
+from pipeline.stages.prove.golden_run import GoldenResult, ServerLog, run_golden
 from pipeline.stages.prove.health import HealthReport, health_facts_for_history, judge_health, read_host_facts
 from pipeline.stages.prove.judge import Judge, last_confirmed_judge, transformers_judge
 from pipeline.stages.prove.memory import Room, make_room
@@ -88,6 +88,7 @@ def run_entry(entry: ModelEntry, ctx: EntryContext) -> Outcome:
                     judge=judge,
                     restart=serving.restart,
                     files_at=served_folder(entry, ctx.cache_dir),
+                    server_log=ServerLog(server.log_path, profile.accelerator),
                     say=ctx.say,
                 )
             numbers: dict[str, Any] = {"boot_s": round(boot_s, 1), "golden_s": round(golden.duration_s, 1)}

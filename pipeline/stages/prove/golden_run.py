@@ -21,6 +21,7 @@ from pipeline.checks.agreement import (
 from pipeline.checks.answers import check_answer, check_corrupted_counter, check_finite_logprobs
 from pipeline.checks.garbage import check_garbage, check_long_decode, text_stats
 from pipeline.checks.identity import check_identity, identity_files, model_config
+from pipeline.checks.kernels import KernelEvidence, cache_dtype, check_kernels, read_log
 from pipeline.checks.stops import check_stop
 from pipeline.config import canaries
 from pipeline.config.golden_sets import GoldenPrompt, GoldenSet
@@ -150,6 +151,7 @@ class GoldenAnswers:
     parser_verdicts: tuple[Verdict, ...]
     corrupted: Verdict
     duration_s: float
+    kernels: KernelEvidence | None = None  # what the server's log and /metrics said it selected
 
     @property
     def tokens(self) -> int:
@@ -163,6 +165,7 @@ def ask_golden(
     golden: GoldenSet,
     *,
     restart: Callable[[], OpenAIClient] | None = None,
+    server_log: ServerLog | None = None,
     say: Say = quiet,
 ) -> tuple[GoldenAnswers, OpenAIClient]:
     """Every request of the golden stage; the client after it, which is a new server's after a NaN restart."""
@@ -170,6 +173,7 @@ def ask_golden(
     model = entry.served_model_name
     prompts = all_prompts(golden)
     served = tuple(client.models())
+    kernels = kernel_evidence(client, server_log) if entry.kernels and server_log is not None else None
     serving = _Serving(client, restart, say)
     say(f"golden: {len(prompts)} prompts, one at a time")
     alone: list[Generation] = []
@@ -205,8 +209,23 @@ def ask_golden(
         parsers,
         serving.corrupted_counter(),
         time.monotonic() - started,
+        kernels,
     )
     return answers, serving.client
+
+
+@dataclass(frozen=True)
+class ServerLog:
+    """The log of the server the golden stage asks, and the platform it runs on (which kernels it picks silently)."""
+
+    path: Path
+    platform: str
+
+
+def kernel_evidence(client: OpenAIClient, server_log: ServerLog) -> KernelEvidence:
+    """What the server said it selected, read once: its kernels are chosen at boot and never change after."""
+    text = server_log.path.read_text(errors="replace") if server_log.path.is_file() else ""
+    return KernelEvidence(read_log(text), cache_dtype(client.metrics()), server_log.path.name, server_log.platform)
 
 
 def judge_golden(
@@ -240,6 +259,7 @@ def judge_golden(
     if answers.long is not None and golden.long_decode is not None:
         verdicts += [check_long_decode(answers.long, golden.long_decode.window), check_finite_logprobs(answers.long)]
     verdicts += [*answers.parser_verdicts, answers.corrupted]
+    verdicts += check_kernels(entry.kernels, answers.kernels)
     duration = answers.duration_s + time.monotonic() - started
     return GoldenResult(tuple(verdicts), answers.alone, answers.tokens, duration, files)
 
@@ -254,10 +274,11 @@ def run_golden(
     judge: Judge | None = None,
     restart: Callable[[], OpenAIClient] | None = None,
     files_at: Path | None = None,
+    server_log: ServerLog | None = None,
     say: Say = quiet,
 ) -> GoldenResult:
     """The golden stage against one running server (restarted after a NaN when `restart` can): ask, then judge."""
-    answers, client = ask_golden(client, entry, golden, restart=restart, say=say)
+    answers, client = ask_golden(client, entry, golden, restart=restart, server_log=server_log, say=say)
     return judge_golden(
         answers,
         client,

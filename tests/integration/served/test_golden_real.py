@@ -13,7 +13,7 @@ from pipeline.cli import main
 from pipeline.infra.references import References, ReferenceStore
 from pipeline.infra.server import Server
 from pipeline.infra.weights import package_folder
-from pipeline.stages.prove.golden_run import GoldenResult, run_golden
+from pipeline.stages.prove.golden_run import GoldenResult, ServerLog, run_golden
 from tests.integration.broken_models import golden_on, make_broken, verdict
 from tests.integration.conftest import CPU_ENTRY, CpuEngine
 
@@ -47,6 +47,7 @@ def good_runs(cpu_engine: CpuEngine, cpu_server: Server, tmp_path_factory: pytes
         cpu_engine.config.golden[cpu_engine.entry.golden],
         model_ref=str(package_folder(cpu_engine.entry, cpu_engine.cache_dir)),
         references=references,
+        server_log=ServerLog(cpu_server.log_path, "cpu"),  # as the nightly passes the server it booted
     )
     return GoodRuns(json.loads(report.read_text()), judged, references)
 
@@ -64,6 +65,8 @@ def test_the_good_model_passes_every_check(good_runs: GoodRuns) -> None:
     assert ("optional tool call", "get_weather (auto)", "PASS") in features
     assert ("JSON schema", "capital", "PASS") in features
     assert ("reasoning", "SKIPPED") in statuses
+    # --url names a server this command did not start: its log is not ours to read
+    assert ("kernel path", "attention", "SKIPPED") in features
     assert not [v for v in report["verdicts"] if v["status"] == "FAIL"]  # type: ignore[attr-defined]
 
 
@@ -71,6 +74,13 @@ def test_the_good_model_does_not_drift_from_its_own_reference(good_runs: GoodRun
     assert good_runs.judged.passed, [v for v in good_runs.judged.failures]
     drift = [v for v in good_runs.judged.verdicts if v.check == "drift"]
     assert drift and all(v.reason.startswith("tokens identical") for v in drift)
+
+
+def test_the_good_build_runs_the_kernels_the_entry_declares(good_runs: GoodRuns) -> None:
+    kernels = {v.subject: v for v in good_runs.judged.verdicts if v.check == "kernel path"}
+    assert set(kernels) == {"attention", "kv_cache_dtype"}
+    assert all(v.status == "PASS" for v in kernels.values()), kernels
+    assert "/metrics" in kernels["kv_cache_dtype"].reason
 
 
 def test_small_perturbations_keep_the_answer_but_are_caught_by_drift(

@@ -1,0 +1,40 @@
+"""The kernel path on the real CPU engine forced off the CPU entry's declared kernels: another attention backend (which
+vLLM's CPU platform refuses, and runs its own) and an FP8 KV cache. The golden stage's evidence (the server's log and
+/metrics) FAILs each, naming expected and actual; the good build's pass is in the nightly's golden stage
+(served/test_golden_real.py)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from types import MappingProxyType
+
+import pytest
+
+from pipeline.checks.kernels import check_kernels
+from pipeline.stages.prove.boot import boot
+from pipeline.stages.prove.golden_run import ServerLog, kernel_evidence
+from tests.integration.conftest import CpuEngine
+
+pytestmark = pytest.mark.integration
+
+
+def test_a_forced_other_attention_backend_and_kv_cache_dtype_fail_naming_expected_and_actual(
+    cpu_engine: CpuEngine, tmp_path: Path
+) -> None:
+    declared = cpu_engine.entry.kernels
+    assert declared == {"attention": "CPU_ATTN", "kv_cache_dtype": "auto"}  # models.yaml's CPU entry
+    forced = replace(
+        cpu_engine.entry,
+        serve=MappingProxyType({**cpu_engine.entry.serve, "attention_backend": "TRITON_ATTN", "kv_cache_dtype": "fp8"}),
+    )
+    with boot(forced, cpu_engine.candidate, cache_dir=cpu_engine.cache_dir, log_dir=tmp_path) as server:
+        evidence = kernel_evidence(server.client, ServerLog(server.log_path, "cpu"))
+    found = {v.subject: v for v in check_kernels(declared, evidence)}
+    attention, cache = found["attention"], found["kv_cache_dtype"]
+    assert attention.status == "FAIL", attention
+    # vLLM 0.32's own words: "Cannot use AttentionBackendEnum.TRITON_ATTN backend on CPU."
+    assert "the server refused TRITON_ATTN" in attention.reason and "ran CPU_ATTN" in attention.reason, attention
+    assert "Cannot use AttentionBackendEnum.TRITON_ATTN backend on CPU." in attention.reason
+    assert cache.status == "FAIL", cache
+    assert "expected auto, /metrics says the KV cache is fp8" in cache.reason, cache
