@@ -6,7 +6,8 @@ The patterns read vLLM's own selection lines (0.32 and 0.33 word them alike): vl
 (`Using %s attention backend out of potential backends: ...`, `Using %s backend.` for one asked for),
 vllm/platforms/cpu.py (`Cannot use %s backend on CPU.`), the MoE oracles under
 vllm/model_executor/layers/fused_moe/oracle/ (`Using FLASHINFER_CUTLASS Fp8 MoE backend out of ...`,
-`Using 'MARLIN' WNA16 MoE backend.`), vllm/model_executor/kernels/linear/ (`Selected %s for %s`), and
+`Using 'MARLIN' WNA16 MoE backend.`), vllm/model_executor/kernels/linear/ (`Selected %s for %s`, `Using %s for NVFP4
+GEMM`), and
 `vllm:cache_config_info`, whose `cache_dtype` label is the KV cache's dtype.
 """
 
@@ -29,7 +30,9 @@ SELECTIONS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("vision_attention", re.compile(rf"Using backend {_NAME} for vit attention")),
     ("moe", re.compile(rf"Using {_NAME} (?:[A-Z][A-Za-z0-9]*|W4A8 Int8) MoE backend(?: out of|\.)")),
     ("moe", re.compile(rf"Using {_NAME} backend for \w+ MoE")),  # the older oracle's wording
-    ("linear", re.compile(rf"Selected {_NAME} for \w+")),
+    # "Selected X for Fp8LinearMethod" (scaled-mm paths); "Using X for NVFP4 GEMM", "... for mixed-precision linear",
+    # "... for AutoGPTQLinearMethod" (the others): every linear kernel class ends in Kernel
+    ("linear", re.compile(r"(?:Selected|Using) (?P<name>\w+Kernel) for \S")),
 )
 REFUSALS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("attention", re.compile(rf"Cannot use {_NAME} backend on \w+\.")),

@@ -8,7 +8,9 @@ sequence failed (its error printed as `FAILED <error>`). Every node's Ray is sto
 
 from __future__ import annotations
 
+import faulthandler
 import select
+import signal
 import sys
 from pathlib import Path
 
@@ -22,6 +24,7 @@ from pipeline.stages.prove.boot import plan_launch, prepare_candidate, weights_h
 
 
 def main(entry_id: str, log_dir: Path) -> int:
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test asks where a driver that hangs is stuck
     settings = from_environment().settings
     root = settings.path("config_dir")
     paths = ConfigPaths(root / "models.yaml", root / "thresholds", root / "golden", settings.path("cluster_file"))

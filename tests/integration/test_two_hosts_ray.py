@@ -14,9 +14,11 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 import pytest
 import yaml
@@ -136,6 +138,24 @@ def _driver(hosts: TwoHosts, env: dict[str, str], tmp_path: Path) -> subprocess.
     )
 
 
+def _drained(stream: IO[str]) -> tuple[list[str], threading.Thread]:
+    """The stream's lines as they come, read on a thread of their own (a driver never blocks on a full pipe), and
+    that thread, which ends with the stream."""
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(stream), daemon=True)
+    reader.start()
+    return lines, reader
+
+
+def _stuck(driver: subprocess.Popen[str], stderr: list[str]) -> str:
+    """Where a driver that did not stop is: its signal masks and every thread's stack (faulthandler, on SIGUSR1)."""
+    status = Path(f"/proc/{driver.pid}/status").read_text()
+    masks = [line for line in status.splitlines() if line.startswith(("SigBlk", "SigIgn", "SigCgt"))]
+    driver.send_signal(signal.SIGUSR1)
+    time.sleep(2)
+    return "\n".join(masks) + "\n" + "".join(stderr)
+
+
 def test_the_cluster_comes_up_over_the_fast_link_and_ctrl_c_stops_it_on_both_hosts(
     sparks: tuple[TwoHosts, dict[str, str]], tmp_path: Path
 ) -> None:
@@ -143,8 +163,9 @@ def test_the_cluster_comes_up_over_the_fast_link_and_ctrl_c_stops_it_on_both_hos
     driver = _driver(hosts, env, tmp_path)
     try:
         assert driver.stdout is not None and driver.stderr is not None
+        stderr, reader = _drained(driver.stderr)
         ready = driver.stdout.readline()
-        assert ready == f"READY {hosts.fast_a} {hosts.fast_b}\n", driver.stderr.read()
+        assert ready == f"READY {hosts.fast_a} {hosts.fast_b}\n", "".join(stderr)
         # Ray's own traffic runs between the fast-link addresses only: the management network carries ssh alone
         for ns in (hosts.head_ns, hosts.worker_ns):
             ray = [(a, b) for a, b in _connections(ns) if not a.endswith(":22") and not b.endswith(":22")]
@@ -152,8 +173,13 @@ def test_the_cluster_comes_up_over_the_fast_link_and_ctrl_c_stops_it_on_both_hos
             assert between and all(a.rsplit(":", 1)[0] in (hosts.fast_a, hosts.fast_b) for a, _ in between), between
             assert all(b.rsplit(":", 1)[0] in (hosts.fast_a, hosts.fast_b) for _, b in between), between
         driver.send_signal(signal.SIGINT)  # Ctrl-C on the head
-        assert driver.wait(120) != 0
-        assert "cluster: stopped on spark-a, spark-b" in driver.stderr.read()
+        try:
+            code = driver.wait(120)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the driver did not stop within 120 s of Ctrl-C:\n{_stuck(driver, stderr)}")
+        assert code != 0
+        reader.join(10)
+        assert "cluster: stopped on spark-a, spark-b" in "".join(stderr), stderr
     finally:
         if driver.poll() is None:
             driver.kill()

@@ -19,6 +19,21 @@ support it.
 backends: ('FLASHINFER', 'FLASH_ATTN', 'TRITON_ATTN', 'FLEX_ATTENTION')
 (EngineCore_DP0 pid=4599) INFO 01-06 23:25:39 [selector.py:112] Using HND KV cache layout for FLASHINFER backend.
 """
+# GB10 (capability 12.1), vLLM 0.18.1rc1, Qwen3.5-35B-A3B-FP8 with an auto KV cache: guardkit/guardkit,
+# docs/reviews/agentic-factory/qwen-run-2.md at 703734ee
+GB10_QWEN35_FP8 = """\
+(EngineCore pid=183) INFO [__init__.py:261] Selected CutlassFP8ScaledMMLinearKernel for Fp8LinearMethod
+(EngineCore pid=183) INFO [fp8.py:396] Using TRITON Fp8 MoE backend out of potential backends: ['AITER', \
+'FLASHINFER_TRTLLM', 'FLASHINFER_CUTLASS', 'DEEPGEMM', 'TRITON', 'MARLIN', 'BATCHED_DEEPGEMM', 'BATCHED_TRITON', 'XPU'].
+(EngineCore pid=183) INFO [cuda.py:334] Using FLASH_ATTN attention backend out of potential backends: ['FLASH_ATTN', \
+'FLASHINFER', 'TRITON_ATTN', 'FLEX_ATTENTION'].
+"""
+# Three GB10s, an int4 MoE over Ray, vLLM 0.20-0.21: https://github.com/vllm-project/vllm/pull/35568 (2026-05-10)
+GB10_INT4_MOE = """\
+(RayWorkerWrapper pid=412, ip=192.168.100.11) INFO [gptq_marlin.py:387] Using MarlinLinearKernel for \
+GPTQMarlinLinearMethod
+(RayWorkerWrapper pid=412, ip=192.168.100.11) INFO [int_wna16.py:136] Using 'MARLIN' WNA16 MoE backend.
+"""
 # H100 x 8, vLLM 0.15.2rc1, a Qwen3 FP8 MoE: FLASHINFER_CUTLASS auto-selected where DEEPGEMM was meant, a fallback
 # its reporter found only when long prompts failed: https://github.com/vllm-project/vllm/issues/34249
 H100_FP8_MOE = (
@@ -55,6 +70,27 @@ def test_gb10_attention_and_the_older_moe_line_pass_as_declared() -> None:
     found = judged({"attention": "FLASHINFER", "moe": "TRITON"}, evidence(GB10_QWEN_NEXT_FP8))
     assert found["attention"][0] == "PASS" and "log line 3" in found["attention"][1]
     assert found["moe"][0] == "PASS"  # "Triton" in the older wording, TRITON in the enum's
+
+
+def test_a_gb10_fp8_moe_night_reads_as_its_log_says() -> None:
+    found = judged(
+        {"attention": "FLASH_ATTN", "moe": "TRITON", "linear": "CutlassFP8ScaledMMLinearKernel"},
+        evidence(GB10_QWEN35_FP8),
+    )
+    assert {subject: status for subject, (status, _) in found.items()} == {
+        "attention": "PASS",
+        "moe": "PASS",
+        "linear": "PASS",
+    }
+    # the Spark entries serve an FP8 KV cache, which FLASH_ATTN does not take on sm_12x: FlashInfer is declared
+    status, reason = judged({"attention": "FLASHINFER"}, evidence(GB10_QWEN35_FP8))["attention"]
+    assert status == "FAIL" and "expected FLASHINFER, the server selected FLASH_ATTN" in reason
+
+
+def test_a_gb10_int4_moe_over_ray_names_its_marlin_kernels() -> None:
+    found = judged({"moe": "MARLIN", "linear": "MarlinLinearKernel"}, evidence(GB10_INT4_MOE))
+    assert found["moe"][0] == "PASS" and found["linear"][0] == "PASS"
+    assert "log line 2" in found["moe"][1]
 
 
 def test_an_auto_selected_moe_backend_other_than_the_declared_one_fails_naming_both() -> None:
@@ -107,6 +143,9 @@ def test_several_kernels_of_one_component_must_be_the_declared_set() -> None:
         ("Using 'TRITON' Mxfp4 MoE backend.", "moe", "TRITON"),  # mxfp4.py
         ("Using 'FLASHINFER_CUTLASS' NvFp4 MoE backend out of potential backends: [...]", "moe", "FLASHINFER_CUTLASS"),
         ("Using backend AttentionBackendEnum.FLASH_ATTN for vit attention", "vision_attention", "FLASH_ATTN"),
+        ("Using FlashInferCutlassNvFp4LinearKernel for NVFP4 GEMM", "linear", "FlashInferCutlassNvFp4LinearKernel"),
+        ("Using MarlinLinearKernel for mixed-precision linear", "linear", "MarlinLinearKernel"),
+        ("Selected CutlassFp8BlockScaledMMKernel for Fp8LinearMethod", "linear", "CutlassFp8BlockScaledMMKernel"),
     ],
 )
 def test_each_wording_of_vllm_0_33_is_read(line: str, component: str, name: str) -> None:
@@ -122,6 +161,8 @@ def test_each_wording_of_vllm_0_33_is_read(line: str, component: str, name: str)
         "Using LBHNC KV cache layout.",
         "Using Transformers modeling backend.",  # the modeling backend is no attention kernel
         "Selected MLA prefill backend FLASH for ...",
+        "Using TritonExperts",  # the experts class beside the oracle's line
+        "Using FlashInfer for top-p & top-k sampling.",
     ],
 )
 def test_lines_that_name_no_kernel_of_ours_are_not_read(line: str) -> None:
