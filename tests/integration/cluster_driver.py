@@ -24,6 +24,9 @@ from pipeline.stages.prove.boot import plan_launch, prepare_candidate, weights_h
 
 
 def main(entry_id: str, log_dir: Path) -> int:
+    # as the CLI does (pipeline/cli.py): started by a suite that a non-interactive shell put in the background,
+    # this process inherits SIGINT ignored, and Ctrl-C would never reach the tear-down
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test asks where a driver that hangs is stuck
     settings = from_environment().settings
     root = settings.path("config_dir")
