@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from pipeline.checks import Verdict, failed, passed, skipped
 from pipeline.infra.openai_client import MetricSample
 
-COMPONENTS = ("attention", "vision_attention", "moe", "linear", "kv_cache_dtype")
 CACHE_INFO_METRIC = "vllm:cache_config_info"
 
 _NAME = r"'?(?:AttentionBackendEnum\.)?(?P<name>[A-Za-z][\w.-]*?)'?"
