@@ -2,13 +2,13 @@
 what the server's log and /metrics say it selected. A silent fallback (another MoE backend, FP8 KV cache not in use,
 a backend asked for and refused) shows otherwise only as a speed change, if at all.
 
-The patterns read vLLM's own selection lines (0.32 and 0.33 word them alike): vllm/platforms/cuda.py
-(`Using %s attention backend out of potential backends: ...`, `Using %s backend.` for one asked for),
-vllm/platforms/cpu.py (`Cannot use %s backend on CPU.`), the MoE oracles under
-vllm/model_executor/layers/fused_moe/oracle/ (`Using FLASHINFER_CUTLASS Fp8 MoE backend out of ...`,
-`Using 'MARLIN' WNA16 MoE backend.`), vllm/model_executor/kernels/linear/ (`Selected %s for %s`, `Using %s for NVFP4
-GEMM`), and
-`vllm:cache_config_info`, whose `cache_dtype` label is the KV cache's dtype.
+The patterns read vLLM's own selection lines (0.32 and 0.33 word them alike):
+- vllm/platforms/cuda.py: `Using %s attention backend out of potential backends: ...`, `Using %s backend.` for one
+  asked for; vllm/platforms/cpu.py: `Cannot use %s backend on CPU.`;
+- the MoE oracles under vllm/model_executor/layers/fused_moe/oracle/: `Using FLASHINFER_CUTLASS Fp8 MoE backend out
+  of ...`, `Using 'MARLIN' WNA16 MoE backend.`;
+- vllm/model_executor/kernels/linear/: `Selected %s for %s`, `Using %s for NVFP4 GEMM`;
+- /metrics: `vllm:cache_config_info`, whose `cache_dtype` label is the KV cache's dtype.
 """
 
 from __future__ import annotations
@@ -94,9 +94,9 @@ def check_kernels(expected: Mapping[str, str | Sequence[str]], evidence: KernelE
 
 
 def _judge(component: str, want: frozenset[str], evidence: KernelEvidence) -> Verdict:
-    expected = _listed(want)
     if component == "kv_cache_dtype":
-        return _judge_cache_dtype(expected, want, evidence)
+        return _judge_cache_dtype(want, evidence)
+    expected = _listed(want)
     seen = [s for s in evidence.sightings if s.component == component]
     refusals = [s for s in seen if s.refused]
     chosen = [s for s in seen if not s.refused]
@@ -137,8 +137,8 @@ def _judge(component: str, want: frozenset[str], evidence: KernelEvidence) -> Ve
     return passed("kernel path", component, f"{_listed(actual)} as declared ({how})", actual=sorted(actual))
 
 
-def _judge_cache_dtype(expected: str, want: frozenset[str], evidence: KernelEvidence) -> Verdict:
-    actual = evidence.cache_dtype
+def _judge_cache_dtype(want: frozenset[str], evidence: KernelEvidence) -> Verdict:
+    expected, actual = _listed(want), evidence.cache_dtype
     if actual is None:
         return failed(
             "kernel path", "kv_cache_dtype", f"expected {expected}; /metrics has no {CACHE_INFO_METRIC} cache_dtype"
