@@ -10,6 +10,7 @@ from pipeline.detect import confirm, detect_step, screen
 from pipeline.detect.stats import MEDIAN_VARIANCE_FACTOR, regularized_beta, robust_sd, t_cdf, t_quantile
 from pipeline.detect.steps import (
     SCREEN_Z,
+    SHORT_HISTORY_DROP,
     STEP_BASELINE_NIGHTS,
     STEP_RUN_NIGHTS,
     TARGET_EFFECT,
@@ -76,14 +77,19 @@ def test_screen_on_a_noisy_host_trips_on_any_drop_but_never_on_an_improvement() 
     assert not screen(noisy, night(100.5)).tripped
 
 
-def test_screen_uses_only_the_recent_window_and_trips_without_history() -> None:
+def test_screen_uses_only_the_recent_window_and_a_short_history_trips_only_on_a_gross_drop() -> None:
     old_fast = [night(130.0)] * 20
     assert not screen(old_fast + HISTORY, night(99.0)).tripped  # only the last 14 nights count
     assert screen(old_fast + HISTORY, night(99.0), window=30).tripped
-    short = screen(HISTORY[:3], night(100.0))
-    assert short.tripped
-    assert math.isnan(short.baseline)
-    assert "only 3 healthy nights" in short.reason
+    short = screen(HISTORY[:3], night(90.0))  # 3 nights: no noise estimate, so a 10 % drop is not past it
+    assert not short.tripped and short.nights_used == 3 and math.isnan(short.noise)
+    assert short.baseline == pytest.approx(100.0, rel=0.02)
+    assert "fewer than 5 nights: no noise estimate yet" in short.reason
+    gross = screen(HISTORY[:1], night(70.0))  # one night of history: a -30 % night trips
+    assert gross.tripped and gross.nights_used == 1 and gross.threshold == SHORT_HISTORY_DROP
+    assert "below -15.00%" in gross.reason
+    empty = screen([], night(70.0))  # none: nothing to compare with
+    assert empty.nights_used == 0 and math.isnan(empty.baseline) and "no healthy night of history" in empty.reason
     with pytest.raises(ValueError):
         screen(HISTORY, [100.0, float("nan"), 100.0])
 

@@ -174,13 +174,11 @@ def test_once_a_cell_has_nights_of_its_own_they_replace_another_builds_reference
     again = _judge(_case(5.0), _ctx(tmp_path, "2026-11-02"), another_build=COMMUNITY)
     decode = next(o for o in again if o.cell == "tg32")
     assert decode.status == Status.PASS and decode.gap is None
-    assert "vs 5 (the median of this pipeline's 1 accepted night(s); the file's 20 was measured" in decode.reason
+    assert "vs 5 (this host's 1 accepted night: 5 t/s; the file's 20 was measured on another build)" in decode.reason
     worse = _judge(_case(1.5), _ctx(tmp_path, "2026-11-03"), remeasure=lambda r: _case(1.5), another_build=COMMUNITY)
     decode = next(o for o in worse if o.cell == "tg32")
     assert decode.gap is None and decode.status == Status.FAIL  # A could not be served here: the fixed level
-    assert (
-        "past the fail level" in decode.reason and "the median of this pipeline's 2 accepted night(s)" in decode.reason
-    )
+    assert "past the fail level" in decode.reason and "this host's 2 accepted nights: 5 t/s" in decode.reason
 
 
 SLOW_PAIRS = [(20.0 * (1 + d), 18.0 * (1 + d)) for d in (0.0, 0.004, -0.003, 0.002, -0.001, 0.003, 0.0, -0.002)]
@@ -436,3 +434,64 @@ def test_a_regression_on_a_cells_first_night_recovers_on_its_fixed_reference_bef
         for night in ("2026-11-02", "2026-11-03", "2026-11-04")
     ]
     assert statuses == [Status.INCONCLUSIVE, Status.INCONCLUSIVE, Status.PASS]
+
+
+# Hosts at half, the same and twice the speed of the one the file's tg32 reference (20 t/s) was measured on.
+HOST_SPEEDS = (0.5, 1.0, 2.0)
+
+
+def _pairs_at(ratio: float, level: float) -> list[tuple[float, float]]:
+    """Eight interleaved (A, B) pairs with B at `ratio` of A, A at `level`, and a little noise."""
+    return [(level * (1 + d), level * ratio * (1 - d)) for d in (0.0, 0.004, -0.003, 0.002, -0.001, 0.003, 0.0, -0.002)]
+
+
+@pytest.mark.parametrize("speed", HOST_SPEEDS)
+def test_a_hosts_good_first_and_second_nights_pass_whatever_its_speed(tmp_path: Path, speed: float) -> None:
+    host = 20.0 * speed
+    first = next(o for o in _judge(_case(host), _ctx(tmp_path, "2026-11-01")) if o.cell == "tg32")
+    assert first.status == Status.PASS, first.reason
+    if speed < 1:  # past the file's warn level (-35 %), above its fail level (-60 %): a slow host, not a slow build
+        assert first.gap is not None and "a slow host is not a slow build" in first.reason
+    second_ctx = _ctx(tmp_path, "2026-11-02")
+    second = next(o for o in _judge(_case(host * 0.98), second_ctx) if o.cell == "tg32")
+    assert second.status == Status.PASS and second.gap is None, second.reason
+    assert f"vs {host:.4g} (this host's 1 accepted night: {host:.4g} t/s" in second.reason
+    assert _accepted_nights(second_ctx) == ["2026-11-01", "2026-11-02"]
+
+
+@pytest.mark.parametrize("speed", HOST_SPEEDS)
+def test_a_build_30_percent_slower_than_the_hosts_first_night_fails_on_the_second_by_pairs(
+    tmp_path: Path, speed: float
+) -> None:
+    host = 20.0 * speed
+    _judge(_case(host), _ctx(tmp_path, "2026-11-01"))
+    seen: list[str] = []
+
+    def pairs_against(result: CaseResult, metric: str, wanted: int, a: BuildRef) -> list[tuple[float, float]]:
+        seen.append(a.id)
+        return _pairs_at(0.7, host)
+
+    ctx = _ctx(tmp_path, "2026-11-02")
+    slow = _case(host * 0.7)
+    decode = next(o for o in _judge(slow, ctx, remeasure=lambda r: slow, paired=pairs_against) if o.cell == "tg32")
+    assert decode.status == Status.FAIL and decode.confirmation is not None, decode.reason
+    assert set(seen) == {"runtime-2026-11-01"}  # paired with the host's first night's build
+    assert decode.confirmation.mean_ratio == pytest.approx(0.7, abs=0.01)
+    assert f"this host's 1 accepted night: {host:.4g} t/s" in decode.reason  # which reference judged it
+    assert _a_of(ctx) == "runtime-2026-11-01" and "2026-11-02" not in _accepted_nights(ctx)
+
+
+def test_a_first_night_below_the_files_fail_level_fails(tmp_path: Path) -> None:
+    decode = next(o for o in _judge(_case(7.0), _ctx(tmp_path), remeasure=lambda r: _case(7.0)) if o.cell == "tg32")
+    assert decode.status == Status.FAIL and "past the fail level" in decode.reason
+    assert "the file's reference" in decode.reason
+
+
+def test_the_files_fail_level_stays_a_floor_on_a_slow_hosts_later_nights(tmp_path: Path) -> None:
+    """A host at half the file's speed has its own yardstick (10 t/s) whose fail level is 4 t/s; a night at 7.5 t/s
+    is only -25 % from it, but past the file's fail level (8 t/s): gross breakage, FAIL with no A to pair with."""
+    _judge(_case(10.0), _ctx(tmp_path, "2026-11-01"))
+    ctx = replace(_ctx(tmp_path, "2026-11-02"), book=ConfirmedBook(tmp_path / "no-a.json"))
+    decode = next(o for o in _judge(_case(7.5), ctx, remeasure=lambda r: _case(7.5)) if o.cell == "tg32")
+    assert decode.status == Status.FAIL, decode.reason
+    assert "vs 20 (the file's reference, a floor on every host)" in decode.reason

@@ -8,6 +8,10 @@ and only accepted nights make the history's baseline, so a regression never beco
 reference; while a cell's last night FAILed, only pairs can pass it. An unhealthy host makes every
 cell INCONCLUSIVE and keeps its numbers out of the history: a sick
 night is never blamed on the wheels and never becomes the new normal.
+
+A host's first accepted night is its yardstick: from then on the cell's reference is the median of this host's
+accepted nights (with the file's levels), and the file's reference is only a floor for gross breakage, so a host
+twice as fast (or half as fast) as the one the file was measured on is judged against itself.
 """
 
 from __future__ import annotations
@@ -21,7 +25,6 @@ from dataclasses import dataclass, replace
 from pipeline.config.thresholds import Reference, Thresholds
 from pipeline.detect.steps import (
     BASELINE_NIGHTS,
-    MIN_BASELINE_NIGHTS,
     STEP_RUN_NIGHTS,
     Screen,
     detect_step,
@@ -55,6 +58,8 @@ RECOVERY_NIGHTS = 3
 REPAIR_EVERY_NIGHTS = 7
 # How far back an open regression is looked for: over a year of undecided nights (the blind gate alerts long before)
 OPEN_LOOKBACK_NIGHTS = 400
+# How a reason names the thresholds file's reference (a host's own accepted nights name themselves)
+FILE_ORIGIN = "the file's reference"
 Remeasure = Callable[[CaseResult], CaseResult]
 
 
@@ -170,9 +175,13 @@ def _judge_cell(
     paired: PairedMeasure | InTurn,
 ) -> tuple[CellOutcome, CaseResult]:
     nights = [n.values for n in _nights(ctx, cell, metric, accepted_only=True)]
-    reference = own_reference(thresholds, cell, nights)
+    reference, floor = host_reference(thresholds, cell, nights), _floor(thresholds, cell, nights)
+
+    def judge(values: Sequence[float]) -> CellVerdict:
+        return _gate(reference, floor, values)
+
     a = _last_good(ctx, cell, metric)
-    gate, screened = judge_cell(reference, result.values(metric)), screen(nights, result.values(metric))
+    gate, screened = judge(result.values(metric)), screen(nights, result.values(metric))
     if ctx.pair_always:
         return paired_verdict(
             CellOutcome(cell, metric, Status.INCONCLUSIVE, "asked for pairs", gate, screened),
@@ -198,16 +207,18 @@ def _judge_cell(
         if outcome.confirmation is not None:
             return outcome, result
         opened = f"a regression is open since {since[0]} and {outcome.reason}"
-        recovery = _recovery(replace(outcome, reason=opened), reference, since[1], nights, result.values(metric))
+        recovery = _recovery(replace(outcome, reason=opened), judge, since[1], nights, result.values(metric))
         return recovery, result
     if not (gate.tripped or _history_trips(screened)):
         status = Status.XFAIL if gate.status == "XFAIL" else Status.PASS
         reason = f"{gate.reason}; {screened.reason}{_first_note(a, ctx)}"
         return CellOutcome(cell, metric, status, reason, gate, screened), result
-    if thresholds.another_build and not nights:  # the file's reference is still another build's
+    if not nights and (thresholds.another_build or gate.status == "WARN"):
+        # the host's first night: the file's reference is another build's or another host's, and only its fail level
+        # (gross breakage) can blame tonight's build
         return _gap(cell, metric, gate, screened, build=thresholds.another_build, first=_first_note(a, ctx)), result
     rerun = remeasure(result)
-    rerun_gate, rescreened = judge_cell(reference, rerun.values(metric)), screen(nights, rerun.values(metric))
+    rerun_gate, rescreened = judge(rerun.values(metric)), screen(nights, rerun.values(metric))
     if not (rerun_gate.tripped or _history_trips(rescreened)):
         reason = (
             f"tripped ({gate.reason}; {screened.reason}), passed on rerun: {rerun_gate.reason}; {rescreened.reason}"
@@ -246,7 +257,7 @@ def _open_regression(ctx: PerfContext, cell: str, metric: str) -> tuple[str, lis
 
 def _recovery(
     base: CellOutcome,
-    reference: Reference,
+    judge: Callable[[Sequence[float]], CellVerdict],
     since: Sequence[Night],
     baseline: Sequence[Sequence[float]],
     tonight: Sequence[float],
@@ -257,7 +268,7 @@ def _recovery(
     long enough to screen, within it too. Between the two it stays open, INCONCLUSIVE, and out of the baseline."""
 
     def back(values: Sequence[float]) -> bool:
-        return not (judge_cell(reference, values).tripped or _history_trips(screen(baseline, values)))
+        return not (judge(values).tripped or _history_trips(screen(baseline, values)))
 
     tonight_screen = screen(baseline, tonight)
     if base.gate.tripped or _history_trips(tonight_screen):
@@ -272,19 +283,43 @@ def _recovery(
     return replace(base, status=Status.INCONCLUSIVE, reason=still)
 
 
-def own_reference(thresholds: Thresholds, cell: str, nights: Sequence[Sequence[float]]) -> Reference:
-    """The cell's reference as judged tonight. A file measured on another build stops being the yardstick once the
-    cell has accepted nights of its own: their median (the last BASELINE_NIGHTS) takes its place, with the file's
-    warn and fail levels, so a night far below the pipeline's own is caught even before the screen has history."""
+def host_reference(thresholds: Thresholds, cell: str, nights: Sequence[Sequence[float]]) -> Reference:
+    """The cell's yardstick tonight. From its first accepted night on this host it is the host's own: the median of
+    its accepted nights (the last BASELINE_NIGHTS), with the file's warn and fail levels, whatever the file says
+    (hosts of one class differ up to 2x, and a file may have been measured on another build). Before that night,
+    the file's reference, named as such."""
     reference = thresholds.cells[cell]
-    if not thresholds.another_build or not nights or reference.ref is None:
-        return reference
     recent = [statistics.median(values) for values in nights[-BASELINE_NIGHTS:] if values]
-    origin = (
-        f"the median of this pipeline's {len(recent)} accepted night(s); the file's {reference.ref:g} was measured "
-        f"on another build"
-    )
-    return replace(reference, ref=statistics.median(recent), origin=origin)
+    if not recent:
+        return replace(reference, origin=reference.origin or FILE_ORIGIN)
+    own = statistics.median(recent)
+    origin = f"this host's {len(recent)} accepted night{'s' if len(recent) > 1 else ''}: {own:.4g} {reference.unit}"
+    if reference.ref is not None and thresholds.another_build:
+        origin += f"; the file's {reference.ref:g} was measured on another build"
+    elif reference.ref is not None:
+        origin += f", {own / reference.ref - 1:+.0%} from the file's {reference.ref:g}"
+    return replace(reference, ref=own, pending=None, origin=origin)
+
+
+def _floor(thresholds: Thresholds, cell: str, nights: Sequence[Sequence[float]]) -> Reference | None:
+    """The file's reference as a floor for gross breakage on every host, once the host's own nights judge the cell:
+    a night below its fail level FAILs whatever this host measured before. None where the file is still the
+    yardstick, has no reference, or was measured on another build (no floor for this pipeline's builds)."""
+    reference = thresholds.cells[cell]
+    if not nights or thresholds.another_build or reference.ref is None:
+        return None
+    return replace(reference, origin=f"{reference.origin or FILE_ORIGIN}, a floor on every host")
+
+
+def _gate(reference: Reference, floor: Reference | None, values: Sequence[float]) -> CellVerdict:
+    """Tonight against the cell's reference, or against the floor where it falls below the floor's fail level."""
+    gate = judge_cell(reference, values)
+    if floor is None or gate.status in ("FAIL", "XFAIL"):
+        return gate
+    below = judge_cell(floor, values)
+    if below.status not in ("FAIL", "XFAIL"):
+        return gate
+    return replace(below, reason=f"{below.reason}; against this host's own: {gate.reason}")
 
 
 def _first_note(a: tuple[BuildRef, Acceptance | None] | None, ctx: PerfContext) -> str:
@@ -305,12 +340,20 @@ def _step_series(ctx: PerfContext, cell: str, metric: str, tonight: Sequence[flo
     return [statistics.median(n.values) for n in baseline + recent] + [statistics.median(tonight)]
 
 
-def _gap(cell: str, metric: str, gate: CellVerdict, screened: Screen, *, build: str, first: str) -> CellOutcome:
-    """A cell with no confirmed night of its own, off a reference measured on another build: two builds differ, and
-    nothing says tonight's regressed. The gap is reported with the reference's provenance; tonight's build, having
-    passed everything else, becomes the cell's first A, and its own nights judge the next ones."""
+def _gap(cell: str, metric: str, gate: CellVerdict, screened: Screen, *, build: str | None, first: str) -> CellOutcome:
+    """A host's first night of a cell, tripped against a reference it did not measure: off a file measured on
+    another build, two builds differ; off this pipeline's file, past its warn level but above its fail level, this
+    host is slower than the one the file was measured on (a slow host is not a slow build). Nothing says tonight's
+    build regressed: the gap is reported with where the reference came from, tonight's build (having passed
+    everything else) becomes the cell's first A, and this host's own nights judge the next ones."""
     assert gate.change is not None  # a tripped gate has a reference
-    gap = f"{gate.change:+.1%} against a reference measured on another build ({build})"
+    if build is not None:
+        gap = f"{gate.change:+.1%} against a reference measured on another build ({build})"
+    else:
+        gap = (
+            f"{gate.change:+.1%} against the file's reference, above its fail level {gate.fail_bound:.4g}: the first "
+            "night on this host, which is slower than the file's (a slow host is not a slow build)"
+        )
     reason = f"gap, not a regression: {gate.value:.4g} {gate.unit} vs {gate.ref:g}, {gap}; {screened.reason}{first}"
     return CellOutcome(cell, metric, Status.PASS, reason, gate, screened, gap=gap)
 
@@ -353,8 +396,8 @@ def _move_last_good(outcomes: Sequence[CellOutcome], ctx: PerfContext) -> None:
 
 
 def _history_trips(screened: Screen) -> bool:
-    """A history too short to have a noise estimate leaves the judgement to the fixed reference."""
-    return screened.tripped and screened.nights_used >= MIN_BASELINE_NIGHTS
+    """With no accepted night on this host there is no history to speak: the file's reference judges alone."""
+    return screened.tripped and screened.nights_used >= 1
 
 
 def _record(results: Sequence[CaseResult], ctx: PerfContext, health: HealthReport, verdicts: dict[str, Status]) -> None:
