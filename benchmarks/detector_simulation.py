@@ -20,7 +20,7 @@ Series: 30 nights of history, then a month of 30. Scenarios (in the month):
   creep                  each night's build 0.3 % slower than the night before's
   step -2/-3/-5/-10/-20  every build from the month's first night on is that much slower (with dips)
 Two modes: side by side (A served beside B, as the CPU profile does) and one-resident (`servers_at_once: 1`, as
-a Spark must: pairs are boot pairs in turns, each boot new, FIRST_BOOT_PAIRS then one more up to MAX_BOOT_PAIRS;
+a Spark must: pairs are boot pairs in turns, each boot new, MIN_BOOT_PAIRS then one more up to MAX_BOOT_PAIRS;
 boots/month counts them). --boot-sd gives every boot an offset of its own (log SD) on top of any bimodal mode.
 Figures: share of step series that FAIL on the step's first night, by its 2nd and by its 7th; share with the
 alert still open at month end (alert: opened by a FAIL, closed by a PASS, left by INCONCLUSIVE); share of
@@ -54,8 +54,9 @@ from pipeline.config.matrix import Cell
 from pipeline.config.thresholds import MIN_EFFECT, build_thresholds
 from pipeline.detect import boots, steps
 from pipeline.detect.boots import BootPair
-from pipeline.infra.confirmed import BuildRef, ConfirmedBook
+from pipeline.infra.confirmed import BuildRef, ConfirmedBook, series_key
 from pipeline.infra.history import History
+from pipeline.infra.pair_book import PairBook
 from pipeline.stages.prove import perf_judge
 from pipeline.stages.prove.health import HealthReport, HostFacts
 from pipeline.stages.prove.paired_verdict import InTurn
@@ -95,8 +96,10 @@ class Variant:
     rules: tuple[float, float]
     mode: Mode = "side"
     boot_sd: float = 0.0
-    boot_pairs: tuple[int, int] = (pair_limits.FIRST_BOOT_PAIRS, pair_limits.MAX_BOOT_PAIRS)
+    boot_pairs: tuple[int, int] = (pair_limits.MIN_BOOT_PAIRS, pair_limits.MAX_BOOT_PAIRS)
     prior_df: float = boots.PRIOR_DF
+    budget: int = 16  # one-resident: boots in turns a night, at most
+    usual: int = 8  # one-resident: boots a night's pairs stop at when they lean to no slowdown
 
 
 @dataclass(frozen=True)
@@ -153,6 +156,7 @@ class World:
     boots: dict[str, float] = field(default_factory=dict)  # boot -> its factor (mode and own offset), tonight
     boot_sd: float = 0.0  # every boot's own offset (log SD)
     boot_count: int = 0  # boots made in turns
+    night_boots: int = 0  # boots made in turns tonight
 
     def build_level(self, night: int) -> float:
         month = night - HISTORY_NIGHTS
@@ -163,7 +167,7 @@ class World:
 
     def start_night(self, night: int) -> None:
         s = self.scenario
-        self.night, self.position, self.boots = night, 0, {}
+        self.night, self.position, self.boots, self.night_boots = night, 0, {}, 0
         shock = self.rng.gauss(0.0, NIGHT_SD * math.sqrt(1 - s.ar1**2))
         self.log_ar = s.ar1 * self.log_ar + shock
         dipped = s.dips and self.rng.random() < DIP_RATE
@@ -217,6 +221,7 @@ class Tonight:
             runs: dict[str, tuple[float, ...]] = {}
             for night, build in sides:
                 self.world.boot_count += 1
+                self.world.night_boots += 1
                 boot = f"{build}#{self.world.boot_count}"
                 runs[build] = tuple(self.world.measure(night, boot) for _ in range(RUNS_PER_BOOT))
             measured.append(BootPair(runs[a.id], runs[self.build]))
@@ -229,12 +234,14 @@ class SeriesResult:
     pairs: int
     boots: int  # boots made in turns over the month
     medians: tuple[float, ...]  # every night's first measurement, history included (what Otava sees)
+    most_boots: int = 0  # boots made in turns in the month's costliest night
+    slower_a: bool = False  # A moved in the month to a build at least 1 % slower than the A it replaced
 
 
 def run_series(scenario: Scenario, index: int, seed: int, variant: Variant) -> SeriesResult:
     # the switches a comparison flips, in the production modules themselves
-    steps.PAIRED_STATISTIC, steps.SCREEN_Z, perf_judge.A_MOVE_SLACK = variant.statistic, variant.z, variant.slack
-    pair_limits.FIRST_BOOT_PAIRS, pair_limits.MAX_BOOT_PAIRS = variant.boot_pairs
+    steps.PAIRED_STATISTIC, steps.SCREEN_Z, perf_judge.A_MOVE_MAX_LOSS = variant.statistic, variant.z, variant.slack
+    pair_limits.MIN_BOOT_PAIRS, pair_limits.MAX_BOOT_PAIRS = variant.boot_pairs
     boots.PRIOR_DF = variant.prior_df
     min_effect, boot_sd = variant.rules
     data = yaml.safe_load(THRESHOLDS.read_text())
@@ -246,9 +253,11 @@ def run_series(scenario: Scenario, index: int, seed: int, variant: Variant) -> S
     assert ref is not None
     world = World(scenario, random.Random(f"{seed}/{scenario.name}/{index}"), ref, boot_sd=variant.boot_sd)
     levels: dict[str, int] = {}
-    statuses, medians, pairs_total, boots_before_month = [], [], 0, 0
+    statuses, medians, pairs_total, boots_before_month, most_boots, slower_a = [], [], 0, 0, 0, False
     with tempfile.TemporaryDirectory(dir="/dev/shm" if Path("/dev/shm").is_dir() else None) as scratch:
         history, book = History(Path(scratch) / "h.sqlite"), ConfirmedBook(Path(scratch) / "confirmed.json")
+        pair_book = PairBook(Path(scratch) / "pairs.json")
+        key = series_key("spark-gb10", "gpt-oss-120b", "tg32", "tg_tps")
         for night in range(HISTORY_NIGHTS + MONTH_NIGHTS):
             world.start_night(night)
             build_id = f"build-{night}"
@@ -260,19 +269,28 @@ def run_series(scenario: Scenario, index: int, seed: int, variant: Variant) -> S
             day = f"2026-{1 + night // 28:02d}-{1 + night % 28:02d}"
             ctx = PerfContext(
                 history, "spark-gb10", "spark-a", "gpt-oss-120b", f"run-{night}", day, {},
-                build=BuildRef(build_id, "image", build_id, "0" * 64, night=day), book=book,
+                build=BuildRef(build_id, "image", build_id, "0" * 64, night=day), book=book, pair_book=pair_book,
             )  # fmt: skip
+            a_before = book.last_good(key)
+            in_turn = InTurn(tonight.in_turn, lambda: variant.budget - world.night_boots, variant.usual)
             outcome = judge_results(
                 [result], thresholds, ctx, health_before=HEALTHY, health_after=HEALTHY,
                 remeasure=tonight.remeasure,
-                paired=InTurn(tonight.in_turn) if variant.mode == "one-resident" else tonight.paired,
+                paired=in_turn if variant.mode == "one-resident" else tonight.paired,
             )[0]  # fmt: skip
+            a_after = book.last_good(key)
             if night == HISTORY_NIGHTS - 1:
                 boots_before_month = world.boot_count
             if night >= HISTORY_NIGHTS:
                 statuses.append(outcome.status.value)
                 pairs_total += outcome.pairs_measured
-    return SeriesResult(tuple(statuses), pairs_total, world.boot_count - boots_before_month, tuple(medians))
+                most_boots = max(most_boots, world.night_boots)
+                if a_before and a_after and a_after[0].id != a_before[0].id:
+                    moved = world.build_level(levels[a_after[0].id]) / world.build_level(levels[a_before[0].id])
+                    slower_a = slower_a or moved <= 0.99
+    return SeriesResult(
+        tuple(statuses), pairs_total, world.boot_count - boots_before_month, tuple(medians), most_boots, slower_a
+    )
 
 
 def otava_alarm(medians: Sequence[float]) -> int | None:
@@ -311,6 +329,8 @@ def report(scenario: Scenario, results: Sequence[SeriesResult], otava: Sequence[
     inconclusive = statistics.fmean(sum(s == "INCONCLUSIVE" for s in r.statuses) for r in results)
     pairs = statistics.fmean(r.pairs for r in results)
     boots_month = statistics.fmean(r.boots for r in results)
+    most = max(r.most_boots for r in results)
+    slower_a = share([r.slower_a for r in results])
     if scenario.regression:
         limit = 15 if scenario.creep else 2
         by_limit = share([f is not None and f < limit for f in fails])
@@ -326,8 +346,8 @@ def report(scenario: Scenario, results: Sequence[SeriesResult], otava: Sequence[
         gate = f"false FAIL months {share([f is not None for f in fails])}"
         other = f"false alarm months {share([o is not None for o in otava])}"
     return (
-        f"{scenario.name:<19} {label:<26} {gate:<66} INCONCLUSIVE/month {inconclusive:4.2f}  pairs/month {pairs:5.1f}"
-        f"  boots/month {boots_month:5.1f}  | Otava: {other}"
+        f"{scenario.name:<19} {label:<36} {gate:<66} INCONCLUSIVE/month {inconclusive:4.2f}  pairs/month {pairs:5.1f}"
+        f"  boots/month {boots_month:5.1f}  most/night {most:2d}  A to a slower build {slower_a}  | Otava: {other}"
     )
 
 
@@ -358,7 +378,7 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", help="scenario names to run (default: all)")
     parser.add_argument("--z", type=float, nargs="*", default=[steps.SCREEN_Z], help="screen z values to compare")
     parser.add_argument(
-        "--slack", type=float, nargs="*", default=[perf_judge.A_MOVE_SLACK], help="A_MOVE_SLACK values to compare"
+        "--slack", type=float, nargs="*", default=[perf_judge.A_MOVE_MAX_LOSS], help="A_MOVE_MAX_LOSS values to compare"
     )
     parser.add_argument(
         "--pair-rules",
@@ -369,12 +389,14 @@ def main() -> None:
         "boot spread counted), one-resident the file's own",
     )
     parser.add_argument("--mode", nargs="*", choices=("side", "one-resident"), default=["side", "one-resident"])
-    parser.add_argument("--boot-sd", type=float, default=0.0, help="every boot's own offset (log SD)")
+    parser.add_argument("--boot-sd", type=float, nargs="*", default=[0.0], help="every boot's own offset (log SD)")
+    parser.add_argument("--budget", type=int, nargs="*", default=[16], help="one-resident: boots in turns a night")
+    parser.add_argument("--usual", type=int, default=8, help="one-resident: boots a night leaning clean stops at")
     parser.add_argument(
         "--boot-pairs",
         type=_boot_pairs,
         nargs="*",
-        default=[(pair_limits.FIRST_BOOT_PAIRS, pair_limits.MAX_BOOT_PAIRS)],
+        default=[(pair_limits.MIN_BOOT_PAIRS, pair_limits.MAX_BOOT_PAIRS)],
         help="one-resident: boot pairs asked first and at most (FIRST:MAX) to compare",
     )
     parser.add_argument("--prior-df", type=float, nargs="*", default=[boots.PRIOR_DF], help="the boot prior's df")
@@ -396,8 +418,10 @@ def main() -> None:
             medians_for_otava: list[tuple[float, ...]] = []
             lines = []
             variants = [
-                Variant(st, z, sl, rules, mode, args.boot_sd, bp, df)
+                Variant(st, z, sl, rules, mode, sd, bp, df, budget, args.usual)
+                for sd in args.boot_sd
                 for mode in args.mode
+                for budget in (args.budget if mode == "one-resident" else [0])
                 for st in statistics_run
                 for z in args.z
                 for sl in args.slack
@@ -419,6 +443,10 @@ def main() -> None:
                     label += f" pairs {variant.rules[0]:g}:{variant.rules[1]:g}"
                 if variant.mode == "one-resident" and (len(args.boot_pairs) > 1 or len(args.prior_df) > 1):
                     label += f" bp {variant.boot_pairs[0]}:{variant.boot_pairs[1]} df {variant.prior_df:g}"
+                if len(args.boot_sd) > 1:
+                    label += f" boot {variant.boot_sd:.0%}"
+                if variant.mode == "one-resident" and len(args.budget) > 1:
+                    label += f" budget {variant.budget}"
                 lines.append(report(scenario, results, otava, label))
             print("\n".join(lines), flush=True)
     print(f"\n{time.monotonic() - started:.0f} s")

@@ -245,6 +245,7 @@ def run_entries(state: NightRun, candidate: Candidate) -> list[Outcome]:
                     say,
                     on_stage=progress.stage,
                     build=build,
+                    boots_spent=sum(o.numbers.get("turns", {}).get("boots", 0) for o in outcomes),
                 )
                 outcome = run_entry(entry, ctx)
             if weights is not None:  # the files it was served from, carried with its outcome to the merge

@@ -23,6 +23,7 @@ from pipeline.infra.cpu_class import cpu_class
 from pipeline.infra.history import History
 from pipeline.infra.image import image_tag
 from pipeline.infra.openai_client import OpenAIClient
+from pipeline.infra.pair_book import PairBook
 from pipeline.infra.runtime import load_runtime
 from pipeline.progress import to_stderr
 from pipeline.settings import Settings
@@ -74,6 +75,13 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
     profile = config.matrix.profiles[entry.profile]
     spec = replace(entry.bench, runs=args.runs) if args.runs else entry.bench
     pair_with = pair_target(args.pair_with, profile) if args.pair_with else None
+    if args.pair_with and args.url and profile.servers_at_once < 2:
+        # a running server cannot step aside, and a second one beside it does not fit: side by side, one boot of each
+        # could never tell the build from the boot spread (no PASS within the profile's rules)
+        raise UsageError(
+            f"--pair-with with --url: profile {profile.name} holds one server at a time, so the paired build cannot be "
+            "served beside the running one; drop --url and bench boots the entry and pairs it in turns"
+        )
     if args.dry_run:
         print(_dry_run(entry, config, settings, pair_with))
         return 0
@@ -88,6 +96,7 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
         {},
         record=args.record,
         book=ConfirmedBook(settings.path("state_dir") / "confirmed.json"),
+        pair_book=PairBook(settings.path("state_dir") / "pairs.json"),
         pair_with=pair_with,
         pair_always=args.pair_with is not None,
     )
@@ -131,7 +140,7 @@ def _tonight(
     cache_dir = settings.path("cache_dir")
     candidate = prepare_candidate(profile, cache_dir, log_dir, say=to_stderr)
     with restartable(entry, candidate, cache_dir=cache_dir, log_dir=log_dir, say=to_stderr) as serving:
-        yield Turns(entry, profile, serving, cache_dir, log_dir, to_stderr)
+        yield Turns(entry, profile, serving, cache_dir, log_dir, to_stderr, budget=profile.boot_budget.suspected)
 
 
 def _dry_run(entry: ModelEntry, config: Config, settings: Settings, pair_with: BuildRef | None) -> str:

@@ -35,6 +35,17 @@ class MemoryRules:
 
 
 @dataclass(frozen=True)
+class BootBudget:
+    """The boots made in turns a night may spend (one server at a time). An entry's boot pairs stop at `entry` boots
+    when they lean to no slowdown, and may go on to `suspected` while they lean to one; all entries of a night share
+    `night`. At 3-5 minutes a Spark boot, 8 is about half an hour and 32 at most two and a half hours of a night."""
+
+    entry: int = 8
+    suspected: int = 16
+    night: int = 32
+
+
+@dataclass(frozen=True)
 class Profile:
     """A hardware profile: where the matrix runs and what a healthy runtime looks like there."""
 
@@ -64,6 +75,7 @@ class Profile:
     # The judge of a night with no golden reference: "transformers" (the CPU profile's default, where the weights are
     # a folder here) or "last-confirmed" (the entry's last confirmed build, always on a GPU profile).
     golden_judge: Literal["transformers", "last-confirmed"] = "transformers"
+    boot_budget: BootBudget = field(default_factory=BootBudget)
 
 
 @dataclass(frozen=True)
@@ -222,6 +234,7 @@ def _profile(name: str, raw: Mapping[str, Any]) -> Profile:
         memory=MemoryRules(**raw.get("memory", {})),
         servers_at_once=raw.get("servers_at_once", 1),
         golden_judge=raw.get("golden_judge", "transformers"),
+        boot_budget=BootBudget(**raw.get("boot_budget", {})),
     )
 
 

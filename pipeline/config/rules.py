@@ -9,7 +9,7 @@ from typing import Any
 
 from pipeline.config.load import Document, schema, suggest
 from pipeline.config.matrix import Matrix, ModelEntry, Profile
-from pipeline.config.thresholds import MAX_BOOT_PAIRS, build_thresholds, level_problems
+from pipeline.config.thresholds import MAX_BOOT_PAIRS, SEQUENTIAL_SHIFT, build_thresholds, level_problems
 from pipeline.errors import ConfigIssue
 
 
@@ -253,9 +253,9 @@ def threshold_issues(
         if not rules.passable_in_turns():
             yield doc.issue(
                 ("pairs", "min_effect"),
-                f"min_effect {rules.min_effect:g} is within what {MAX_BOOT_PAIRS} boot pairs can tell apart with a "
-                f"boot spread of {rules.boot_sd:g}: an unchanged build could never PASS; raise min_effect or measure "
-                "the boot spread",
+                f"with a boot spread of {rules.boot_sd:g}, {MAX_BOOT_PAIRS} boot pairs of an unchanged build do not "
+                f"reach the sequential test's PASS bound (its shift {max(rules.min_effect, SEQUENTIAL_SHIFT):g}): an "
+                "unchanged build could never PASS; raise min_effect or measure the boot spread",
             )
     elif not rules.passable():
         yield doc.issue(

@@ -99,11 +99,20 @@ CI_LEVEL = 0.95
 # 4 8 (200 series): with the Spark's 0.028, clean months with bimodal boots FAILed 1.0 % at 8 (2.0 % at 4), -5 %
 # steps with such boots FAILed by their 2nd night 98.5 % (96.5 %); with no prior (0, floored) 9-14 % FAILed.
 PRIOR_DF = 8.0
-# Boot pairs asked for first, and the most a cell is given: one more boot pair at a time until the pairs decide.
-# Chosen with benchmarks/detector_simulation.py --mode one-resident: 3:8 against 2:6 FAILed -5 % steps with bimodal
-# boots by their 2nd night 98 % against 84-89 %, at about 6 % more boots in a clean month.
-FIRST_BOOT_PAIRS = 3
+# Boot pairs in turns are asked one at a time, and decided by a sequential test (detect/sequential.py) from the
+# MIN_BOOT_PAIRS-th on (one pair alone teaches nothing of the boot spread); MAX_BOOT_PAIRS is the most a cell is
+# given a night, however large the boot budget.
+MIN_BOOT_PAIRS = 2
 MAX_BOOT_PAIRS = 8
+# The sequential test's error rates: alpha, an unchanged build FAILed (it blocks a release and pages someone);
+# beta, a build slower by the full shift PASSed (the next night's pairs still see it, and A never moves to it).
+SEQUENTIAL_ALPHA = 0.005
+SEQUENTIAL_BETA = 0.10
+# The slowdown the sequential test is built to catch (its alternative), unless the hardware's min_effect is larger:
+# slowdowns past half of it build up evidence over the nights, smaller ones wear it down. Chosen with
+# benchmarks/detector_simulation.py --mode one-resident (100 series, boot SD 2 %): a shift of 5 % caught 75 % of -3 %
+# steps by their 7th night, 4 % 90 % at 11 % more boots a clean month, 3 % 90 % at 50 % more.
+SEQUENTIAL_SHIFT = 0.04
 # The floor under the prior's boot spread, for hardware whose shipped value is lower or 0 (never measured): two boots
 # of one build are never assumed closer than this (the CPU profile measured 0.7 % on tg32, 2 % on pp128).
 MIN_PRIOR_BOOT_SD = 0.01
@@ -117,14 +126,17 @@ class PairRules:
     min_effect: float = MIN_EFFECT
     boot_sd: float = 0.0
 
+    def shift(self) -> float:
+        """The sequential test's alternative, as a log ratio: SEQUENTIAL_SHIFT, or min_effect where larger."""
+        return -math.log1p(-max(self.min_effect, SEQUENTIAL_SHIFT))
+
     def passable_in_turns(self) -> bool:
-        """Whether boot pairs in turns can PASS an unchanged build at all: at MAX_BOOT_PAIRS that agree exactly, the
-        interval's half-width (the prior's spread alone, pooled over PRIOR_DF + MAX_BOOT_PAIRS - 1 degrees of
-        freedom; the normal quantile, the narrowest the t interval gets) must fit within min_effect."""
-        spread = max(self.boot_sd, MIN_PRIOR_BOOT_SD)
-        variance = PRIOR_DF * spread**2 / (PRIOR_DF + MAX_BOOT_PAIRS - 1)
-        half = NormalDist().inv_cdf(0.5 + CI_LEVEL / 2) * math.sqrt(variance / MAX_BOOT_PAIRS)
-        return half < -math.log1p(-self.min_effect)
+        """Whether boot pairs in turns can PASS an unchanged build within MAX_BOOT_PAIRS: the evidence an unchanged
+        build's pairs bring on average (shift^2 / (2 var) a pair, var the prior's boot spread, at least
+        MIN_PRIOR_BOOT_SD) must reach the sequential PASS bound."""
+        variance = max(self.boot_sd, MIN_PRIOR_BOOT_SD) ** 2
+        pass_at = math.log(SEQUENTIAL_BETA / (1 - SEQUENTIAL_ALPHA))
+        return -MAX_BOOT_PAIRS * self.shift() ** 2 / (2 * variance) <= pass_at
 
     def passable(self) -> bool:
         """Whether an unchanged build can PASS at all: its CI, at least as wide as the boot spread's, must fit above

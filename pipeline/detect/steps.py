@@ -45,6 +45,11 @@ SHORT_HISTORY_DROP = 0.15
 # nights 93.5 % / 96 %; a clean month with dips costs 47 / 67 pairs and no false FAIL either way. 1.64 keeps the
 # 95 % with margin for one confirmation more a month.
 SCREEN_Z = 1.64
+# Where a night is one boot (a host that holds one server: `floor` in screen), the screen never trips on a drop
+# smaller than this share of the effect, however noisy the history: the history's noise carries the boot spread, and
+# a screen that tripped on any drop (5 % - 1.64 x 3 % is 0.1 %) would pay boot pairs on half the nights. Chosen with
+# benchmarks/detector_simulation.py --mode one-resident --boot-sd 0.02 0.03.
+SCREEN_FLOOR = 0.5
 
 Decision = Literal["FAIL", "PASS", "INCONCLUSIVE"]
 # One-sided level at which the paired test must exclude "no regression" before a FAIL. Stringent, because a FAIL
@@ -107,13 +112,14 @@ def screen(
     effect: float = TARGET_EFFECT,
     z: float | None = None,
     min_nights: int = MIN_BASELINE_NIGHTS,
+    floor: float = 0.0,
 ) -> Screen:
     """Trip when tonight's median is lower than the recent baseline by more than `effect - z x noise`.
 
     history_nights holds the samples of past accepted nights, oldest first; only the last `window` are used.
     The threshold is tied to the effect to catch rather than to the noise alone, so a noisier host trips more
-    often (more confirmations) instead of missing more regressions; it never goes below 0 (an improvement
-    never trips).
+    often (more confirmations) instead of missing more regressions; it never goes below `floor` x effect (0 side
+    by side: an improvement never trips; SCREEN_FLOOR where each night is one boot and a confirmation costs boots).
     """
     if not tonight:
         raise ValueError("tonight has no samples")
@@ -138,8 +144,9 @@ def screen(
         noise = robust_sd([m / baseline - 1.0 for m in medians], 0.0)
         noise_of_change = noise * math.sqrt(1.0 + MEDIAN_VARIANCE_FACTOR / len(medians))
         z = SCREEN_Z if z is None else z  # read now, so a benchmark can change the module's default
-        threshold = max(0.0, effect - z * noise_of_change)
-        why = f"= max(0, {effect:.0%} - {z:g} x noise {noise_of_change:.2%})"
+        threshold = max(effect * floor, effect - z * noise_of_change)
+        least = f"{floor:g} x {effect:.0%}" if floor else "0"
+        why = f"= max({least}, {effect:.0%} - {z:g} x noise {noise_of_change:.2%})"
     tripped = change < -threshold
     verdict = "below" if tripped else "not below"
     nights = f"{len(medians)} night{'s' if len(medians) > 1 else ''}"

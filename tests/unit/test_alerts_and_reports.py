@@ -108,10 +108,20 @@ def test_the_summary_lists_gaps_to_references_from_other_builds() -> None:
     outcome = Outcome("qwen3.5-35b-a3b-fp8", Status.PASS, "perf", "gaps", True, 900.0, numbers={"cells": cells})
     summary = render_summary(run, [outcome])
     assert summary.endswith(
-        "## Gaps to references from other builds (reported, not blamed on tonight's wheels)\n\n"
+        "## Gaps to references measured elsewhere: another build or host (reported, not blamed on tonight's wheels)\n\n"
         f"- qwen3.5-35b-a3b-fp8 tg32: {gap}\n"
     )
     assert "Gaps to references" not in render_summary(run, [Outcome("x", Status.PASS, "perf", "ok", True, 1.0)])
+
+
+def test_the_summary_says_what_boots_in_turns_cost_the_night() -> None:
+    run = {"run_id": "r1", "night": "2026-11-25", "profile": "spark", "verdict": "FAIL", "publish": ""}
+    turns = {"turns": {"boots": 5, "boot_s": 1012.4}}
+    outcomes = [
+        Outcome("gpt-oss-120b", Status.FAIL, "perf", "slower", True, 2100.0, numbers=turns),
+        Outcome("qwen", Status.PASS, "perf", "ok", True, 900.0),
+    ]
+    assert "Boots in turns: 5, 1012 s booting (gpt-oss-120b 5 (1012 s))." in render_summary(run, outcomes)
 
 
 def test_summary_and_junit_show_every_entry_with_its_status() -> None:

@@ -7,23 +7,37 @@ import random
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pipeline.cli import main
+from pipeline.config.matrix import BootBudget
 from pipeline.config.thresholds import PairRules
-from pipeline.detect.boots import BootPair, boot_spread, confirm_boots
+from pipeline.detect.boots import BootPair, pooled_spread
+from pipeline.detect.sequential import FAIL_AT, PASS_AT, decide_sequential
 from pipeline.errors import EngineError, HostUnhealthy
 from pipeline.infra.confirmed import BuildRef
 from pipeline.infra.openai_client import Generation, Scored
+from pipeline.infra.pair_book import Carried, PairBook, SpreadSoFar
 from pipeline.stages.prove import judge, pairs, turns
 from pipeline.stages.prove.boot import Restartable
 from pipeline.stages.prove.paired_verdict import InTurn
 from pipeline.stages.prove.perf_judge import judge_results
 from pipeline.status import Status
-from tests.unit.test_perf_judge import HEALTHY, _build, _case, _ctx, _judge, _seed, _thresholds, runs_by_client
+from tests.unit.test_perf_judge import (
+    HEALTHY,
+    _a_of,
+    _build,
+    _case,
+    _ctx,
+    _judge,
+    _seed,
+    _thresholds,
+    runs_by_client,
+)
 
 SPARK_RULES = PairRules(min_effect=0.03, boot_sd=0.028)  # thresholds/spark-gb10: the prior of every Spark file
 
@@ -35,37 +49,73 @@ def _pair(rng: random.Random, effect: float, *, a_boot: float = 0.0, b_boot: flo
     return BootPair(boot(a_boot), boot(math.log1p(effect) + b_boot))
 
 
-def test_boot_pairs_fail_a_clear_slowdown_and_pass_an_unchanged_build() -> None:
+def _differences(rng: random.Random, effect: float, n: int, spread: float = 0.02) -> list[float]:
+    return [math.log1p(effect) + rng.gauss(0.0, spread * math.sqrt(2)) for _ in range(n)]
+
+
+def _decide(differences: list[float], carried: Carried | None = None, *, more: bool = False, **kw: Any) -> Any:
+    variance = 0.028**2
+    return decide_sequential(
+        differences, carried, a="a", night="2026-11-20", shift=SPARK_RULES.shift(), variance=variance, spread=0.028,
+        more=more, **kw,
+    )  # fmt: skip
+
+
+def test_the_sequential_test_fails_a_clear_slowdown_and_passes_an_unchanged_build() -> None:
     rng = random.Random(7)
-    slower = confirm_boots([_pair(rng, -0.08) for _ in range(5)], min_effect=0.03, prior_boot_sd=0.028)
-    assert slower.decision == "FAIL" and slower.pairs == 5 and slower.mean_ratio == pytest.approx(0.92, abs=0.01)
-    assert "5 boot pairs (3 runs a boot)" in slower.reason and "pooled with the hardware's 2.8%" in slower.reason
-    same = confirm_boots([_pair(rng, 0.0) for _ in range(8)], min_effect=0.03, prior_boot_sd=0.028)
-    assert same.decision == "PASS", same.reason
+    slower = _decide(_differences(rng, -0.08, 4))
+    assert slower.decision == "FAIL" and slower.llr >= FAIL_AT and slower.carry is None
+    assert "B/A 0.9" in slower.reason and "FAIL at" in slower.reason and "boot-to-boot SD of B/A 2.8%" in slower.reason
+    same = _decide(_differences(rng, 0.0, 6))
+    assert same.decision == "PASS" and same.llr <= PASS_AT, same.reason
 
 
-def test_boot_pairs_that_agree_by_chance_cannot_outweigh_the_hardwares_boot_spread() -> None:
-    """Bimodal boots: every A boot fast and every B boot 4 % slow, four times running (p = 0.21 ** 4). The runs
-    agree tightly, so without the shipped spread as a prior (or with an unmeasured one, floored at 1 %) the pairs
-    would call it significant; the prior keeps it undecided."""
-    rng = random.Random(3)
-    unlucky = [_pair(rng, 0.0, b_boot=math.log(0.96)) for _ in range(4)]
-    assert confirm_boots(unlucky, min_effect=0.03, prior_boot_sd=0.028).decision == "INCONCLUSIVE"
-    assert confirm_boots(unlucky, min_effect=0.03, prior_boot_sd=0.028, prior_df=0.0).decision == "FAIL"
-    assert confirm_boots(unlucky, min_effect=0.03, prior_boot_sd=0.0).decision == "FAIL"
+def test_an_undecided_night_carries_its_pairs_to_the_next_night_against_the_same_build() -> None:
+    """A build about 4.5 % slower: one night's two boot pairs lean towards it without deciding; the next night's two,
+    added to them, FAIL it, where alone they could not. Against another A the carried pairs are not used."""
+    first = _decide([-0.045, -0.040])
+    assert first.decision == "INCONCLUSIVE" and first.carry == Carried("a", (-0.045, -0.040), ("2026-11-20",))
+    assert "carried to the next night" in first.reason
+    alone = _decide([-0.050, -0.050])
+    assert alone.decision == "INCONCLUSIVE"
+    together = _decide([-0.050, -0.050], first.carry)
+    assert together.decision == "FAIL" and together.carried_pairs == 2
+    assert "2 boot pairs tonight and 2 carried from 2026-11-20" in together.reason
+    other = decide_sequential(
+        [-0.050, -0.050], first.carry, a="b", night="n", shift=SPARK_RULES.shift(), variance=0.028**2, spread=0.028,
+        more=False,
+    )  # fmt: skip
+    assert other.carried_pairs == 0 and other.decision == "INCONCLUSIVE"
 
 
-def test_the_nights_boot_spread_is_what_the_boot_pairs_show_beyond_their_runs() -> None:
+def test_a_night_out_of_budget_that_leans_to_no_slowdown_clears_unless_a_regression_is_open() -> None:
+    leaning = _decide([0.004, -0.006])
+    assert leaning.decision == "PASS" and leaning.carry is None and "cleared, not confirmed" in leaning.reason
+    assert _decide([0.004, -0.006], more=True).decision == "INCONCLUSIVE"  # pairs left: it measures more
+    open_regression = _decide([0.004, -0.006], clearable=False)
+    assert open_regression.decision == "INCONCLUSIVE" and open_regression.carry is None
+
+
+def test_the_boot_spread_is_pooled_from_the_prior_the_hosts_nights_and_tonight() -> None:
+    """A host whose boots spread 3 % (B/A's SD 4.2 %) against a file that says 2.8 %: the prior alone says 2.8 %;
+    twenty nights of three boot pairs teach the host's own, and the source says where it came from."""
     rng = random.Random(11)
-    spread = [_pair(rng, 0.0, a_boot=rng.gauss(0, 0.03), b_boot=rng.gauss(0, 0.03), runs=5) for _ in range(40)]
-    assert boot_spread(spread) == pytest.approx(0.03 * math.sqrt(2), rel=0.3)  # B/A's SD: two boots' offsets
-    assert boot_spread([_pair(rng, 0.0, runs=5) for _ in range(40)]) < 0.005
-    assert math.isnan(boot_spread(spread[:1]))
+    prior = pooled_spread(0.028, SpreadSoFar(), [])
+    assert prior.spread == pytest.approx(0.028) and prior.source == "the file's 2.8% worth 8 pairs"
+    learned = SpreadSoFar()
+    for _ in range(20):
+        night = [_pair(rng, 0.0, a_boot=rng.gauss(0, 0.03), b_boot=rng.gauss(0, 0.03)) for _ in range(3)]
+        learned = learned.plus([pair.difference() for pair in night])
+    assert (learned.df, learned.nights) == (40, 20)
+    tonight = [_pair(rng, 0.0, a_boot=rng.gauss(0, 0.03), b_boot=rng.gauss(0, 0.03)) for _ in range(2)]
+    pooled = pooled_spread(0.028, learned, tonight)
+    assert pooled.spread == pytest.approx(0.03 * math.sqrt(2), rel=0.25)
+    assert pooled.source == "the file's 2.8% worth 8 pairs, this host's 40 from 20 nights, tonight's 1"
     with pytest.raises(ValueError, match="positive, finite"):
-        confirm_boots([BootPair((1.0,), (math.nan,))])
+        pooled_spread(0.028, SpreadSoFar(), [BootPair((1.0,), (math.nan,))])
 
 
-def test_boot_pairs_are_asked_three_then_one_more_at_a_time_until_they_decide(tmp_path: Path) -> None:
+def test_boot_pairs_are_asked_one_at_a_time_and_stop_as_soon_as_they_decide(tmp_path: Path) -> None:
     _seed(_ctx(tmp_path), tmp_path, 20.0)
     rng = random.Random(5)
     made = [_pair(rng, -0.10) for _ in range(8)]
@@ -81,38 +131,55 @@ def test_boot_pairs_are_asked_three_then_one_more_at_a_time_until_they_decide(tm
         _ctx(tmp_path, "2026-11-20"),
         health_before=HEALTHY,
         health_after=HEALTHY,
-        remeasure=lambda r: _case(17.0),
+        remeasure=lambda r: pytest.fail("in turns a tripped cell is not rerun on its own boot"),
         paired=InTurn(measure),
     )
     decode = next(o for o in outcomes if o.cell == "tg32")
     assert decode.status == Status.FAIL and decode.in_turn and decode.pairs_measured == asked[-1]
-    assert asked == list(range(3, asked[-1] + 1)) and asked[-1] < 8  # stopped as soon as it was clear
+    assert asked == list(range(1, asked[-1] + 1)) and 2 <= asked[-1] < 8  # from two pairs on, until it was clear
     assert "booted in turns with the last confirmed build (runtime runtime-2026-11-01" in decode.reason
+    assert "pooled from the file's 2.8% worth 8 pairs" in decode.reason
     assert decode.last_good is not None and decode.last_good.id == "runtime-2026-11-01"
 
 
-def test_boot_pairs_that_never_decide_stop_at_the_most_a_cell_is_given(tmp_path: Path) -> None:
+def test_the_boot_budget_ends_the_pairs_and_says_what_deciding_would_cost(tmp_path: Path) -> None:
     _seed(_ctx(tmp_path), tmp_path, 20.0)
     asked: list[int] = []
-    spread = [0.04, -0.04, 0.0, -0.06, 0.05, -0.05, 0.01, -0.03]
+    made = [BootPair((20.0,) * 3, (20.0 * 0.97,) * 3), BootPair((20.0,) * 3, (20.0 * 0.975,) * 3)]
 
     def measure(result: Any, metric: str, wanted: int, a: BuildRef) -> list[BootPair]:
         asked.append(wanted)
-        return [BootPair((20.0,) * 3, (20.0 * (1 + d) * 0.98,) * 3) for d in spread[:wanted]]
+        return made[:wanted]
 
+    def boots_left() -> int:  # a budget of four boots: two boot pairs
+        return 4 - 2 * len(asked)
+
+    ctx = _ctx(tmp_path, "2026-11-20")
     decode = next(
         o
-        for o in _judge(_case(17.0), _ctx(tmp_path), remeasure=lambda r: _case(17.0), paired=InTurn(measure))  # type: ignore[arg-type]
+        for o in _judge(_case(17.0), ctx, paired=InTurn(measure, boots_left), pairs=SPARK_RULES)  # type: ignore[arg-type]
         if o.cell == "tg32"
     )
-    assert asked == [3, 4, 5, 6, 7, 8] and decode.status == Status.INCONCLUSIVE and decode.pairs_measured == 8
+    assert asked == [1, 2] and decode.status == Status.INCONCLUSIVE and decode.pairs_measured == 2
+    assert "the boot budget is spent (deciding would take about" in decode.reason and "boots)" in decode.reason
+    assert decode.carry is not None and len(decode.carry.differences) == 2
+
+
+def test_a_budget_spent_before_the_first_pair_leaves_the_cell_inconclusive(tmp_path: Path) -> None:
+    _seed(_ctx(tmp_path), tmp_path, 20.0)
+    decode = next(
+        o
+        for o in _judge(_case(17.0), _ctx(tmp_path), paired=InTurn(lambda *a: pytest.fail("no boot"), lambda: 1))  # type: ignore[arg-type]
+        if o.cell == "tg32"
+    )
+    assert decode.status == Status.INCONCLUSIVE and "boot budget is spent before the first boot pair" in decode.reason
 
 
 def test_a_last_confirmed_build_that_cannot_boot_in_its_turn_leaves_the_cell_unpaired(tmp_path: Path) -> None:
     _seed(_ctx(tmp_path), tmp_path, 20.0)
     decode = next(
         o
-        for o in _judge(_case(17.0), _ctx(tmp_path), remeasure=lambda r: _case(17.0), paired=InTurn(lambda *a: None))  # type: ignore[arg-type]
+        for o in _judge(_case(17.0), _ctx(tmp_path), paired=InTurn(lambda *a: None))  # type: ignore[arg-type]
         if o.cell == "tg32"
     )
     assert decode.status == Status.INCONCLUSIVE and decode.confirmation is None
@@ -126,6 +193,10 @@ class FakeTurns:
         self.events: list[str] = []
         self.fail_a_at = fail_a_at
         self.entry = type("Entry", (), {"id": "m"})()
+        self.profile = type("Profile", (), {"boot_budget": BootBudget()})()
+
+    def boots_left(self) -> int:
+        return 1000
 
     def fresh_tonight(self, why: str) -> str:
         self.events.append("B")
@@ -230,15 +301,16 @@ def test_a_spark_dry_run_of_a_tripped_cell_shows_the_boots_in_turn_each_with_nam
     assert main(["bench", "gpt-oss-120b", "--profile", "spark", "--dry-run"]) == 0
     out = capsys.readouterr().out
     headings = re.findall(r"^## boot (\d+): ([AB]), (.*?);", out, flags=re.MULTILINE)
-    assert [side for _, side, _ in headings] == ["B", *"ABBAABBAABBAABBA"]  # B0, then A B / B A ... 8 pairs
-    assert headings[0][2] == "tonight's bench and rerun" and "only if the pairs before" in headings[7][2]
+    # B0, then A B / B A ...: the 8 pairs the Spark's budget of 16 boots pays for while they lean to a slowdown
+    assert [side for _, side, _ in headings] == ["B", *"ABBAABBAABBAABBA"]
+    assert headings[0][2] == "tonight's bench" and "only if the pairs before" in headings[5][2]
     names = re.findall(r"docker run --rm --name (\S+)", out)
     removed = re.findall(r"# on exit: docker rm --force (\S+)", out)
     assert len(names) == len(set(names)) == 17 and removed == names  # each clean-up removes only its own boot
     images = re.findall(r" (spark-nightly/runtime:\S+) vllm serve", out)
     assert images == ["spark-nightly/runtime:tonight" if s == "B" else "spark-nightly/runtime:last-confirmed"
                       for _, s, _ in headings]  # fmt: skip
-    assert "1 server at a time" in out and "drop the page cache" in out and "7 to 17 boots" in out
+    assert "1 server at a time" in out and "drop the page cache" in out and "5 to 17 boots" in out
 
 
 def test_the_golden_judge_in_turns_scores_in_a_boot_of_its_own_and_says_why_when_it_cannot_boot(
@@ -291,3 +363,89 @@ def test_a_judge_that_fails_while_scoring_leaves_the_answers_unjudged_instead_of
     answer = Generation("p1", "4", ("4",), (-0.1,), token_ids=(7,), prompt_token_ids=(1, 2))
     on_turn = judge.TurnJudge(FakeTurns(), _build("a"), "m", "the build a", 0.1, 0.5)  # type: ignore[arg-type]
     assert judge.score_or_why(on_turn, [answer]) == "the build a could not be served: A's server went away"
+
+
+def _book_ctx(tmp_path: Path, night: str) -> Any:
+    return replace(_ctx(tmp_path, night), pair_book=PairBook(tmp_path / "pairs.json"))
+
+
+def test_undecided_pairs_are_kept_and_pair_the_next_night_even_when_its_screen_is_clean(tmp_path: Path) -> None:
+    """Night 1 trips and its budget (two boot pairs) leaves a leaning slowdown undecided: the pair book keeps it. Night
+    2 screens clean, yet it pairs (the evidence is open) and the carried pairs with its own FAIL the build; the
+    decision clears the book's evidence and both nights' pairs taught the host's boot spread."""
+    _seed(_ctx(tmp_path), tmp_path, 20.0)
+    leaning = [BootPair((20.0,) * 3, (20.0 * f,) * 3) for f in (0.955, 0.96, 0.95, 0.955)]
+    asked: list[int] = []
+
+    def measure(result: Any, metric: str, wanted: int, a: BuildRef) -> list[BootPair]:
+        asked.append(wanted)
+        return leaning[2 * (len(asked) > 2) :][:wanted]
+
+    first = next(
+        o
+        for o in _judge(
+            _case(17.0),
+            _book_ctx(tmp_path, "2026-11-20"),
+            paired=InTurn(measure, lambda: 6 - 2 * len(asked)),
+            pairs=SPARK_RULES,
+        )  # type: ignore[arg-type]
+        if o.cell == "tg32"
+    )
+    assert first.status == Status.INCONCLUSIVE and "carried to the next night" in first.reason
+    book = PairBook(tmp_path / "pairs.json")
+    key = _ctx(tmp_path).series("tg32", "tg_tps")
+    assert book.carried("host", key) is not None and book.spread("host", key).df == 1
+    second = next(
+        o
+        for o in _judge(
+            _case(20.0),
+            _book_ctx(tmp_path, "2026-11-21"),
+            paired=InTurn(measure, lambda: 10 - 2 * len(asked)),
+            pairs=SPARK_RULES,
+        )  # type: ignore[arg-type]
+        if o.cell == "tg32"
+    )
+    assert second.status == Status.FAIL, second.reason
+    assert "undecided boot pairs are carried" in second.reason and "carried from 2026-11-20" in second.reason
+    assert book.carried("host", key) is None and book.spread("host", key).df == 2
+
+
+def test_a_moves_only_where_the_boot_pairs_interval_rules_out_a_one_percent_loss(tmp_path: Path) -> None:
+    """Two boot pairs 3 % faster PASS tonight's build, but with the boot spread their interval reaches below 0.99:
+    A stays. Two 10 % faster rule a 1 % loss out: A moves to tonight's build."""
+    _seed(_ctx(tmp_path), tmp_path, 20.0)
+
+    def pairs_at(factor: float) -> InTurn:
+        made = [BootPair((20.0,) * 3, (20.0 * factor,) * 3)] * 2
+        return InTurn(lambda result, metric, wanted, a: made[:wanted])
+
+    slightly = _ctx(tmp_path, "2026-11-20")
+    decode = next(
+        o for o in _judge(_case(17.0), slightly, paired=pairs_at(1.03), pairs=SPARK_RULES) if o.cell == "tg32"
+    )  # type: ignore[arg-type]
+    assert decode.status == Status.PASS and decode.confirmation is not None and decode.confirmation.ci_low < 0.99
+    assert _a_of(slightly) == "runtime-2026-11-01"
+    clearly = _ctx(tmp_path, "2026-11-21")
+    decode = next(o for o in _judge(_case(17.0), clearly, paired=pairs_at(1.10), pairs=SPARK_RULES) if o.cell == "tg32")  # type: ignore[arg-type]
+    assert decode.confirmation is not None and decode.confirmation.ci_low >= 0.99, decode.reason
+    assert _a_of(clearly) == "runtime-2026-11-21"
+
+
+def test_turns_count_their_boots_against_the_budget(tmp_path: Path) -> None:
+    started: list[str] = []
+    entry = type("Entry", (), {"id": "m"})()
+    budgeted = turns.Turns(
+        entry, object(), _restartable(started), tmp_path, tmp_path, lambda line: None, lambda: None, budget=3
+    )  # type: ignore[arg-type]
+    assert budgeted.boots_left() == 3
+    budgeted.fresh_tonight("boot pair 1")
+    assert budgeted.boots_left() == 2
+    assert turns.Turns(entry, object(), _restartable([]), tmp_path, tmp_path, lambda line: None).boots_left() >= 16  # type: ignore[arg-type]
+
+
+def test_bench_refuses_to_pair_a_running_server_on_a_profile_that_holds_one(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(
+        ["bench", "gpt-oss-120b", "--profile", "spark", "--url", "http://127.0.0.1:9", "--pair-with", "last-good"]
+    )
+    assert code == 2
+    assert "holds one server at a time" in capsys.readouterr().err

@@ -43,6 +43,7 @@ def render_summary(run: Mapping[str, Any], outcomes: Sequence[Outcome]) -> str:
         status, took = outcome.status.value, f"{outcome.duration_s:.0f} s"
         lines.append(f"| {outcome.entry}{required} | {status} | {outcome.stage} | {reason} | {took} |")
     lines += _gap_section(outcomes)
+    lines += _boots_section(outcomes)
     if run.get("suspects"):
         lines += ["", f"Suspect change: {run['suspects']}"]
     if culprits := run.get("culprits"):
@@ -51,7 +52,8 @@ def render_summary(run: Mapping[str, Any], outcomes: Sequence[Outcome]) -> str:
 
 
 def _gap_section(outcomes: Sequence[Outcome]) -> list[str]:
-    """Cells off a reference measured on another build, before this pipeline had a confirmed night of its own."""
+    """Cells off a reference measured elsewhere (another build, or a host this one is slower than), on a host's first
+    night of the cell."""
     gaps = [
         f"- {outcome.entry} {cell}: {numbers['gap']}"
         for outcome in outcomes
@@ -60,7 +62,22 @@ def _gap_section(outcomes: Sequence[Outcome]) -> list[str]:
     ]
     if not gaps:
         return []
-    return ["", "## Gaps to references from other builds (reported, not blamed on tonight's wheels)", "", *gaps]
+    title = "## Gaps to references measured elsewhere: another build or host (reported, not blamed on tonight's wheels)"
+    return ["", title, "", *gaps]
+
+
+def _boots_section(outcomes: Sequence[Outcome]) -> list[str]:
+    """The boots made in turns (another build served in tonight's place: boot pairs, the golden judge) and their time:
+    on a host that holds one server, what a tripped cell cost the night."""
+    made = [(o.entry, o.numbers["turns"]) for o in outcomes if isinstance(o.numbers.get("turns"), Mapping)]
+    if not made:
+        return []
+    boots = sum(int(turns.get("boots", 0)) for _, turns in made)
+    seconds = sum(float(turns.get("boot_s", 0.0)) for _, turns in made)
+    each = "; ".join(
+        f"{entry} {turns.get('boots', 0)} ({float(turns.get('boot_s', 0.0)):.0f} s)" for entry, turns in made
+    )
+    return ["", f"Boots in turns: {boots}, {seconds:.0f} s booting ({each})."]
 
 
 def _culprit_section(culprits: Mapping[str, Any]) -> list[str]:

@@ -15,6 +15,7 @@ from pipeline.errors import BootError, ClusterError, EngineError, HostUnhealthy,
 from pipeline.infra.confirmed import BuildRef, ConfirmedBook
 from pipeline.infra.cpu_class import cpu_class
 from pipeline.infra.history import History
+from pipeline.infra.pair_book import PairBook
 from pipeline.infra.references import ReferenceStore
 from pipeline.infra.weights import model_reference
 from pipeline.outcome import Failure, Outcome, perf_alert_key
@@ -51,6 +52,7 @@ class EntryContext:
     record: bool = True  # a culprit trial reads the history and references but never writes them
     on_stage: Say = quiet  # told each stage as it begins (the live status line)
     build: BuildRef | None = None  # tonight's build, which the perf stage may accept as the cells' new A
+    boots_spent: int = 0  # boots in turns the night's earlier entries made (against the profile's night budget)
 
 
 def run_entry(entry: ModelEntry, ctx: EntryContext) -> Outcome:
@@ -69,7 +71,7 @@ def run_entry(entry: ModelEntry, ctx: EntryContext) -> Outcome:
     ctx.on_stage(stage)
     try:
         with restartable(entry, ctx.candidate, cache_dir=ctx.cache_dir, log_dir=ctx.log_dir, say=ctx.say) as serving:
-            turns = Turns(entry, profile, serving, ctx.cache_dir, ctx.log_dir, ctx.say)
+            turns = Turns(entry, profile, serving, ctx.cache_dir, ctx.log_dir, ctx.say, budget=_boot_budget(entry, ctx))
             server = serving.server
             boot_s = server.boot_s
             stage = "golden"
@@ -227,6 +229,13 @@ def _judge(entry: ModelEntry, model_ref: str, ctx: EntryContext, stack: ExitStac
     )
 
 
+def _boot_budget(entry: ModelEntry, ctx: EntryContext) -> int:
+    """The boots in turns this entry may make tonight at most: the profile's budget for pairs that lean to a slowdown,
+    or what the night's budget has left after the entries before it, if less."""
+    budget = ctx.config.matrix.profiles[entry.profile].boot_budget
+    return min(budget.suspected, max(0, budget.night - ctx.boots_spent))
+
+
 def _turns(turns: Turns) -> dict[str, Any]:
     """The cost of serving another build in turns with tonight's (the judge, boot pairs), where there was one."""
     if not turns.boots:
@@ -261,6 +270,7 @@ def _perf(entry: ModelEntry, turns: Turns, ctx: EntryContext, *, profile_hardwar
         record=ctx.record,
         build=ctx.build,
         book=ConfirmedBook(ctx.state_dir / "confirmed.json"),
+        pair_book=PairBook(ctx.state_dir / "pairs.json"),
     )
     judged = measure_and_judge(
         turns,

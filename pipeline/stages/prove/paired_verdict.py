@@ -1,19 +1,23 @@
 """A tripped cell's pairs against its last confirmed build (A): how they are measured (the callables' shapes) and
-what they decide. Side by side, 8 pairs of runs and once 16; in turns (a host that holds one server), boot pairs,
-three and then one more at a time until they decide.
+what they decide. Side by side, 8 pairs of runs and once 16; in turns (a host that holds one server), boot pairs
+one at a time, decided sequentially with the evidence of undecided nights carried (detect/sequential.py), until
+they decide or the night's boot budget is spent.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 
 from pipeline.config import thresholds as pair_limits  # read at each call: the simulation varies them
-from pipeline.config.thresholds import PairRules
-from pipeline.detect.boots import BootPair, confirm_boots
-from pipeline.detect.steps import CONFIRM_PAIRS, Confirmation, Screen, confirm
+from pipeline.config.thresholds import CI_LEVEL, PairRules
+from pipeline.detect.boots import BootPair, PooledSpread, pooled_spread
+from pipeline.detect.sequential import FAIL_AT, PASS_AT, SequentialResult, decide_sequential
+from pipeline.detect.steps import CONFIRM_PAIRS, FAIL_ALPHA, Confirmation, Screen, confirm, decide
 from pipeline.infra.confirmed import Acceptance, BuildRef
 from pipeline.infra.history import ACCEPTED_VERDICTS
+from pipeline.infra.pair_book import Carried, SpreadSoFar
 from pipeline.stages.prove.gate import CellVerdict
 from pipeline.stages.prove.perf import CaseResult
 from pipeline.status import Status
@@ -26,11 +30,29 @@ PairedMeasure = Callable[[CaseResult, str, int, BuildRef], list[tuple[float, flo
 BootPairsMeasure = Callable[[CaseResult, str, int, BuildRef], list[BootPair] | None]
 
 
+def _unlimited() -> int:
+    return pair_limits.MAX_BOOT_PAIRS * 2
+
+
 @dataclass(frozen=True)
 class InTurn:
-    """Pairs measured as boots in turns (`servers_at_once: 1`): boot pairs, asked one more at a time."""
+    """Pairs measured as boots in turns (`servers_at_once: 1`): boot pairs, asked one more at a time while the boot
+    budget (`boots_left`, boots still allowed tonight) holds another pair."""
 
     measure: BootPairsMeasure
+    boots_left: Callable[[], int] = _unlimited
+    # Boots a cell's pairs stop at when they lean to no slowdown (cleared); while they lean to one they go on as long
+    # as boots_left pays for another pair.
+    usual: int = 2 * pair_limits.MAX_BOOT_PAIRS
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What a cell's boot pairs knew before tonight: the evidence carried from undecided nights, the host's spread."""
+
+    carried: Carried | None = None
+    spread: SpreadSoFar = field(default_factory=SpreadSoFar)
+    clearable: bool = True  # False while a regression is open: only a real PASS closes it
 
 
 @dataclass(frozen=True)
@@ -49,6 +71,8 @@ class CellOutcome:
     pairs_measured: int = 0  # pairs of runs; in turns, boot pairs
     in_turn: bool = False  # the pairs were boots in turn
     gap: str | None = None  # a difference to a reference measured on another build: reported, never blamed
+    differences: tuple[float, ...] = ()  # tonight's boot pair differences (log B/A), for the host's boot spread
+    carry: Carried | None = None  # undecided evidence for the next night against the same A
 
     @property
     def accepted(self) -> bool:
@@ -63,12 +87,14 @@ def paired_verdict(
     paired: PairedMeasure | InTurn,
     *,
     rules: PairRules,
+    evidence: Evidence | None = None,
+    night: str = "",
 ) -> CellOutcome:
     """The pairs' decision against A, with one extension when the first set cannot decide; without pairs, why not.
     An extension narrows the pairs' own error, never the boot spread: A and B are the same two processes. In turns,
     boot pairs are added one at a time until they decide, each a new boot of both."""
     if isinstance(paired, InTurn):
-        return boot_pairs_verdict(base, a, result, paired, rules=rules)
+        return boot_pairs_verdict(base, a, result, paired, rules=rules, evidence=evidence, night=night)
     pairs = paired(result, base.metric, CONFIRM_PAIRS, a[0]) if a is not None else None
     if a is None or pairs is None:
         return unpaired(base, a)
@@ -97,32 +123,97 @@ def boot_pairs_verdict(
     paired: InTurn,
     *,
     rules: PairRules,
+    evidence: Evidence | None = None,
+    night: str = "",
 ) -> CellOutcome:
-    """Boot pairs against A, FIRST_BOOT_PAIRS then one more at a time up to MAX_BOOT_PAIRS, stopping as soon as
-    they decide; the night's own boots estimate the boot spread, the hardware's pairs.boot_sd is their prior."""
-    boots = None
+    """Boot pairs against A one at a time, each followed by the sequential decision (with the undecided evidence of
+    earlier nights against the same A), until it decides, MAX_BOOT_PAIRS are measured, or the boot budget cannot pay
+    for another pair; the boot spread is pooled from the file's prior, the host's past pairs and tonight's."""
+    if a is None:
+        return unpaired(base, a)
+    evidence = evidence or Evidence()
+    shift = rules.shift()
+    boots: list[BootPair] = []
     decision = None
-    for wanted in range(pair_limits.FIRST_BOOT_PAIRS, pair_limits.MAX_BOOT_PAIRS + 1):
-        measured = paired.measure(result, base.metric, wanted, a[0]) if a is not None else None
+    pooled = None
+    while len(boots) < pair_limits.MAX_BOOT_PAIRS:
+        if paired.boots_left() < 2:
+            break
+        measured = paired.measure(result, base.metric, len(boots) + 1, a[0])
         if measured is None:
             break
         boots = measured
-        decision = confirm_boots(boots, min_effect=rules.min_effect, prior_boot_sd=rules.boot_sd)
+        pooled = pooled_spread(rules.boot_sd, evidence.spread, boots)
+        more = len(boots) < pair_limits.MAX_BOOT_PAIRS and paired.boots_left() >= 2
+        if more and len(boots) < pair_limits.MIN_BOOT_PAIRS:
+            continue
+        differences = [pair.difference() for pair in boots]
+        decision = _decide(differences, evidence, a[0].id, night=night, shift=shift, pooled=pooled, more=more)
+        if decision.decision == "INCONCLUSIVE" and more and 2 * len(boots) >= paired.usual and decision.llr <= 0:
+            # the usual night's boots, leaning to no slowdown: no more are spent
+            decision = _decide(differences, evidence, a[0].id, night=night, shift=shift, pooled=pooled, more=False)
         if decision.decision != "INCONCLUSIVE":
             break
-    if a is None or boots is None or decision is None:
+    if not boots or decision is None or pooled is None:
+        if paired.boots_left() < 2:
+            spent = "the night's boot budget is spent before the first boot pair (two boots)"
+            return replace(base, status=Status.INCONCLUSIVE, reason=f"{base.reason}; {spent}", last_good=a[0])
         return unpaired(base, a)
-    status = Status(decision.decision)  # FAIL, PASS or INCONCLUSIVE: the statuses of the same names
-    reason = f"{base.reason}; booted in turns with the last confirmed build {a_text(a)}: {decision.reason}"
+    reason = f"{base.reason}; booted in turns with the last confirmed build {a_text(a)}: {decision.reason}, pooled "
+    reason += f"from {pooled.source}"
+    if decision.decision == "INCONCLUSIVE" and len(boots) < pair_limits.MAX_BOOT_PAIRS and decision.carry:
+        reason += f"; the boot budget is spent ({_to_decide(decision)})"
+    confirmation = _confirmation(boots, decision, pooled, rules)
     return replace(
         base,
-        status=status,
+        status=Status(decision.decision),  # FAIL, PASS or INCONCLUSIVE: the statuses of the same names
         reason=reason,
-        confirmation=decision,
+        confirmation=confirmation,
         last_good=a[0],
         pairs_measured=len(boots),
         in_turn=True,
+        differences=tuple(pair.difference() for pair in boots),
+        carry=decision.carry,
     )
+
+
+def _decide(
+    differences: Sequence[float],
+    evidence: Evidence,
+    a: str,
+    *,
+    night: str,
+    shift: float,
+    pooled: PooledSpread,
+    more: bool,
+) -> SequentialResult:
+    return decide_sequential(
+        differences, evidence.carried, a=a, night=night, shift=shift, variance=pooled.variance, spread=pooled.spread,
+        more=more, clearable=evidence.clearable,
+    )  # fmt: skip
+
+
+def _to_decide(decision: SequentialResult) -> str:
+    """What deciding would have cost: the boot pairs the sum's distance to the nearer bound takes at its rate."""
+    per_pair = abs(decision.llr) / max(1, decision.pairs + decision.carried_pairs)
+    bound = FAIL_AT if decision.llr > 0 else PASS_AT
+    more = math.ceil(abs(bound - decision.llr) / per_pair) if per_pair > 0 else pair_limits.MAX_BOOT_PAIRS
+    return f"deciding would take about {more} more boot pair{'s' if more != 1 else ''}, {2 * more} boots"
+
+
+def _confirmation(
+    boots: Sequence[BootPair], decision: SequentialResult, pooled: PooledSpread, rules: PairRules
+) -> Confirmation:
+    """Tonight's boot pairs as a Confirmation: their B/A and its interval from the pooled spread (what A's move
+    reads), with the sequential decision and its reason."""
+    differences = [pair.difference() for pair in boots]
+    mean = math.fsum(differences) / len(differences)
+    stats = decide(
+        mean, math.sqrt(pooled.variance / len(differences)), pooled.df, n=len(differences),
+        unit=f"{len(differences)} boot pairs", sd=math.sqrt(pooled.variance), min_effect=rules.min_effect,
+        fail_alpha=FAIL_ALPHA, ci_level=CI_LEVEL, boot_sd=pooled.spread,
+    )  # fmt: skip
+    return replace(stats, decision=decision.decision, reason=decision.reason)
 
 
 def a_text(a: tuple[BuildRef, Acceptance | None]) -> str:

@@ -116,4 +116,4 @@ def boots_in_turn(turns: Turns, model: str, *, watch: Watch, say: Say) -> InTurn
             BootPair(tuple(r.metric(metric) for r in a), tuple(r.metric(metric) for r in b)) for a, b in pairs[:wanted]
         ]
 
-    return InTurn(measure)
+    return InTurn(measure, turns.boots_left, turns.profile.boot_budget.entry)

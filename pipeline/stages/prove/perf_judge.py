@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from pipeline.config.thresholds import Reference, Thresholds
 from pipeline.detect.steps import (
     BASELINE_NIGHTS,
+    SCREEN_FLOOR,
     STEP_RUN_NIGHTS,
     Screen,
     detect_step,
@@ -33,10 +34,12 @@ from pipeline.detect.steps import (
 from pipeline.errors import HostUnhealthy
 from pipeline.infra.confirmed import Acceptance, BuildRef, ConfirmedBook, series_key
 from pipeline.infra.history import ACCEPTED_VERDICTS, History, Night, Sample
+from pipeline.infra.pair_book import PairBook
 from pipeline.stages.prove.gate import CellVerdict, judge_cell
 from pipeline.stages.prove.health import HealthReport, health_facts_for_history
 from pipeline.stages.prove.paired_verdict import (
     CellOutcome,
+    Evidence,
     InTurn,
     PairedMeasure,
     paired_verdict,
@@ -45,10 +48,11 @@ from pipeline.stages.prove.perf import CaseResult
 from pipeline.status import Status
 
 METRIC_OF_KIND = {"pp": "pp_tps", "tg": "tg_tps"}
-# Pairs that PASS move A only when tonight is at most this much slower than A (B/A >= 1 - slack): a build that
-# passes at B/A 0.99 is kept out of A, so builds that each lose a little cannot hand A on until no pair spans the
-# whole creep. Chosen with benchmarks/detector_simulation.py (creep and clean scenarios).
-A_MOVE_SLACK = 0.005
+# Pairs that PASS move A only when their own interval rules out tonight being this much slower than A (the CI's
+# lower bound on B/A >= 1 - this): the slack is the pairs' error, never a constant under it, so a build that may be
+# 1 % slower never becomes A and a creep accumulates against a fixed A until its pairs FAIL it. Boot pairs in turns,
+# whose error is the boot spread, move A rarely; that costs nothing but A's age.
+A_MOVE_MAX_LOSS = 0.01
 # With no last confirmed build to pair with, an open regression is taken as fixed only after this many nights in a
 # row back within the baseline: one good night of a regressed build is what a lucky night looks like.
 RECOVERY_NIGHTS = 3
@@ -79,6 +83,7 @@ class PerfContext:
     book: ConfirmedBook | None = None  # where each cell's A is kept and moved
     pair_with: BuildRef | None = None  # pair with this build instead of each cell's A
     pair_always: bool = False  # pairs judge every cell, tripped or not (`bench --pair-with`)
+    pair_book: PairBook | None = None  # boot pairs in turns: the host's boot spread and carried evidence
 
     def series(self, cell: str, metric: str) -> str:
         return series_key(self.hardware, self.entry, cell, metric)
@@ -160,8 +165,19 @@ def judge_results(
         kept.append(final)
     if ctx.record:
         _record(kept, ctx, health_after, {o.cell: o.status for o in outcomes})
+        _record_pairs(outcomes, ctx)
         _move_last_good(outcomes, ctx)
     return outcomes
+
+
+def _record_pairs(outcomes: Sequence[CellOutcome], ctx: PerfContext) -> None:
+    """Tonight's boot pairs join the host's boot spread; an undecided night's evidence is carried, a decided one
+    clears it."""
+    if ctx.pair_book is None:
+        return
+    for outcome in outcomes:
+        if outcome.in_turn:
+            ctx.pair_book.record(ctx.host, ctx.series(outcome.cell, outcome.metric), outcome.differences, outcome.carry)
 
 
 def _judge_cell(
@@ -181,14 +197,19 @@ def _judge_cell(
         return _gate(reference, floor, values)
 
     a = _last_good(ctx, cell, metric)
-    gate, screened = judge(result.values(metric)), screen(nights, result.values(metric))
+    in_turn = isinstance(paired, InTurn)
+    # in turns each night is one boot, so the history's noise carries the boot spread: it never narrows the screen
+    least = SCREEN_FLOOR if in_turn else 0.0
+    gate, screened = judge(result.values(metric)), screen(nights, result.values(metric), floor=least)
+    evidence = _evidence(ctx, cell, metric) if in_turn else None
+
+    def pairs_decide(base: CellOutcome, measured: CaseResult, *, clearable: bool = True) -> CellOutcome:
+        known = replace(evidence, clearable=clearable) if evidence is not None else None
+        return paired_verdict(base, a, measured, paired, rules=thresholds.pairs, evidence=known, night=ctx.night)
+
     if ctx.pair_always:
-        return paired_verdict(
-            CellOutcome(cell, metric, Status.INCONCLUSIVE, "asked for pairs", gate, screened),
-            a,
-            result,
-            paired,
-            rules=thresholds.pairs,
+        return pairs_decide(
+            CellOutcome(cell, metric, Status.INCONCLUSIVE, "asked for pairs", gate, screened), result
         ), result
     same_build = a is not None and ctx.build is not None and a[0].id == ctx.build.id
     since = None if same_build else _open_regression(ctx, cell, metric)
@@ -203,13 +224,14 @@ def _judge_cell(
             # of it pairs anyway, so a fixed build on a host that has since become slower can still be cleared
             why = gate.reason if gate.tripped else screened.reason
             return replace(base, status=Status.FAIL, reason=f"{base.reason}; still regressed: {why}"), result
-        outcome = paired_verdict(base, a, result, paired, rules=thresholds.pairs)
+        outcome = pairs_decide(base, result, clearable=False)  # only a real PASS closes an open regression
         if outcome.confirmation is not None:
             return outcome, result
         opened = f"a regression is open since {since[0]} and {outcome.reason}"
         recovery = _recovery(replace(outcome, reason=opened), judge, since[1], nights, result.values(metric))
         return recovery, result
-    if not (gate.tripped or _history_trips(screened)):
+    carried = evidence is not None and evidence.carried is not None and a is not None and evidence.carried.a == a[0].id
+    if not (gate.tripped or _history_trips(screened) or carried):
         status = Status.XFAIL if gate.status == "XFAIL" else Status.PASS
         reason = f"{gate.reason}; {screened.reason}{_first_note(a, ctx)}"
         return CellOutcome(cell, metric, status, reason, gate, screened), result
@@ -217,25 +239,42 @@ def _judge_cell(
         # the host's first night: the file's reference is another build's or another host's, and only its fail level
         # (gross breakage) can blame tonight's build
         return _gap(cell, metric, gate, screened, build=thresholds.another_build, first=_first_note(a, ctx)), result
-    rerun = remeasure(result)
-    rerun_gate, rescreened = judge(rerun.values(metric)), screen(nights, rerun.values(metric))
-    if not (rerun_gate.tripped or _history_trips(rescreened)):
-        reason = (
-            f"tripped ({gate.reason}; {screened.reason}), passed on rerun: {rerun_gate.reason}; {rescreened.reason}"
-        )
-        return CellOutcome(cell, metric, Status.PASS, reason, gate, rescreened, rerun_gate), rerun
-    tripped = f"tripped twice ({rerun_gate.reason}; {rescreened.reason})"
-    base = CellOutcome(cell, metric, Status.INCONCLUSIVE, tripped, gate, rescreened, rerun_gate)
+    if isinstance(paired, InTurn):
+        # a night is one boot: a rerun would measure tonight's boot again, so a trip goes straight to boot pairs (all
+        # of them new boots: tonight's, chosen for measuring slow, would carry that into the pairs)
+        why = f"tripped ({gate.reason}; {screened.reason})" if gate.tripped or _history_trips(screened) else (
+            f"not tripped ({gate.reason}; {screened.reason}), but undecided boot pairs are carried"
+        )  # fmt: skip
+        base, measured = CellOutcome(cell, metric, Status.INCONCLUSIVE, why, gate, screened), result
+    else:
+        measured = remeasure(result)
+        rerun_gate, rescreened = judge(measured.values(metric)), screen(nights, measured.values(metric), floor=least)
+        if not (rerun_gate.tripped or _history_trips(rescreened)):
+            reason = (
+                f"tripped ({gate.reason}; {screened.reason}), passed on rerun: {rerun_gate.reason}; {rescreened.reason}"
+            )
+            return CellOutcome(cell, metric, Status.PASS, reason, gate, rescreened, rerun_gate), measured
+        why = f"tripped twice ({rerun_gate.reason}; {rescreened.reason})"
+        base = CellOutcome(cell, metric, Status.INCONCLUSIVE, why, gate, rescreened, rerun_gate)
     if a is not None and same_build:
         reason = (
-            f"{tripped}, but tonight's build is the last confirmed build itself ({a[0].describe()}): "
+            f"{base.reason}, but tonight's build is the last confirmed build itself ({a[0].describe()}): "
             "an unchanged build that measures slower points at the host or the night, not the build"
         )
-        return replace(base, reason=reason, last_good=a[0]), rerun
-    outcome = paired_verdict(base, a, rerun, paired, rules=thresholds.pairs)
+        return replace(base, reason=reason, last_good=a[0]), measured
+    outcome = pairs_decide(base, measured)
     if outcome.confirmation is None:  # no pairs could be measured
-        return _without_pairs(base, outcome.reason, _step_series(ctx, cell, metric, rerun.values(metric))), rerun
-    return outcome, rerun
+        series = _step_series(ctx, cell, metric, measured.values(metric))
+        return _without_pairs(base, outcome.reason, series), measured
+    return outcome, measured
+
+
+def _evidence(ctx: PerfContext, cell: str, metric: str) -> Evidence:
+    """The cell's carried boot pairs and this host's boot spread, from the pair book (none without one)."""
+    if ctx.pair_book is None:
+        return Evidence()
+    key = ctx.series(cell, metric)
+    return Evidence(ctx.pair_book.carried(ctx.host, key), ctx.pair_book.spread(ctx.host, key))
 
 
 def _open_regression(ctx: PerfContext, cell: str, metric: str) -> tuple[str, list[Night], int] | None:
@@ -360,10 +399,10 @@ def _gap(cell: str, metric: str, gate: CellVerdict, screened: Screen, *, build: 
 
 def _without_pairs(base: CellOutcome, missing: str, medians: Sequence[float]) -> CellOutcome:
     """No A to measure against: a fixed fail level or a persistent step in the history may still blame the build."""
-    rerun_gate = base.rerun_gate
-    assert rerun_gate is not None  # only a cell that tripped twice gets here
-    if rerun_gate.status == "FAIL":  # far past a fixed reference (missing kernels): no comparison needed
-        return replace(base, status=Status.FAIL, reason=f"{rerun_gate.reason} (rerun too; {missing})")
+    last_gate = base.rerun_gate or base.gate  # in turns there is no rerun: the night's one boot was measured once
+    if last_gate.status == "FAIL":  # far past a fixed reference (missing kernels): no comparison needed
+        again = "rerun too" if base.rerun_gate is not None else "one boot measured"
+        return replace(base, status=Status.FAIL, reason=f"{last_gate.reason} ({again}; {missing})")
     step = detect_step(medians)
     if step.fired:
         reason = f"tripped twice and the history shows a step ({missing}): {step.reason}"
@@ -385,9 +424,10 @@ def _move_last_good(outcomes: Sequence[CellOutcome], ctx: PerfContext) -> None:
         if not outcome.accepted:
             continue
         if outcome.confirmation is not None:
-            if outcome.confirmation.mean_ratio < 1.0 - A_MOVE_SLACK:
+            if outcome.confirmation.ci_low < 1.0 - A_MOVE_MAX_LOSS:
                 continue
-            how = f"pairs (B/A {outcome.confirmation.mean_ratio:.4f})"
+            how = f"pairs (B/A {outcome.confirmation.mean_ratio:.4f}, {outcome.confirmation.ci_level:.0%} CI from "
+            how += f"{outcome.confirmation.ci_low:.4f})"
         elif ctx.book.last_good(key) is None:
             how = "the first accepted night"
         else:

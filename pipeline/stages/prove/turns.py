@@ -4,7 +4,8 @@ Every boot is a boot of its own: a new port, so a new container name (`spark-nig
 owner token and a numbered log folder; a clean-up only ever stops the server its own boot started. Before each
 boot made in turns the memory stage makes room again (a Spark drops the page cache the last model left and waits
 for the entry's need), and each boot's time is kept, a failed one too: the cost of a night whose cell tripped is
-boots x boot time. A build that failed to boot is not booted again that night.
+boots x boot time. A build that failed to boot is not booted again that night. The profile's boot budget caps the
+boots in turns an entry makes a night (`boots_left`): the pairs ask it before each boot pair.
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ from pipeline.progress import Say
 from pipeline.stages.prove.boot import Restartable, boot
 from pipeline.stages.prove.last_good import candidate_of
 from pipeline.stages.prove.memory import make_room
+
+# What boots_left says with no budget: more than any cell asks
+MAX_UNBUDGETED = 1000
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,7 @@ class Turns:
     log_dir: Path
     say: Say
     room: Callable[[], str | None] | None = None  # makes room before a boot; the reason it could not, else None
+    budget: int | None = None  # boots in turns this entry may make tonight (None: no limit)
     boots: list[BootRecord] = field(default_factory=list)
     unservable: dict[str, str] = field(default_factory=dict)  # build id -> why it did not boot tonight
 
@@ -95,6 +100,10 @@ class Turns:
                 raise
             self.boots.append(BootRecord(build.id, why, time.monotonic() - started))
             yield server.client
+
+    def boots_left(self) -> int:
+        """Boots in turns this entry may still make tonight: its budget less the boots made."""
+        return MAX_UNBUDGETED if self.budget is None else max(0, self.budget - len(self.boots))
 
     def cost(self) -> str:
         """The boots made in turns so far, for the night's numbers and its log."""

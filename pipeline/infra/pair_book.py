@@ -1,0 +1,96 @@
+"""What boot pairs in turns have taught about each cell on this host: its boot spread, and undecided evidence.
+
+Kept in `paths.state/pairs.json`, written atomically under its lock, keyed by host and series:
+- the boot spread: the squared deviations of each night's boot pair differences around that night's mean, and their
+  degrees of freedom (a night of n boot pairs adds n - 1), so the runner's own spread replaces the file's prior as
+  its pairs accumulate;
+- the carried evidence: the differences of undecided nights against one A (see detect/sequential.py), cleared
+  by a decision.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pipeline.errors import HistoryError
+from pipeline.infra.cache_lock import exclusive
+from pipeline.infra.runtime import write_atomically
+
+BOOK_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Carried:
+    """The boot pairs of undecided nights against one A: their differences and the nights they span."""
+
+    a: str
+    differences: tuple[float, ...] = ()
+    nights: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SpreadSoFar:
+    """This host's boot pair differences for a cell: squared deviations around each night's mean, their df."""
+
+    squares: float = 0.0
+    df: int = 0
+    nights: int = 0
+
+    @property
+    def variance(self) -> float:
+        return self.squares / self.df if self.df else math.nan
+
+    def plus(self, differences: Sequence[float]) -> SpreadSoFar:
+        if len(differences) < 2:
+            return self
+        centre = statistics.fmean(differences)
+        squares = math.fsum((d - centre) ** 2 for d in differences)
+        return SpreadSoFar(self.squares + squares, self.df + len(differences) - 1, self.nights + 1)
+
+
+class PairBook:
+    """Reads and writes the boot spread and the carried evidence of each (host, series)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def _load(self) -> dict[str, Any]:
+        if not self.path.exists():
+            return {"version": BOOK_VERSION, "cells": {}}
+        try:
+            data: dict[str, Any] = json.loads(self.path.read_text())
+        except ValueError as exc:
+            raise HistoryError(f"{self.path} is not valid JSON ({exc}); restore it from a backup or delete it") from exc
+        if data.get("version") != BOOK_VERSION:
+            raise HistoryError(f"{self.path} has version {data.get('version')}, this spark-nightly reads 1")
+        return data
+
+    def spread(self, host: str, key: str) -> SpreadSoFar:
+        cell = self._load()["cells"].get(f"{host}|{key}", {})
+        return SpreadSoFar(**cell["spread"]) if "spread" in cell else SpreadSoFar()
+
+    def carried(self, host: str, key: str) -> Carried | None:
+        cell = self._load()["cells"].get(f"{host}|{key}", {})
+        found = cell.get("carried")
+        if not found:
+            return None
+        return Carried(str(found["a"]), tuple(found["differences"]), tuple(found["nights"]))
+
+    def record(self, host: str, key: str, differences: Sequence[float], carry: Carried | None) -> None:
+        """Tonight's boot pair differences join the spread; the carried evidence becomes `carry` (None clears it)."""
+        with exclusive(self.path):
+            data = self._load()
+            cell = data["cells"].setdefault(f"{host}|{key}", {})
+            cell["spread"] = vars(self.spread(host, key).plus(differences))
+            if carry is None:
+                cell.pop("carried", None)
+            else:
+                cell["carried"] = {"a": carry.a, "differences": list(carry.differences), "nights": list(carry.nights)}
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomically(self.path, json.dumps(data, indent=2, sort_keys=True) + "\n")
