@@ -235,6 +235,7 @@ class SeriesResult:
     boots: int  # boots made in turns over the month
     medians: tuple[float, ...]  # every night's first measurement, history included (what Otava sees)
     most_boots: int = 0  # boots made in turns in the month's costliest night
+    over_usual: int = 0  # the month's nights that made more boots in turns than the usual night's budget
     slower_a: bool = False  # A moved in the month to a build at least 1 % slower than the A it replaced
 
 
@@ -253,7 +254,7 @@ def run_series(scenario: Scenario, index: int, seed: int, variant: Variant) -> S
     assert ref is not None
     world = World(scenario, random.Random(f"{seed}/{scenario.name}/{index}"), ref, boot_sd=variant.boot_sd)
     levels: dict[str, int] = {}
-    statuses, medians, pairs_total, boots_before_month, most_boots, slower_a = [], [], 0, 0, 0, False
+    statuses, medians, pairs_total, boots_before_month, most_boots, slower_a, over_usual = [], [], 0, 0, 0, False, 0
     with tempfile.TemporaryDirectory(dir="/dev/shm" if Path("/dev/shm").is_dir() else None) as scratch:
         history, book = History(Path(scratch) / "h.sqlite"), ConfirmedBook(Path(scratch) / "confirmed.json")
         pair_book = PairBook(Path(scratch) / "pairs.json")
@@ -285,11 +286,18 @@ def run_series(scenario: Scenario, index: int, seed: int, variant: Variant) -> S
                 statuses.append(outcome.status.value)
                 pairs_total += outcome.pairs_measured
                 most_boots = max(most_boots, world.night_boots)
+                over_usual += world.night_boots > variant.usual
                 if a_before and a_after and a_after[0].id != a_before[0].id:
                     moved = world.build_level(levels[a_after[0].id]) / world.build_level(levels[a_before[0].id])
                     slower_a = slower_a or moved <= 0.99
     return SeriesResult(
-        tuple(statuses), pairs_total, world.boot_count - boots_before_month, tuple(medians), most_boots, slower_a
+        tuple(statuses),
+        pairs_total,
+        world.boot_count - boots_before_month,
+        tuple(medians),
+        most_boots=most_boots,
+        over_usual=over_usual,
+        slower_a=slower_a,
     )
 
 
@@ -330,6 +338,7 @@ def report(scenario: Scenario, results: Sequence[SeriesResult], otava: Sequence[
     pairs = statistics.fmean(r.pairs for r in results)
     boots_month = statistics.fmean(r.boots for r in results)
     most = max(r.most_boots for r in results)
+    over = 100 * sum(r.over_usual for r in results) / (len(results) * MONTH_NIGHTS)
     slower_a = share([r.slower_a for r in results])
     if scenario.regression:
         limit = 15 if scenario.creep else 2
@@ -347,7 +356,8 @@ def report(scenario: Scenario, results: Sequence[SeriesResult], otava: Sequence[
         other = f"false alarm months {share([o is not None for o in otava])}"
     return (
         f"{scenario.name:<19} {label:<36} {gate:<66} INCONCLUSIVE/month {inconclusive:4.2f}  pairs/month {pairs:5.1f}"
-        f"  boots/month {boots_month:5.1f}  most/night {most:2d}  A to a slower build {slower_a}  | Otava: {other}"
+        f"  boots/month {boots_month:5.1f}  most/night {most:2d} (nights over 8: {over:.1f} %)  A to a slower build "
+        f"{slower_a}  | Otava: {other}"
     )
 
 

@@ -24,12 +24,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from pipeline.config.thresholds import SEQUENTIAL_ALPHA, SEQUENTIAL_BETA
+from pipeline.config.thresholds import CLOSE_BETA, SEQUENTIAL_ALPHA, SEQUENTIAL_BETA
 from pipeline.infra.pair_book import Carried
 
 # The bounds, from the error rates the hardware's pair limits set (config/thresholds.py)
 FAIL_AT = math.log((1 - SEQUENTIAL_BETA) / SEQUENTIAL_ALPHA)
 PASS_AT = math.log(SEQUENTIAL_BETA / (1 - SEQUENTIAL_ALPHA))
+# While a regression is open a PASS closes its alert, so it must be surer that tonight is not the regressed build:
+# a build still slower by the full shift closes it one time in a hundred, not one in ten (the month's -3 % steps
+# closed again in 28 % of months at PASS_AT).
+CLOSE_AT = math.log(CLOSE_BETA / (1 - SEQUENTIAL_ALPHA))
 
 Decision = Literal["FAIL", "PASS", "INCONCLUSIVE"]
 
@@ -69,12 +73,13 @@ def decide_sequential(
     """Decide on tonight's boot pair differences after the carried ones (when they were measured against `a`).
 
     `more`: whether another boot pair could still be measured tonight; without it, an undecided sum at or below 0
-    clears the night (when `clearable`: an open regression is only closed by a real PASS) and one above ends it
-    INCONCLUSIVE, carried."""
+    clears the night and one above ends it INCONCLUSIVE, carried. Not `clearable` (a regression is open): nothing
+    clears, and a PASS needs the stricter CLOSE_AT."""
     earlier = carried.differences if carried is not None and carried.a == a else ()
     nights = carried.nights if carried is not None and carried.a == a else ()
     total = llr_sum([*earlier, *tonight], shift=shift, variance=variance)
-    decision: Decision = "FAIL" if total >= FAIL_AT else "PASS" if total <= PASS_AT else "INCONCLUSIVE"
+    pass_at = PASS_AT if clearable else CLOSE_AT
+    decision: Decision = "FAIL" if total >= FAIL_AT else "PASS" if total <= pass_at else "INCONCLUSIVE"
     cleared = decision == "INCONCLUSIVE" and not more and total <= 0 and clearable
     if cleared:  # the budget's end with the evidence leaning to no slowdown: nothing to carry, nothing shown
         decision = "PASS"
@@ -87,7 +92,7 @@ def decide_sequential(
     reason = (
         f"B/A {math.exp(mean):.4f} over {over}: log-likelihood ratio of a {shift:.0%} slowdown {total:+.2f} "
         f"({'FAIL at' if decision == 'FAIL' else 'PASS at' if decision == 'PASS' else 'between'} "
-        f"{PASS_AT:+.2f} and {FAIL_AT:+.2f}; boot-to-boot SD of B/A {spread:.1%})"
+        f"{pass_at:+.2f} and {FAIL_AT:+.2f}; boot-to-boot SD of B/A {spread:.1%})"
     )
     if cleared:
         reason += "; no slowdown shown by the budget's end: cleared, not confirmed"

@@ -48,8 +48,9 @@ SCREEN_Z = 1.64
 # Where a night is one boot (a host that holds one server: `floor` in screen), the screen never trips on a drop
 # smaller than this share of the effect, however noisy the history: the history's noise carries the boot spread, and
 # a screen that tripped on any drop (5 % - 1.64 x 3 % is 0.1 %) would pay boot pairs on half the nights. Chosen with
-# benchmarks/detector_simulation.py --mode one-resident --boot-sd 0.02 0.03.
-SCREEN_FLOOR = 0.5
+# benchmarks/detector_simulation.py --mode one-resident --boot-sd 0.02 0.03 (100 series): clean months with dips
+# booted 42.6 / 36.1 / 30.0 times in turns at 0.5 / 0.6 / 0.7, -5 % steps FAILed by their 2nd night 93 / 91 / 85 %.
+SCREEN_FLOOR = 0.6
 
 Decision = Literal["FAIL", "PASS", "INCONCLUSIVE"]
 # One-sided level at which the paired test must exclude "no regression" before a FAIL. Stringent, because a FAIL

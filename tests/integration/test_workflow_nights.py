@@ -113,15 +113,15 @@ def test_three_nights_of_the_workflow_keep_their_state_and_raise_one_issue(
     assert failed, entry["reason"]
     assert "vs median of 1 night," in entry["reason"], entry["reason"]  # night 1's, kept by the runner
     for name in failed:
-        assert f"{name}: tripped twice" in entry["reason"], entry["reason"]
+        assert f"{name}: tripped (" in entry["reason"], entry["reason"]  # in turns: straight to boot pairs
         # judged against this host's own first night, whatever the file's reference says
         assert f"vs {cells[name]['ref']:.4g} (this host's 1 accepted night: " in entry["reason"], entry["reason"]
         assert cells[name]["last_good"] == good_build and cells[name]["b_over_a"] < 1, entry["reason"]
-        assert cells[name]["in_turn"] and cells[name]["pairs"] >= 3, cells[name]  # boot pairs, three at least
+        assert cells[name]["in_turn"] and cells[name]["pairs"] >= 2, cells[name]  # boot pairs, two at least
     assert f"booted in turns with the last confirmed build (runtime {good_build}" in entry["reason"], entry["reason"]
     model = cpu_engine.entry.served_model_name
     boots = entry["numbers"]["turns"]["boots"]
-    assert boots >= 6 and servers.samples > 100, (entry["numbers"]["turns"], servers.samples)
+    assert boots >= 4 and servers.samples > 100, (entry["numbers"]["turns"], servers.samples)
     assert servers.peak[model] == 1 and not servers.overlaps, servers.overlaps  # never two of the entry at once
     assert len(servers.ports[model]) == 1 + boots  # every boot on a port (and a container name) of its own
     assert _a_of(state, "tg32") == good_build  # the slower build never becomes A

@@ -71,18 +71,18 @@ def test_the_sequential_test_fails_a_clear_slowdown_and_passes_an_unchanged_buil
 
 
 def test_an_undecided_night_carries_its_pairs_to_the_next_night_against_the_same_build() -> None:
-    """A build about 4.5 % slower: one night's two boot pairs lean towards it without deciding; the next night's two,
+    """A build about 5 % slower: one night's two boot pairs lean towards it without deciding; the next night's two,
     added to them, FAIL it, where alone they could not. Against another A the carried pairs are not used."""
     first = _decide([-0.045, -0.040])
     assert first.decision == "INCONCLUSIVE" and first.carry == Carried("a", (-0.045, -0.040), ("2026-11-20",))
     assert "carried to the next night" in first.reason
-    alone = _decide([-0.050, -0.050])
+    alone = _decide([-0.065, -0.065])
     assert alone.decision == "INCONCLUSIVE"
-    together = _decide([-0.050, -0.050], first.carry)
+    together = _decide([-0.065, -0.065], first.carry)
     assert together.decision == "FAIL" and together.carried_pairs == 2
     assert "2 boot pairs tonight and 2 carried from 2026-11-20" in together.reason
     other = decide_sequential(
-        [-0.050, -0.050], first.carry, a="b", night="n", shift=SPARK_RULES.shift(), variance=0.028**2, spread=0.028,
+        [-0.065, -0.065], first.carry, a="b", night="n", shift=SPARK_RULES.shift(), variance=0.028**2, spread=0.028,
         more=False,
     )  # fmt: skip
     assert other.carried_pairs == 0 and other.decision == "INCONCLUSIVE"
