@@ -39,7 +39,7 @@ def main() -> None:
     spec = entry.bench
     rules = config.thresholds_for(ENTRY, cpu_class()).pairs
     (case,) = [c for c in spec.cases() if c[0].concurrency == 1 and c[0].pp == min(spec.pp) and c[1].tg == min(spec.tg)]
-    cache = from_environment().settings.path("cache_dir")
+    cache = from_environment().settings.places.cache
     model = entry.served_model_name
     found: dict[str, list[tuple[float, float]]] = {"pp_tps": [], "tg_tps": []}
     with tempfile.TemporaryDirectory() as scratch:

@@ -14,8 +14,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from pipeline.infra.files import sha256_of
 from pipeline.infra.pypi import download_sdist
-from pipeline.infra.runtime import sha256_of
 from pipeline.infra.wheel_cache import WheelCache
 from pipeline.settings import from_environment
 from pipeline.stages.build.build_wheels import BuildResult, build_source
@@ -28,7 +28,7 @@ TOOLCHAIN = Toolchain(cuda_arch="12.1a", torch="torch==2.13.0", index_urls=(), m
 
 def main() -> None:
     hits = int(sys.argv[1]) if len(sys.argv) > 1 else 5
-    cache_dir = from_environment().settings.path("cache_dir")
+    cache_dir = from_environment().settings.places.cache
     source = BuildSource.from_sdist("flashinfer", download_sdist(SDIST, cache_dir / "sdists"))
     with tempfile.TemporaryDirectory(prefix="build-cache-bench-") as scratch:
         root = Path(scratch)

@@ -31,7 +31,7 @@ def main() -> None:
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 2
     config = load_config(ConfigPaths(ROOT / "models.yaml", ROOT / "thresholds", ROOT / "golden"))
     profile = config.matrix.profiles["cpu"]
-    cache_dir = from_environment().settings.path("cache_dir")
+    cache_dir = from_environment().settings.places.cache
     root = runtime_root("cpu", profile.candidate_requirements, profile.candidate_remove, cache_dir)
     runtime = load_runtime(root)
     if runtime is None:

@@ -31,10 +31,10 @@ def main() -> None:
     config = load_config(ConfigPaths(ROOT / "models.yaml", ROOT / "thresholds", ROOT / "golden"))
     entry = config.matrix.entry("smollm2-135m-instruct")
     hardware = config.matrix.profiles[entry.profile].hardware
-    cache = from_environment().settings.path("cache_dir")
+    cache = from_environment().settings.places.cache
     durations, tokens, false_failures = [], [], 0
     with tempfile.TemporaryDirectory() as scratch:
-        store = ReferenceStore(Path(scratch) / "history")
+        store = ReferenceStore(Path(scratch) / "history" / "golden")
         candidate = prepare_candidate(config.matrix.profiles[entry.profile], cache, Path(scratch))
         model_ref = model_reference(entry, cache, Path(scratch))
         profile = config.matrix.profiles[entry.profile]

@@ -41,7 +41,7 @@ def main() -> None:
     boots = int(sys.argv[1]) if len(sys.argv) > 1 else 5
     config = load_config(ConfigPaths(ROOT / "models.yaml", ROOT / "thresholds", ROOT / "golden"))
     entry = config.matrix.entry("smollm2-135m-instruct")
-    cache = from_environment().settings.path("cache_dir")
+    cache = from_environment().settings.places.cache
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
         candidate = prepare_candidate(config.matrix.profiles[entry.profile], cache, Path(scratch))

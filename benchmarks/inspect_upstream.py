@@ -32,7 +32,7 @@ def main() -> None:
     config = load_config(ConfigPaths(ROOT / "models.yaml", ROOT / "thresholds", ROOT / "golden"))
     target = Target.of(config.matrix.profiles["spark"])
     with tempfile.TemporaryDirectory(prefix="inspect-bench-") as logs:
-        cuobjdump = ensure_cuobjdump(from_environment().settings.path("cache_dir"), Path(logs))
+        cuobjdump = ensure_cuobjdump(from_environment().settings.places.cache, Path(logs))
     print(f"{'wheel':52} {'members':>8} {'median s':>9} {'range s':>14} {'members/s':>10}")
     for upstream in (FLASHINFER_CUBIN, VLLM_AARCH64, FLASHINFER_PYTHON):
         wheel = upstream.fetch()

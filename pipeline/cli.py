@@ -62,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="spark-nightly",
         parents=[common],
         description="Nightly regression gate for vLLM + FlashInfer wheels on the DGX Spark.",
-        epilog="Exit codes: 0 ok, 1 error, 2 bad configuration or usage, 3 process or engine failure, 70 internal bug.",
+        epilog="Exit codes: " + "; ".join(f"{code.value} {code.meaning()}" for code in ExitCode) + ".",
     )
     parser.add_argument("--version", action="version", version=f"spark-nightly {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -148,12 +148,12 @@ def _cli_values(args: argparse.Namespace) -> list[tuple[str, str, str]]:
 
 
 def config_paths(resolved: Resolved) -> ConfigPaths:
-    root = resolved.settings.path("config_dir")
+    root = resolved.settings.places.config
     return ConfigPaths(
         models=root / "models.yaml",
         thresholds=root / "thresholds",
         golden=root / "golden",
-        cluster=resolved.settings.path("cluster_file"),
+        cluster=resolved.settings.places.cluster,
     )
 
 

@@ -58,6 +58,24 @@ class ExitCode(IntEnum):
     CRASH = 70
     INTERRUPTED = 130
 
+    def meaning(self) -> str:
+        """The code's line in the table above, for `--help`."""
+        return EXIT_MEANINGS[self]
+
+
+# The table above, one short line a code (the CLI's --help epilog is made of it)
+EXIT_MEANINGS = {
+    ExitCode.PASS: "passed",
+    ExitCode.ERROR: "an error with no finer class",
+    ExitCode.USAGE: "bad command line, configuration, settings or history",
+    ExitCode.PROCESS: "a subprocess or the candidate engine failed",
+    ExitCode.INCONCLUSIVE: "INCONCLUSIVE, the host not the wheels",
+    ExitCode.ABORTED: "ABORTED, a prerequisite failed",
+    ExitCode.FAIL: "FAIL, a required entry failed its checks",
+    ExitCode.CRASH: "a bug in spark-nightly",
+    ExitCode.INTERRUPTED: "interrupted (nightly --resume RUN continues)",
+}
+
 
 class SparkNightlyError(Exception):
     """Base class: a failure the user can act on."""

@@ -17,10 +17,11 @@ from pipeline.config.bundle import Config
 from pipeline.config.matrix import ModelEntry, Profile
 from pipeline.errors import PipelineCrash, SparkNightlyError, UsageError
 from pipeline.infra.cache_lock import exclusive
+from pipeline.infra.files import write_atomically
 from pipeline.infra.git import commits_between
 from pipeline.infra.history import History
-from pipeline.infra.runtime import write_atomically
 from pipeline.outcome import Failure, Outcome
+from pipeline.places import RunDir
 from pipeline.progress import Progress, Say, clock_text
 from pipeline.settings import Settings
 from pipeline.stages.aftermath.alert import BLIND_KEY, AlertEvent, raise_alerts
@@ -49,7 +50,7 @@ class NightPlan:
 
     run_id: str
     night: str
-    run_dir: Path
+    run: RunDir
     profile: Profile
     entries: tuple[ModelEntry, ...]
 
@@ -59,24 +60,24 @@ def plan_night(
 ) -> NightPlan:
     """Start a run, or continue one (its night and, unless `only` says otherwise, the entries it was started with)."""
     profile = config.matrix.profiles[settings.profile]
-    runs = settings.path("runs_dir")
-    if run_id and (runs / run_id / "night.json").exists():
+    places = settings.places
+    if run_id and places.run(run_id).night.exists():
         resume = run_id  # a shard of a night another shard started, or a named run started again
     if resume:
-        state = runs / resume / "night.json"
-        if not state.exists():
-            raise UsageError(f"--resume {resume}: no run {runs / resume} to continue")
-        started = json.loads(state.read_text())
+        resumed = places.run(resume)
+        if not resumed.night.exists():
+            raise UsageError(f"--resume {resume}: no run {resumed.root} to continue")
+        started = json.loads(resumed.night.read_text())
         entries = config.matrix.select(profile.name, only or started.get("entries", ()))
-        return NightPlan(resume, started["night"], runs / resume, profile, entries)
+        return NightPlan(resume, started["night"], resumed, profile, entries)
     entries = config.matrix.select(profile.name, only)
     run_id = run_id or time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     night = time.strftime("%Y-%m-%d", time.gmtime())
-    run_dir = runs / run_id
-    run_dir.mkdir(parents=True, exist_ok=True)
+    run = places.run(run_id)
+    run.root.mkdir(parents=True, exist_ok=True)
     started = {"run_id": run_id, "night": night, "profile": profile.name, "entries": [e.id for e in entries]}
-    write_atomically(run_dir / "night.json", json.dumps(started))
-    return NightPlan(run_id, night, run_dir, profile, entries)
+    write_atomically(run.night, json.dumps(started))
+    return NightPlan(run_id, night, run, profile, entries)
 
 
 @dataclass
@@ -127,7 +128,7 @@ def run_nightly(
     merge: bool = False,
 ) -> int:
     """Every stage in order; one entry's failure never stops the others; our own crash is reported as such."""
-    durations = Durations(settings.path("state_dir") / "durations.json")
+    durations = Durations(settings.places.state.durations)
     state = NightRun(settings, config, plan, progress, publish, durations, merge=merge)
     progress.say(f"nightly {plan.night}, run {plan.run_id}, profile {plan.profile.name}: {len(plan.entries)} entries")
     for stage in STAGES:
@@ -145,7 +146,7 @@ def run_nightly(
     print(f"nightly {plan.night}: {state.verdict}; report {state.report} (summary.md, junit.xml, run.json beside it)")
     print(f"release: {state.publish_note or 'nothing published'}")
     if state.crash is not None:
-        raise PipelineCrash(f"the pipeline crashed (see {plan.run_dir / 'alerts'}); no wheel is blamed")
+        raise PipelineCrash(f"the pipeline crashed (see {plan.run.alerts}); no wheel is blamed")
     return worst(o.status for o in state.outcomes if o.required).exit_code
 
 
@@ -154,9 +155,9 @@ def _stage_candidate(state: NightRun) -> None:
         started = time.monotonic()
         state.night = prepare_night_candidate(
             state.plan.profile,
-            run_dir=state.plan.run_dir,
-            wheels_dir=state.settings.path("wheels_dir"),
-            cache_dir=state.settings.path("cache_dir"),
+            run=state.plan.run,
+            wheels_dir=state.settings.places.wheels,
+            cache_dir=state.settings.places.cache,
             say=state.progress.say,
         )
         state.durations.record("candidate", time.monotonic() - started)
@@ -167,11 +168,11 @@ def _stage_weights(state: NightRun) -> None:
     if state.merge or state.night.refused is not None:
         return  # the merge runs no entry, and refused wheels boot none
     plan = state.plan
-    waiting = [e for e in plan.entries if not (plan.run_dir / "entries" / f"{e.id}.json").exists()]
+    waiting = [e for e in plan.entries if not (plan.run.entry(e.id)).exists()]
     with state.progress.step("weights", state.durations.expected("weights")):
         started = time.monotonic()
         state.weights = prepare_weights(
-            waiting, state.settings.path("cache_dir"), plan.run_dir / "logs" / "weights", say=state.progress.say
+            waiting, state.settings.places.cache, plan.run.logs("weights"), say=state.progress.say
         )
         state.durations.record("weights", time.monotonic() - started)
 
@@ -193,7 +194,7 @@ def _stage_culprits(state: NightRun) -> None:
     if state.built and state.publish and state.verdict == Status.FAIL.value:
         with state.progress.step("culprits"):
             plan = state.plan
-            ref = NightRef(plan.run_id, plan.night, plan.run_dir)
+            ref = NightRef(plan.run_id, plan.night, plan.run)
             state.findings = find_culprit(
                 state.settings, state.config, plan.profile, ref, state.outcomes, say=state.progress.say
             )
@@ -210,10 +211,10 @@ def run_entries(state: NightRun, candidate: Candidate) -> list[Outcome]:
     settings, plan, progress, durations = state.settings, state.plan, state.progress, state.durations
     outcomes = []
     say = progress.say
-    commits = _commits(plan.profile, BuildPlan.load(plan.run_dir / "plan.json") if state.built else None)
+    commits = _commits(plan.profile, BuildPlan.load(plan.run.plan) if state.built else None)
     build = state.night.build_ref(night=plan.night, commits=commits) if state.night is not None else None
     for number, entry in enumerate(plan.entries, 1):
-        saved = plan.run_dir / "entries" / f"{entry.id}.json"
+        saved = plan.run.entry(entry.id)
         if saved.exists():  # --resume: a finished entry is not run again
             outcome = Outcome.from_json(json.loads(saved.read_text()))
             say(f"{entry.id}: {outcome.status.value} (finished before the interruption, or by a shard)")
@@ -236,9 +237,9 @@ def run_entries(state: NightRun, candidate: Candidate) -> list[Outcome]:
                 ctx = EntryContext(
                     state.config,
                     candidate,
-                    settings.path("cache_dir"),
-                    settings.path("state_dir"),
-                    plan.run_dir / "logs" / entry.id,
+                    settings.places.cache,
+                    settings.places.state,
+                    plan.run.logs(entry.id),
                     plan.run_id,
                     plan.night,
                     commits,
@@ -288,8 +289,8 @@ def _stage_publish(state: NightRun) -> None:
             say=state.progress.say,
         )
     if state.built and state.verdict in {Status.PASS.value, Status.XFAIL.value}:  # the range the next failure blames
-        last_good = state.settings.path("state_dir") / "last_good.json"
-        record_last_good(last_good, BuildPlan.load(state.plan.run_dir / "plan.json"), state.plan.night)
+        last_good = state.settings.places.state.last_good
+        record_last_good(last_good, BuildPlan.load(state.plan.run.plan), state.plan.night)
 
 
 def _publish(
@@ -327,12 +328,12 @@ def _publish(
         host={"hostname": socket.gethostname()},
         health={o.entry: o.numbers["health"] for o in outcomes if "health" in o.numbers} or None,
         entries=[_manifest_entry(o, weights.get(o.entry)) for o in outcomes],
-        report=str(plan.run_dir / "summary.md"),
+        report=str(plan.run.summary),
         culprits=culprits,
-        inspection=inspection_summary(night.lock.parent),
+        inspection=inspection_summary(plan.run),
     )
     files = [*night.wheels, night.lock]
-    cache_dir = settings.path("cache_dir")
+    cache_dir = settings.places.cache
 
     def notes(tag: str, previous: tuple[str, Mapping[str, Any]] | None) -> str:
         return release_notes(tag, manifest, previous, count=partial(commits_between, cache_dir))
@@ -362,7 +363,7 @@ def _stage_alerts(state: NightRun) -> None:
     if not state.publish and state.crash is None:  # a shard leaves the alerts of its entries to the merge
         return
     plan, findings = state.plan, state.findings
-    alerts_json = state.settings.path("state_dir") / "alerts.json"
+    alerts_json = state.settings.places.state.alerts
     with exclusive(alerts_json):  # one writer of the alerts at a time: the night, or a pipeline-failed job
         state.events = raise_alerts(
             state.outcomes,
@@ -374,7 +375,7 @@ def _stage_alerts(state: NightRun) -> None:
             report=_report_link(plan),
         )
         state.alert_problems = deliver_alerts(
-            state.events, settings=state.settings, state_path=alerts_json, run_dir=plan.run_dir, say=state.progress.say
+            state.events, settings=state.settings, state_path=alerts_json, run=plan.run, say=state.progress.say
         )
 
 
@@ -395,25 +396,25 @@ def _stage_reports(state: NightRun) -> None:
         "suspects": findings.suspects if findings is not None else None,
         "culprits": findings.search.to_json() if findings is not None and findings.search is not None else None,
     }
-    write_reports(plan.run_dir, run, state.outcomes)
+    write_reports(plan.run, run, state.outcomes)
     series = [s for e in plan.entries for s in _series_of(state, e.id)]
-    state.report = plan.run_dir / "report.html"
+    state.report = plan.run.report
     write_atomically(state.report, render_html(run, state.outcomes, series))
 
 
 def _save_series(state: NightRun, entry_id: str) -> None:
     """The entry's charts as its shard's history draws them, handed over with its outcome to the merge."""
-    path = state.plan.run_dir / "series" / f"{entry_id}.json"
+    path = state.plan.run.series(entry_id)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomically(path, json.dumps([s.to_json() for s in _series_of(state, entry_id, saved=False)]) + "\n")
 
 
 def _series_of(state: NightRun, entry_id: str, *, saved: bool = True) -> list[Series]:
     """An entry's charts: as handed over by the shard that ran it, else from this host's history."""
-    path = state.plan.run_dir / "series" / f"{entry_id}.json"
+    path = state.plan.run.series(entry_id)
     if saved and path.exists():
         return [Series.from_json(s) for s in json.loads(path.read_text())]
-    history = History(state.settings.path("state_dir") / "history.sqlite")
+    history = History(state.settings.places.state.history)
     return collect_series(history, state.config, state.plan.profile.hardware, [entry_id])
 
 
@@ -434,7 +435,7 @@ def _report_link(plan: NightPlan) -> str:
     server, repo, run = (os.environ.get(f"GITHUB_{name}") for name in ("SERVER_URL", "REPOSITORY", "RUN_ID"))
     if server and repo and run:
         return f"{server}/{repo}/actions/runs/{run}"
-    return str(plan.run_dir / "report.html")
+    return str(plan.run.report)
 
 
 def _commits(profile: Profile, build_plan: BuildPlan | None) -> dict[str, str]:
@@ -454,9 +455,9 @@ def _suspects(state: NightRun) -> str:
     """Who to look at when no culprit search ran: main's ranges since the last good night, or the host."""
     plan = state.plan
     if state.built:
-        last_good = state.settings.path("state_dir") / "last_good.json"
-        build_plan = BuildPlan.load(plan.run_dir / "plan.json")
-        return describe_main_suspects(last_good, build_plan, state.settings.path("cache_dir"))
+        last_good = state.settings.places.state.last_good
+        build_plan = BuildPlan.load(plan.run.plan)
+        return describe_main_suspects(last_good, build_plan, state.settings.places.cache)
     pinned = " ".join(plan.profile.candidate_requirements)
     return (
         f"none upstream: profile {plan.profile.name} runs the pinned {pinned} (look at the host, the model, the data)"

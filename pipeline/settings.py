@@ -18,6 +18,7 @@ from pipeline.config.load import Document, display_name, parse_yaml, read_text, 
 from pipeline.errors import ConfigError, ConfigIssue
 from pipeline.infra.procs import OWNER_ENV  # marks spark-nightly's own processes; not a setting
 from pipeline.infra.safe_files import shown
+from pipeline.places import Places, StateDir
 
 ENV_PREFIX = "SPARK_NIGHTLY_"
 SETTINGS_FILE_ENV = "SPARK_NIGHTLY_SETTINGS"
@@ -182,9 +183,18 @@ class Settings:
         key="github.allow_custom_api",
     )
 
-    def path(self, name: str) -> Path:
-        """A path setting, with `~` expanded."""
-        return Path(str(getattr(self, name))).expanduser()
+    @property
+    def places(self) -> Places:
+        """The folders and files the path settings name, `~` expanded: the only way code reaches them."""
+        return Places(
+            config=Path(self.config_dir).expanduser(),
+            runs=Path(self.runs_dir).expanduser(),
+            wheels=Path(self.wheels_dir).expanduser(),
+            cache=Path(self.cache_dir).expanduser(),
+            releases=Path(self.publish_local_dir).expanduser(),
+            cluster=Path(self.cluster_file).expanduser(),
+            state=StateDir(Path(self.state_dir).expanduser()),
+        )
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pipeline.infra.runtime import sha256_of
+from pipeline.infra.files import sha256_of
 from pipeline.stages.release.publish import Night, build_manifest
 
 

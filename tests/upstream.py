@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from pipeline.infra.files import sha256_of
 from pipeline.infra.pypi import download_release_file
-from pipeline.infra.runtime import sha256_of
 from pipeline.settings import from_environment
 
 
@@ -23,7 +23,7 @@ class Upstream:
 
     def fetch(self) -> Path:
         """The file in the cache (downloaded on first use); a file whose bytes changed upstream fails loudly."""
-        dest = from_environment().settings.path("cache_dir") / "upstream"
+        dest = from_environment().settings.places.cache / "upstream"
         path = download_release_file(self.project, self.version, self.filename, dest)
         digest = sha256_of(path)
         if digest != self.sha256:

@@ -58,7 +58,7 @@ def config_value(config: Mapping[str, Any], key: str) -> Any:
     return value
 
 
-def check_identity(
+def check_identity(  # noqa: PLR0913 -- every identity fact checked comes in by keyword, one check
     served: Sequence[ServedModel],
     *,
     name: str,

@@ -87,7 +87,7 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
         return 0
     before = judge_health(profile, read_host_facts())
     ctx = PerfContext(
-        History(settings.path("state_dir") / "history.sqlite"),
+        History(settings.places.state.history),
         profile.hardware,
         socket.gethostname(),
         entry.id,
@@ -95,12 +95,12 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
         time.strftime("%Y-%m-%d"),
         {},
         record=args.record,
-        book=ConfirmedBook(settings.path("state_dir") / "confirmed.json"),
-        pair_book=PairBook(settings.path("state_dir") / "pairs.json"),
+        book=ConfirmedBook(settings.places.state.confirmed),
+        pair_book=PairBook(settings.places.state.pairs),
         pair_with=pair_with,
         pair_always=args.pair_with is not None,
     )
-    log_dir = settings.path("runs_dir") / time.strftime("bench-%Y%m%d-%H%M%S") / entry.id
+    log_dir = settings.places.runs / time.strftime("bench-%Y%m%d-%H%M%S") / entry.id
     if profile.accelerator == "cpu":  # the class a reference measured here is for (thresholds/: host_class, by_host)
         to_stderr(f"bench: this host's CPU class is {cpu_class()}")
     with _tonight(args.url, settings, config, entry, log_dir) as client:
@@ -112,7 +112,7 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
             spec=spec,
             thresholds=config.thresholds_for(entry.id, cpu_class()),
             before=before,
-            cache_dir=settings.path("cache_dir"),
+            cache_dir=settings.places.cache,
             log_dir=log_dir,
             say=to_stderr,
         )
@@ -137,7 +137,7 @@ def _tonight(
         with served(url, settings, config, entry, "bench") as (client, _, _):
             yield client
         return
-    cache_dir = settings.path("cache_dir")
+    cache_dir = settings.places.cache
     candidate = prepare_candidate(profile, cache_dir, log_dir, say=to_stderr)
     with restartable(entry, candidate, cache_dir=cache_dir, log_dir=log_dir, say=to_stderr) as serving:
         yield Turns(entry, profile, serving, cache_dir, log_dir, to_stderr, budget=profile.boot_budget.suspected)
@@ -146,9 +146,9 @@ def _tonight(
 def _dry_run(entry: ModelEntry, config: Config, settings: Settings, pair_with: BuildRef | None) -> str:
     """Tonight's launch and the paired build's, in the order a cell that trips would boot them."""
     profile = config.matrix.profiles[entry.profile]
-    cache_dir = settings.path("cache_dir")
+    cache_dir = settings.places.cache
     tonight = dry_candidate(entry, config, cache_dir)
-    book = ConfirmedBook(settings.path("state_dir") / "confirmed.json")
+    book = ConfirmedBook(settings.places.state.confirmed)
     build = pair_with or book.newest_for_entry(profile.hardware, entry.id)
     other = candidate_of(build, profile) if build is not None else None
     if build is None or other is None:

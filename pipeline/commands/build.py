@@ -13,6 +13,7 @@ from pipeline.errors import UsageError
 from pipeline.infra.git import mirror_dir
 from pipeline.infra.pypi import download_sdist
 from pipeline.infra.safe_files import shown
+from pipeline.places import RunDir
 from pipeline.progress import Say, to_stderr
 from pipeline.settings import Settings
 from pipeline.stages.build.build_plan import BuildPlan
@@ -64,16 +65,16 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
         _print_dry_run(families, settings, toolchain)
         return 0
     run_id = args.run_id or time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-    run_dir = settings.path("runs_dir") / run_id
-    run_dir.mkdir(parents=True, exist_ok=True)
-    cache_dir = settings.path("cache_dir")
-    sources = _build_sources(args, families, settings, run_dir)
+    run = settings.places.run(run_id)
+    run.root.mkdir(parents=True, exist_ok=True)
+    cache_dir = settings.places.cache
+    sources = _build_sources(args, families, settings, run)
     built = build_inspect_lock(
         sources,
         profile,
         toolchain,
-        run_dir=run_dir,
-        out_dir=settings.path("wheels_dir") / run_id,
+        run=run,
+        out_dir=settings.places.wheels / run_id,
         cache_dir=cache_dir,
         expect_families=not args.sdist,
         lock=not args.no_lock,
@@ -83,7 +84,7 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
     print_report(built.report)
     folder = built.wheels[0].parent if built.wheels else "-"
     if built.report.status == Status.FAIL:
-        print(f"build: inspection refused the wheels; nothing locked (see {run_dir / 'inspect.json'})")
+        print(f"build: inspection refused the wheels; nothing locked (see {run.inspection})")
         return Status.FAIL.exit_code
     if built.lock is None:
         print(f"build: {len(built.wheels)} wheel(s) in {folder}; not locked (--no-lock)")
@@ -93,9 +94,9 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
 
 
 def _build_sources(
-    args: argparse.Namespace, families: Sequence[str], settings: Settings, run_dir: Path
+    args: argparse.Namespace, families: Sequence[str], settings: Settings, run: RunDir
 ) -> list[BuildSource]:
-    cache_dir = settings.path("cache_dir")
+    cache_dir = settings.places.cache
     if args.sdist:
         sdist = download_sdist(args.sdist, cache_dir / "sdists")
         return [BuildSource.from_sdist(families[0], sdist)]
@@ -106,11 +107,11 @@ def _build_sources(
         plan = resolve_sources(
             wanted,
             cache_dir=cache_dir,
-            work_dir=run_dir,
+            work_dir=run.root,
             created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             say=to_stderr,
         )
-    plan.save(run_dir / "plan.json")
+    plan.save(run.plan)
     return [
         BuildSource.from_plan(plan.source(name), mirror_dir(cache_dir, plan.source(name).repo))
         for name in BUILD_ORDER
@@ -141,7 +142,7 @@ def print_report(report: ArtifactReport, say: Say = print) -> None:
 
 def _print_dry_run(families: Sequence[str], settings: Settings, toolchain: Toolchain) -> None:
     """The exact commands of a night, with the commits shown as what resolve will pin them to."""
-    cache_dir = settings.path("cache_dir")
+    cache_dir = settings.places.cache
     if toolchain.ccache_dir is None:
         print("# ccache is not installed: builds run without a compiler cache")
     for source in sources_from(settings):

@@ -66,18 +66,16 @@ def prerequisites(
 ) -> list[Check]:
     """Every check for a night of `profile` with these entries, in the order a maintainer fixes them."""
     environ = dict(os.environ) if environ is None else environ
-    checks = [_state_dir(settings.path("state_dir"))]
+    checks = [_state_dir(settings.places.state.root)]
     if profile.accelerator == "cpu":
         checks += [
-            disk_check(settings.path("cache_dir"), CPU_DISK_GIB, "or move paths.cache"),
+            disk_check(settings.places.cache, CPU_DISK_GIB, "or move paths.cache"),
             *_cpu_runtime(settings, profile, entries),
         ]
     else:
         checks += _gpu(profile)
         toolchain = toolchain_for(profile, settings)
-        checks += build_checks(
-            toolchain, settings.path("runs_dir"), min_free_gib=settings.build_min_free_gib, rust=True
-        )
+        checks += build_checks(toolchain, settings.places.runs, min_free_gib=settings.build_min_free_gib, rust=True)
         if any(e.launch.target in {"docker", "ray"} for e in entries):
             checks.append(_nvidia_runtime())
     checks += _cluster(settings, profile, entries)
@@ -105,7 +103,7 @@ def _state_dir(path: Path) -> Check:
 
 def _cpu_runtime(settings: Settings, profile: Profile, entries: Sequence[ModelEntry]) -> list[Check]:
     """The pinned runtime and each entry's converted weights: installed by the first night when missing."""
-    cache = settings.path("cache_dir")
+    cache = settings.places.cache
     root = runtime_root(profile.name, profile.candidate_requirements, profile.candidate_remove, cache)
     runtime = load_runtime(root)
     found = f"{' '.join(profile.candidate_requirements)} in {root}" if runtime else "not installed"
@@ -185,9 +183,9 @@ def _cluster(settings: Settings, profile: Profile, entries: Sequence[ModelEntry]
 def _hub_weights(settings: Settings, entry: ModelEntry) -> Check:
     """A Hub entry's snapshot at its pinned commit in the cache: looked for, not hashed (the night's weights stage
     hashes every file; a 60 GB model takes minutes). Missing is no blocker: the first night downloads it."""
-    folder = served_folder(entry, settings.path("cache_dir"))
+    folder = served_folder(entry, settings.places.cache)
     present = folder is not None and (folder / "config.json").is_file()
-    cache = hub.hub_dir(hf_cache(settings.path("cache_dir")))
+    cache = hub.hub_dir(hf_cache(settings.places.cache))
     return Check(
         f"weights {entry.id}",
         present,

@@ -48,7 +48,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser], co
 def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
     entry = entry_named(config, args.model_id)
     profile = config.matrix.profiles[entry.profile]
-    cache_dir = settings.path("cache_dir")
+    cache_dir = settings.places.cache
     if args.dry_run:
         print(
             plan_launch(
@@ -60,7 +60,7 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
             ).render()
         )
         return 0
-    log_dir = settings.path("runs_dir") / time.strftime("engine-%Y%m%d-%H%M%S") / entry.id
+    log_dir = settings.places.runs / time.strftime("engine-%Y%m%d-%H%M%S") / entry.id
     candidate = prepare_candidate(profile, cache_dir, log_dir, say=to_stderr)
     if candidate.runtime is not None:
         report = smoke(candidate.runtime, profile, log_dir, entry_point_needed=entry.launch.entrypoint == "cli")
@@ -117,8 +117,8 @@ def served(
 ) -> Iterator[tuple[OpenAIClient, str, ServerLog | None]]:
     """A client, the model reference and the server's log: for a running server at `url` (whose log is not ours),
     or for the entry booted here."""
-    cache_dir = settings.path("cache_dir")
-    log_dir = settings.path("runs_dir") / time.strftime(f"{label}-%Y%m%d-%H%M%S") / entry.id
+    cache_dir = settings.places.cache
+    log_dir = settings.places.runs / time.strftime(f"{label}-%Y%m%d-%H%M%S") / entry.id
     model_ref = model_reference(entry, cache_dir, log_dir, say=to_stderr)  # what the entry configures
     if url:
         with OpenAIClient(url) as client:

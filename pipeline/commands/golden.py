@@ -40,14 +40,14 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser], co
 def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
     entry = entry_named(config, args.model_id)
     hardware = config.matrix.profiles[entry.profile].hardware
-    store = ReferenceStore(settings.path("state_dir"))
+    store = ReferenceStore(settings.places.state.golden)
     references = store.load(hardware, entry.id)
     profile = config.matrix.profiles[entry.profile]
     with served(args.url, settings, config, entry, "golden") as (client, model_ref, server_log):
         judge = None
         if references is None:
             judge = transformers_judge(
-                entry, profile, model_ref, settings.path("cache_dir"), settings.path("runs_dir"), say=to_stderr
+                entry, profile, model_ref, settings.places.cache, settings.places.runs, say=to_stderr
             )
         result = run_golden(
             client,

@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 from pipeline.config.bundle import Config
 from pipeline.errors import UsageError
 from pipeline.infra import actions
 from pipeline.nightly import STAGES, plan_night, run_nightly
+from pipeline.places import RunDir
 from pipeline.progress import Progress
 from pipeline.settings import Settings
 
@@ -77,7 +77,7 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
         raise
     if not args.actions:
         return code
-    blind = report_to_actions(plan.run_dir, shard=args.no_publish)
+    blind = report_to_actions(plan.run, shard=args.no_publish)
     return 1 if blind else 0  # a gate that measured nothing is not a green run, whatever the verdict
 
 
@@ -92,11 +92,11 @@ def _print_shards(args: argparse.Namespace, settings: Settings, config: Config) 
     return 0
 
 
-def report_to_actions(run_dir: Path, *, shard: bool) -> bool:
+def report_to_actions(folder: RunDir, *, shard: bool) -> bool:
     """Outputs and annotations for the step; True when the gate was blind tonight (the step then fails)."""
-    run = json.loads((run_dir / "run.json").read_text())
+    run = json.loads(folder.run_json.read_text())
     actions.set_output("verdict", run["verdict"])
-    actions.set_output("report", str(run_dir / "report.html"))
+    actions.set_output("report", str(folder.report))
     if shard:
         actions.annotate("notice", "spark-nightly shard", "entries run; the night's verdict is the publish job's")
         return False

@@ -30,13 +30,13 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser], co
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """Needs no configuration: a broken models.yaml is one of the things that break a night's jobs."""
     run_id = args.run_id or time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-    run_dir = settings.path("runs_dir") / run_id
-    started = run_dir / "night.json"
+    run = settings.places.run(run_id)
+    started = run.night
     night = json.loads(started.read_text())["night"] if started.exists() else time.strftime("%Y-%m-%d", time.gmtime())
-    state_path = settings.path("state_dir") / "alerts.json"
+    state_path = settings.places.state.alerts
     with exclusive(state_path):
         events = raise_pipeline_failure(state_path, what=args.what, night=night, run_id=run_id)
-        problems = deliver_alerts(events, settings=settings, state_path=state_path, run_dir=run_dir, say=to_stderr)
+        problems = deliver_alerts(events, settings=settings, state_path=state_path, run=run, say=to_stderr)
     for event in events:
         print(f"pipeline-failure alert {event.action}: {event.title}")
     for problem in problems:

@@ -11,8 +11,8 @@ from typing import Any
 from pipeline.config.bundle import Config
 from pipeline.config.matrix import Profile
 from pipeline.errors import UsageError
+from pipeline.infra.files import sha256_of
 from pipeline.infra.image import build_image, image_tag
-from pipeline.infra.runtime import sha256_of
 from pipeline.infra.safe_files import shown
 from pipeline.progress import to_stderr
 from pipeline.settings import PUBLIC_API, Settings

@@ -58,7 +58,7 @@ def llr_sum(differences: Sequence[float], *, shift: float, variance: float) -> f
     return (shift / variance) * math.fsum(-d - shift / 2.0 for d in differences)
 
 
-def decide_sequential(
+def decide_sequential(  # noqa: PLR0913 -- a pure decision: every number it uses is shown
     tonight: Sequence[float],
     carried: Carried | None,
     *,

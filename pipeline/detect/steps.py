@@ -237,7 +237,7 @@ def confirm(
                   ci_level=ci_level, boot_sd=boot_sd, note=extra)  # fmt: skip
 
 
-def decide(
+def decide(  # noqa: PLR0913 -- a pure decision: every number it uses is shown
     mean: float,
     se: float,
     df: float,

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pipeline.errors import HistoryError
 from pipeline.infra.cache_lock import exclusive
-from pipeline.infra.runtime import write_atomically
+from pipeline.infra.files import write_atomically
 
 BOOK_VERSION = 1
 BuildKind = Literal["runtime", "image"]

@@ -20,8 +20,8 @@ import requests
 from github3.exceptions import GitHubException
 
 from pipeline.errors import GitHubIssueError, ReleaseStoreError, SparkNightlyError, TagTaken
+from pipeline.infra.files import sha256_of
 from pipeline.infra.releases import MAX_ASSET_BYTES, Asset, Release
-from pipeline.infra.runtime import sha256_of
 from pipeline.progress import Say, quiet
 
 T = TypeVar("T")

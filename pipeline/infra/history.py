@@ -123,7 +123,7 @@ class History:
             )
         return len(rows)
 
-    def nights(
+    def nights(  # noqa: PLR0913 -- one query's filters, each by keyword
         self,
         *,
         hardware: str,

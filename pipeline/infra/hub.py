@@ -23,7 +23,7 @@ from huggingface_hub import get_cached_repo_tree, snapshot_download
 from huggingface_hub.utils.tqdm import disable_progress_bars
 
 from pipeline.errors import EngineError, TamperedAsset
-from pipeline.infra.runtime import sha256_of
+from pipeline.infra.files import sha256_of
 
 TOKEN_ENV = "HF_TOKEN"  # a token with access to gated repositories: read here, never logged or passed to a server
 COMMIT = re.compile(r"[0-9a-f]{40}")

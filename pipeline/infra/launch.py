@@ -147,7 +147,7 @@ def local_plan(
     )
 
 
-def docker_plan(
+def docker_plan(  # noqa: PLR0913 -- one rendered command line: each option by keyword
     entry: ModelEntry,
     *,
     image: str,

@@ -10,7 +10,7 @@ from urllib.parse import urljoin
 import httpx
 
 from pipeline.errors import SparkNightlyError, UsageError
-from pipeline.infra.runtime import sha256_of
+from pipeline.infra.files import sha256_of
 
 PYPI_JSON = "https://pypi.org/pypi"
 

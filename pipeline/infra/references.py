@@ -7,8 +7,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pipeline.infra.files import write_atomically
 from pipeline.infra.openai_client import Generation
-from pipeline.infra.runtime import write_atomically
 
 # 2: each output carries its prompt and token ids (scored again by the next build), and the served folder's
 # identity files. A reference of another format is no reference: that night is judged by the judge instead.
@@ -25,13 +25,14 @@ class References:
 
 
 class ReferenceStore:
-    """JSON files under `root/golden/<hardware>/<entry>.json`, written atomically, versioned."""
+    """JSON files under `root/<hardware>/<entry>.json` (root: the state's golden folder), written atomically,
+    versioned."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
 
     def _path(self, hardware: str, entry_id: str) -> Path:
-        return self.root / "golden" / hardware / f"{entry_id}.json"
+        return self.root / hardware / f"{entry_id}.json"
 
     def load(self, hardware: str, entry_id: str) -> References | None:
         try:

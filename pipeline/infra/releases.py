@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Protocol
 
 from pipeline.errors import ReleaseStoreError, StoreContentError, TagTaken
-from pipeline.infra.runtime import sha256_of, write_atomically
+from pipeline.infra.files import sha256_of, write_atomically
 from pipeline.infra.safe_files import (
     UnsafeName,
     check_name,

@@ -19,6 +19,7 @@ from pathlib import Path
 from pipeline.errors import EngineError
 from pipeline.infra import procs
 from pipeline.infra.cache_lock import exclusive
+from pipeline.infra.files import sha256_of, write_atomically
 from pipeline.progress import Say, quiet
 
 RUNTIME_FORMAT = 1
@@ -72,14 +73,6 @@ def parse_filename(filename: str) -> tuple[str, str]:
             name, _, version = filename[: -len(suffix)].rpartition("-")
             return normalize(name), version
     raise EngineError(f"{filename} is neither a wheel nor an sdist")
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def lock_directory(directory: Path, remove: Sequence[str]) -> tuple[LockedFile, ...]:
@@ -222,8 +215,17 @@ def _make_pip_runtime(
     return Runtime(root, key, tuple(requirements), lock)
 
 
-def write_atomically(path: Path, text: str) -> None:
-    """Write a file so that readers see the old content or the new, never half of it."""
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(text)
-    temporary.replace(path)
+# A whole lock's install or download: minutes for a large one (vLLM and its CUDA libraries)
+LOCKED_PIP_TIMEOUT_S = 3600.0
+
+
+def pip_locked(python: str, action: str, fetched: Path, log: Path, *extra: str) -> None:
+    """`pip install|download` of exactly the lock in `fetched`: hashes required, no dependency resolution, our
+    wheels from the folder."""
+    argv = [python, "-m", "pip", action, "--quiet", "--no-deps", "--require-hashes", "--find-links", str(fetched)]
+    procs.run([*argv, *extra, "-r", str(fetched / "lock.txt")], log, timeout_s=LOCKED_PIP_TIMEOUT_S, inactivity_s=900)
+
+
+def download_locked(fetched: Path, dest: Path, log_dir: Path) -> None:
+    """Every file of the lock in `dest` (ours from the fetched folder, the rest from their index), hashes checked."""
+    pip_locked(sys.executable, "download", fetched, log_dir / "download-locked.log", "--dest", str(dest))

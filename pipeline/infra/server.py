@@ -119,7 +119,7 @@ def owner_token(label: str) -> str:
 
 
 @contextmanager
-def running_server(
+def running_server(  # noqa: PLR0913 -- one server's launch facts, by keyword
     plan: LaunchPlan,
     *,
     model: str,

@@ -17,7 +17,8 @@ from pipeline.config.matrix import ModelEntry
 from pipeline.errors import EngineError
 from pipeline.infra import procs
 from pipeline.infra.cache_lock import exclusive
-from pipeline.infra.runtime import ensure_pip_runtime, sha256_of, write_atomically
+from pipeline.infra.files import sha256_of, write_atomically
+from pipeline.infra.runtime import ensure_pip_runtime
 from pipeline.progress import Say, quiet
 
 MANIFEST = "spark-nightly-weights.json"

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline.infra.runtime import sha256_of, write_atomically
+from pipeline.infra.files import sha256_of, write_atomically
 
 ENTRY_VERSION = 1
 

@@ -29,11 +29,11 @@ def main(entry_id: str, log_dir: Path) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test asks where a driver that hangs is stuck
     settings = from_environment().settings
-    root = settings.path("config_dir")
-    paths = ConfigPaths(root / "models.yaml", root / "thresholds", root / "golden", settings.path("cluster_file"))
+    root = settings.places.config
+    paths = ConfigPaths(root / "models.yaml", root / "thresholds", root / "golden", settings.places.cluster)
     config = load_config(paths)
     entry = config.matrix.entry(entry_id)
-    cache_dir = settings.path("cache_dir")
+    cache_dir = settings.places.cache
     candidate = prepare_candidate(config.matrix.profiles[entry.profile], cache_dir, log_dir)
     model_ref = model_reference(entry, cache_dir, log_dir)
     plan = plan_launch(entry, candidate, model_ref=model_ref, port=free_port(), cache_dir=cache_dir)

@@ -71,7 +71,7 @@ def cpu_engine(tmp_path_factory: pytest.TempPathFactory) -> CpuEngine:
     config = load_config(ConfigPaths(ROOT / "models.yaml", ROOT / "thresholds", ROOT / "golden"))
     entry = config.matrix.entry(CPU_ENTRY)
     entry = replace(entry, env=MappingProxyType(on_this_workers_core(entry.env)))
-    cache_dir = from_environment().settings.path("cache_dir")  # SPARK_NIGHTLY_PATHS_CACHE moves it
+    cache_dir = from_environment().settings.places.cache  # SPARK_NIGHTLY_PATHS_CACHE moves it
     log_dir = tmp_path_factory.mktemp("setup-logs")
     candidate = prepare_candidate(config.matrix.profiles[entry.profile], cache_dir, log_dir)
     model_reference(entry, cache_dir, log_dir)  # convert the weights now, so no test times the conversion

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.outcome import Failure, Outcome
+from pipeline.places import RunDir
 from pipeline.settings import Settings
 from pipeline.stages.aftermath.alert import raise_alerts
 from pipeline.stages.aftermath.alert_backends import deliver_alerts
@@ -67,7 +68,7 @@ class Nights:
             events,
             settings=settings,
             state_path=self.state,
-            run_dir=self.root / "runs" / night,
+            run=RunDir(self.root / "runs" / night),
             say=self.said.append,
             environ={TOKEN_ENV: TOKEN},
             sleep=self.waits.append,
@@ -200,7 +201,7 @@ def deliver_after(nights: Nights, sleep: object) -> list[str]:
         events,
         settings=settings,
         state_path=nights.state,
-        run_dir=nights.root / "runs" / "2026-11-20",
+        run=RunDir(nights.root / "runs" / "2026-11-20"),
         say=nights.said.append,
         environ={TOKEN_ENV: TOKEN},
         sleep=sleep,

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from pipeline.outcome import Failure, Outcome
+from pipeline.places import RunDir
 from pipeline.settings import Settings
 from pipeline.stages.aftermath.alert import raise_alerts
 from pipeline.stages.aftermath.alert_backends import deliver_alerts
@@ -93,7 +94,7 @@ class Nights:
             events,
             settings=Settings(alert_target="webhook", alert_webhook_url=self.receiver.url),
             state_path=state,
-            run_dir=self.root / "runs" / night,
+            run=RunDir(self.root / "runs" / night),
             say=self.said.append,
             environ={},
             sleep=self.waits.append,

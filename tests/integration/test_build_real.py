@@ -9,8 +9,8 @@ import pytest
 
 from pipeline.cli import main
 from pipeline.errors import EngineError
+from pipeline.infra.files import sha256_of
 from pipeline.infra.pypi import download_sdist
-from pipeline.infra.runtime import sha256_of
 from pipeline.infra.wheel_cache import WheelCache
 from pipeline.infra.wheels import read_metadata
 from pipeline.settings import from_environment
@@ -30,7 +30,7 @@ TOOLCHAIN = Toolchain(cuda_arch="12.1a", torch="torch==2.13.0", index_urls=(), m
 
 @pytest.fixture(scope="module")
 def cache_dir() -> Path:
-    return from_environment().settings.path("cache_dir")
+    return from_environment().settings.places.cache
 
 
 def test_flashinfer_python_builds_from_its_sdist_and_an_unchanged_second_night_builds_nothing(

@@ -11,6 +11,7 @@ import pytest
 
 from pipeline import nightly
 from pipeline.config.bundle import ConfigPaths, load_config
+from pipeline.places import RunDir
 from pipeline.progress import Progress
 from pipeline.settings import from_environment
 from pipeline.stages.aftermath.durations import Durations
@@ -59,13 +60,11 @@ def test_a_built_night_records_its_commits_and_names_main_s_range_as_suspects(
     run_dir.mkdir(parents=True)
     good, tonight = _plan("a" * 40, "b" * 40), _plan("1" * 40, "2" * 40)
     (run_dir / "plan.json").write_text(json.dumps(tonight))
-    plan = nightly.NightPlan("20261122-010000", "2026-11-22", run_dir, profile, ())
+    plan = nightly.NightPlan("20261122-010000", "2026-11-22", RunDir(run_dir), profile, ())
     commits = nightly._commits(profile, BuildPlan.load(run_dir / "plan.json"))
     assert commits == {"vllm": "2" * 40, "vllm main": "1" * 40, "vllm PRs": "123"}
     (tmp_path / "good.json").write_text(json.dumps(good))
-    record_last_good(
-        settings.path("state_dir") / "last_good.json", BuildPlan.load(tmp_path / "good.json"), "2026-11-21"
-    )
+    record_last_good(settings.places.state.last_good, BuildPlan.load(tmp_path / "good.json"), "2026-11-21")
     candidate = NightCandidate(Candidate(profile, image="spark-nightly/runtime:x"), run_dir / "lock.txt", (), tonight)
     state = nightly.NightRun(settings, config, plan, cast(Progress, None), True, cast(Durations, None), candidate)
     suspects = nightly._suspects(state)

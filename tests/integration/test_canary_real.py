@@ -10,6 +10,7 @@ from types import MappingProxyType
 
 import pytest
 
+from pipeline.places import StateDir
 from pipeline.stages.prove.canary import CANARY_SIZE, canary_argv, run_canary
 from pipeline.stages.prove.entry_run import EntryContext, run_entry
 from pipeline.status import Status
@@ -40,7 +41,7 @@ def test_a_host_under_the_profiles_canary_floor_is_inconclusive_before_any_boot(
         replace(config, matrix=matrix),
         replace(cpu_engine.candidate, profile=floored),
         cpu_engine.cache_dir,
-        tmp_path / "state",
+        StateDir(tmp_path / "state"),
         tmp_path / "logs",
         "run-canary",
         "2026-11-25",

@@ -17,6 +17,7 @@ import pytest
 
 from pipeline.config.bundle import ConfigPaths, load_config
 from pipeline.outcome import Outcome
+from pipeline.places import RunDir
 from pipeline.settings import Settings
 from pipeline.stages.aftermath import culprit_run
 from pipeline.stages.aftermath.culprit_run import NightRef, find_culprit
@@ -59,21 +60,21 @@ def _fake_spark(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     built: list[str] = []
     images: dict[str, Path] = {}  # image tag -> the wheel it was made of
 
-    def build(sources: Any, profile: Any, toolchain: Any, *, run_dir: Path, out_dir: Path, **_: Any) -> BuiltNight:
+    def build(sources: Any, profile: Any, toolchain: Any, *, run: RunDir, out_dir: Path, **_: Any) -> BuiltNight:
         (source,) = sources
-        tree = source.materialize(run_dir / "src")  # the real resolved commit, exported from the mirror
+        tree = source.materialize(run.root / "src")  # the real resolved commit, exported from the mirror
         answer = (tree / "vllm" / "answer.py").read_bytes()
         out_dir.mkdir(parents=True, exist_ok=True)
         wheel = make_wheel(out_dir, "vllm", f"0.1+{source.commit[:9]}", {"answer.py": answer})
-        (run_dir / "lock.txt").write_text(f"./{wheel.name}\n")
+        run.lock.write_text(f"./{wheel.name}\n")
         built.append(source.commit)
-        return BuiltNight((wheel,), ArtifactReport(Status.PASS, (), ()), run_dir / "lock.txt")
+        return BuiltNight((wheel,), ArtifactReport(Status.PASS, (), ()), run.lock)
 
-    def candidate(profile: Any, *, run_dir: Path, wheels_dir: Path, **_: Any) -> NightCandidate:
-        (wheel,) = (wheels_dir / run_dir.name).glob("*.whl")
-        images[f"trial:{run_dir.name}"] = wheel
-        plan = json.loads((run_dir / "plan.json").read_text())
-        return NightCandidate(Candidate(profile, image=f"trial:{run_dir.name}"), run_dir / "lock.txt", (wheel,), plan)
+    def candidate(profile: Any, *, run: RunDir, wheels_dir: Path, **_: Any) -> NightCandidate:
+        (wheel,) = (wheels_dir / run.id).glob("*.whl")
+        images[f"trial:{run.id}"] = wheel
+        plan = json.loads(run.plan.read_text())
+        return NightCandidate(Candidate(profile, image=f"trial:{run.id}"), run.lock, (wheel,), plan)
 
     def run_entry(entry: Any, ctx: Any) -> Outcome:
         assert ctx.record is False  # a trial never writes the history
@@ -111,7 +112,7 @@ def test_a_failing_spark_night_names_its_culprit_and_offers_main_plus_the_passin
         settings,
         config,
         config.matrix.profiles["spark"],
-        NightRef(run_dir.name, "2026-11-22", run_dir),
+        NightRef(run_dir.name, "2026-11-22", RunDir(run_dir)),
         failed,
         say=said.append,
     )
@@ -142,7 +143,7 @@ def test_without_the_setting_nothing_is_offered_for_publishing_and_no_search_wit
         wheels_dir=str(tmp_path / "wheels"), state_dir=str(tmp_path / "history"),
     )  # fmt: skip
     failed = [Outcome(entry.id, Status.FAIL, "golden", "wrong answer", True, 1.0)]
-    ref = NightRef(run_dir.name, "2026-11-22", run_dir)
+    ref = NightRef(run_dir.name, "2026-11-22", RunDir(run_dir))
     findings = find_culprit(settings, config, config.matrix.profiles["spark"], ref, failed, say=lambda _: None)
     assert findings.search is not None and findings.replacement is None
 

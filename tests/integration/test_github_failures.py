@@ -9,9 +9,9 @@ import pytest
 
 from pipeline.cli import main
 from pipeline.errors import SparkNightlyError
+from pipeline.infra.files import sha256_of
 from pipeline.infra.github import GitHubReleaseStore
 from pipeline.infra.releases import Release
-from pipeline.infra.runtime import sha256_of
 from pipeline.stages.release.fetch import fetch_night
 from pipeline.stages.release.publish import Night, apply_retention, publish_night
 from tests.fakes.github import TOKEN, StandIn

@@ -60,7 +60,7 @@ def objects(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def cuobjdump(tmp_path_factory: pytest.TempPathFactory) -> Cuobjdump:
-    cache_dir = from_environment().settings.path("cache_dir")
+    cache_dir = from_environment().settings.places.cache
     return ensure_cuobjdump(cache_dir, tmp_path_factory.mktemp("cuobjdump-logs"))
 
 
@@ -153,7 +153,7 @@ def test_a_cpu_torch_requirement_a_tampered_file_and_a_doubled_family_are_each_n
 def test_a_real_cuda_wheel_from_pypi_reports_the_architectures_it_carries(
     cuobjdump: Cuobjdump, spark: Target, tmp_path: Path
 ) -> None:
-    cache = from_environment().settings.path("cache_dir") / "test-wheels"
+    cache = from_environment().settings.places.cache / "test-wheels"
     if not list(cache.glob("nvidia_curand-10.4.0.35-*.whl")):
         procs.run(
             [sys.executable, "-m", "pip", "download", "--no-deps", "--dest", str(cache), REAL_CUDA_WHEEL],

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from pipeline.errors import TamperedAsset
+from pipeline.infra.files import sha256_of
 from pipeline.infra.github import GitHubReleaseStore
 from pipeline.infra.releases import LocalReleaseStore, ReleaseStore
-from pipeline.infra.runtime import sha256_of
 from pipeline.stages.release.fetch import fetch_night
 from pipeline.stages.release.publish import (
     INDEX,

@@ -23,7 +23,7 @@ from typing import IO
 import pytest
 import yaml
 
-from pipeline.infra.runtime import sha256_of
+from pipeline.infra.files import sha256_of
 from pipeline.infra.weights import MANIFEST, package_folder
 from tests.integration.conftest import CPU_ENTRY, ROOT, CpuEngine
 from tests.integration.two_hosts import FAST_IFACE, MGMT_IFACE, TwoHosts, link_bytes, pids, two_hosts

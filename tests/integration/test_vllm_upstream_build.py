@@ -32,7 +32,7 @@ def test_the_builder_prepares_vllms_real_tree(tmp_path: Path) -> None:
     assert "torch==2.14.0" not in requirements and requirements[-2:] == ("torch==2.13.0", "uv")
     assert builder.rust_channel(root) == "1.95"  # rust-toolchain.toml: what the build image installs for it
 
-    cache_dir = from_environment().settings.path("cache_dir")
+    cache_dir = from_environment().settings.places.cache
     build_env = ensure_pip_runtime("build-vllm", requirements, (), cache_dir, tmp_path)  # resolved, locked, installed
     locked = {f.name: f.version for f in build_env.lock}
     assert locked["torch"].startswith("2.13.0") and "setuptools-rust" in locked and "cmake" in locked

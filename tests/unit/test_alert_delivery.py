@@ -11,6 +11,7 @@ import pytest
 
 from pipeline.errors import SparkNightlyError
 from pipeline.outcome import Failure, Outcome
+from pipeline.places import RunDir
 from pipeline.settings import Settings
 from pipeline.stages.aftermath.alert import AlertEvent, raise_alerts
 from pipeline.stages.aftermath.alert_backends import (
@@ -114,7 +115,7 @@ def _deliver(
         events,
         settings=settings,
         state_path=tmp_path / "alerts.json",
-        run_dir=tmp_path / "runs" / night,
+        run=RunDir(tmp_path / "runs" / night),
         say=said.append,
         environ={"UNIT_TOKEN": TOKEN},
         backend=backend,
@@ -188,7 +189,7 @@ def test_a_missing_repository_or_token_is_a_problem_and_the_alert_waits(tmp_path
     state, said = tmp_path / "alerts.json", []
     events = _events(state, "2026-11-20", _failing())
     settings = Settings(alert_target="github", github_token_env="UNIT_TOKEN")
-    common = {"state_path": state, "run_dir": tmp_path / "run", "say": said.append}
+    common = {"state_path": state, "run": RunDir(tmp_path / "run"), "say": said.append}
     (problem,) = deliver_alerts(events, settings=settings, environ={"UNIT_TOKEN": TOKEN}, **common)
     assert problem.endswith(f"alert.repo is empty: set it to owner/name; 1 kept pending ({KEY})")
     with_repo = Settings(alert_target="github", alert_repo="o/r", github_token_env="UNIT_TOKEN")

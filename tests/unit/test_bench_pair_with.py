@@ -10,7 +10,7 @@ import pytest
 from pipeline.commands.bench import pair_target
 from pipeline.config.matrix import Profile, TorchExpectation
 from pipeline.errors import UsageError
-from pipeline.infra.runtime import sha256_of
+from pipeline.infra.files import sha256_of
 
 CPU = Profile("cpu", "cpu-x86", "cpu", TorchExpectation("2.13.0"), "pip")
 SPARK = Profile("spark", "spark-gb10", "cuda", TorchExpectation("2.13.0", "13.0"), "build")

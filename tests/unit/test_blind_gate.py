@@ -10,6 +10,7 @@ import pytest
 
 from pipeline.commands.nightly import report_to_actions
 from pipeline.outcome import Outcome
+from pipeline.places import RunDir
 from pipeline.stages.aftermath.alert import raise_alerts
 from pipeline.stages.aftermath.alert_records import AlertEvent
 from pipeline.status import Status
@@ -64,8 +65,8 @@ def test_on_actions_a_blind_night_fails_its_step_with_an_error_naming_why(
     monkeypatch.setenv("GITHUB_OUTPUT", str(outputs))
     run = {"verdict": "INCONCLUSIVE", "night": "2026-11-21", "publish": "", "blind": ["On 2026-11-21 ...\n- x"]}
     (tmp_path / "run.json").write_text(json.dumps(run))
-    assert report_to_actions(tmp_path, shard=False) is True
+    assert report_to_actions(RunDir(tmp_path), shard=False) is True
     assert "::error title=spark-nightly measures nothing::On 2026-11-21 ..." in capsys.readouterr().out
     assert "blind=true" in outputs.read_text()
     (tmp_path / "run.json").write_text(json.dumps(run | {"blind": []}))
-    assert report_to_actions(tmp_path, shard=False) is False
+    assert report_to_actions(RunDir(tmp_path), shard=False) is False

@@ -10,8 +10,9 @@ import pytest
 
 from pipeline.cli import main
 from pipeline.errors import TamperedAsset
+from pipeline.infra.files import sha256_of
 from pipeline.infra.lock_grammar import LockRefused, parse_lock
-from pipeline.infra.runtime import LockedFile, render_lock, sha256_of
+from pipeline.infra.runtime import LockedFile, render_lock
 from pipeline.stages.release.fetch import install
 from pipeline.stages.release.publish import MANIFEST
 from pipeline.stages.release.verify import verify_fetched

@@ -13,8 +13,8 @@ import pytest
 
 from pipeline.cli import main
 from pipeline.errors import SparkNightlyError, StoreContentError, TamperedAsset
+from pipeline.infra.files import sha256_of
 from pipeline.infra.releases import Asset, LocalReleaseStore, Release
-from pipeline.infra.runtime import sha256_of
 from pipeline.stages.release.fetch import fetch_night
 from pipeline.stages.release.publish import INDEX, MANIFEST, publish_night
 from tests.published import night_files

@@ -130,7 +130,7 @@ def test_an_entry_whose_weights_fail_is_aborted_at_the_weights_stage_never_run(
     (outcome,) = run_entries(state, placeholder_candidate(state.plan.profile))
     assert (outcome.status, outcome.stage) == (Status.ABORTED, "weights")
     assert outcome.reason.startswith("not run: openai/gpt-oss-120b@b5c939de8f754692c1647ca79fbf85e8c1e70f8a is not in")
-    saved = json.loads((state.plan.run_dir / "entries" / "gpt-oss-120b.json").read_text())
+    saved = json.loads(state.plan.run.entry("gpt-oss-120b").read_text())
     assert saved["stage"] == "weights"  # handed over to the merge like any other outcome
     assert [s.name for s in STAGES][:3] == ["candidate", "weights", "entries"]
 

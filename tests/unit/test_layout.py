@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 from pathlib import Path
 
+from pipeline.cli import build_parser
 from pipeline.errors import ExitCode
+from pipeline.settings import Settings
 
 ROOT = Path(__file__).parents[2]
 PACKAGE = ROOT / "pipeline"
@@ -14,7 +17,7 @@ PACKAGE = ROOT / "pipeline"
 LAYERS = (
     {"__init__", "errors"},
     {"status", "progress"},
-    {"outcome", "config"},
+    {"outcome", "config", "places"},
     {"infra"},
     {"settings", "checks", "detect"},
     {"stages"},
@@ -82,3 +85,50 @@ def test_every_integration_test_module_carries_the_integration_marker() -> None:
         if not re.search(r"^pytestmark = .*pytest\.mark\.integration\b", path.read_text(), re.MULTILINE)
     ]
     assert unmarked == []
+
+
+# A runtime's folder and an image's context keep a lock.txt of their own (their layouts are theirs): only the run and
+# state names that nothing else uses are held to the places module.
+SHARED_NAMES = {"lock.txt"}
+FILE_NAME = re.compile(r"[\w.-]+\.(json|sqlite|txt|md|html|xml)")
+
+
+def _places_names() -> set[str]:
+    """Every file and folder name places.py joins onto a run or state folder."""
+    tree = ast.parse((PACKAGE / "places.py").read_text())
+    joins = [node for node in ast.walk(tree) if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div)]
+    names = {n.right.value for n in joins if isinstance(n.right, ast.Constant) and isinstance(n.right.value, str)}
+    return names - SHARED_NAMES - {"build", "image", "logs", "alerts", "golden"}  # folder names other layouts use too
+
+
+def test_run_and_state_file_names_are_joined_only_in_the_places_module() -> None:
+    owned = _places_names()
+    assert {"plan.json", "history.sqlite", "entries", "series", "run.json"} <= owned  # the guard guards something
+    joined = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.name == "places.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            right = node.right if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) else None
+            if isinstance(right, ast.Constant) and right.value in owned:
+                joined.append(f"{path.relative_to(ROOT)}:{node.lineno}: / {right.value!r}")
+    assert joined == [], "use the places module's RunDir or StateDir"
+
+
+def test_no_setting_is_reached_by_its_name_as_a_string() -> None:
+    fields = {field.name for field in dataclasses.fields(Settings)}
+    by_name = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.Call) and node.args and isinstance(node.args[-1], ast.Constant)):
+                continue
+            called = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if called in {"getattr", "path"} and node.args[-1].value in fields:
+                by_name.append(f"{path.relative_to(ROOT)}:{node.lineno}: {called}(..., {node.args[-1].value!r})")
+    assert by_name == [], "use settings.places or the setting's attribute"
+
+
+def test_the_help_lists_every_exit_code_from_the_table() -> None:
+    epilog = build_parser().epilog or ""
+    assert epilog.startswith("Exit codes: ")
+    assert [int(code) for code in re.findall(r"(?:: |; )(\d+) ", epilog)] == [int(code) for code in ExitCode]

@@ -9,7 +9,7 @@ import pytest
 
 from pipeline import nightly
 from pipeline.cli import main
-from pipeline.infra.runtime import sha256_of
+from pipeline.infra.files import sha256_of
 from pipeline.stages.aftermath.alert import PIPELINE_KEY
 from tests.wheelfactory import make_wheel
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pipeline.infra.runtime import write_atomically
+from pipeline.infra.files import write_atomically
 from pipeline.outcome import Failure, Outcome
 from pipeline.progress import Say, quiet
 from pipeline.stages.aftermath.alert_records import (

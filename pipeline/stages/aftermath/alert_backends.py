@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from pipeline.errors import SparkNightlyError
+from pipeline.infra.files import write_atomically
 from pipeline.infra.github import GitHubIssues
-from pipeline.infra.runtime import write_atomically
 from pipeline.infra.webhook import Webhook
+from pipeline.places import RunDir
 from pipeline.progress import Say
 from pipeline.settings import Settings
 from pipeline.stages.aftermath.alert import ALERTS_VERSION, AlertEvent, write_local
@@ -54,13 +55,13 @@ def deliver_alerts(
     *,
     settings: Settings,
     state_path: Path,
-    run_dir: Path,
+    run: RunDir,
     say: Say,
     environ: Mapping[str, str] | None = None,
     sleep: Callable[[float], None] = time.sleep,
     backend: Backend | None = None,
 ) -> list[str]:
-    """Write tonight's alerts to `run_dir/alerts` and the console, then deliver them (and any still pending).
+    """Write tonight's alerts to the run's alerts folder and the console, then deliver them (and any still pending).
 
     Returns one line per problem, for the report and the console; a failed delivery never raises, its events stay
     pending in `state_path` for the next run. `environ`, `sleep` and `backend` are seams for tests.
@@ -68,7 +69,7 @@ def deliver_alerts(
     environ = os.environ if environ is None else environ
     secrets = [s for s in (environ.get(settings.github_token_env, ""), settings.alert_webhook_url) if s]
     events = [_masked(event, secrets) for event in events]
-    write_local(events, run_dir / "alerts", say=say)
+    write_local(events, run.alerts, say=say)
     state = _read_state(state_path)
     outbox: dict[str, list[dict[str, Any]]] = state.setdefault("pending", {})
     for other, waiting in sorted(outbox.items()):

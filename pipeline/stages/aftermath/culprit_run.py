@@ -17,6 +17,7 @@ from pipeline.config.matrix import ModelEntry, Profile
 from pipeline.errors import SparkNightlyError
 from pipeline.infra.git import mirror_dir
 from pipeline.outcome import Outcome
+from pipeline.places import RunDir
 from pipeline.progress import Say
 from pipeline.settings import Settings
 from pipeline.stages.aftermath.culprit import CulpritSearch, PullRef, TrialResult, find_culprits
@@ -39,7 +40,7 @@ class NightRef:
 
     run_id: str
     night: str
-    run_dir: Path
+    run: RunDir
 
 
 @dataclass(frozen=True)
@@ -73,44 +74,44 @@ class SparkTrials:
 
     def __call__(self, subset: tuple[PullRef, ...]) -> TrialResult:
         trial_id = f"{self.night.run_id}-try{len(self.candidates) + 1}"
-        trial_dir = self.night.run_dir / "culprit" / trial_id
-        cache_dir = self.settings.path("cache_dir")
-        wheels_dir = self.settings.path("wheels_dir")
+        trial = self.night.run.culprit_trial(trial_id)
+        cache_dir = self.settings.places.cache
+        wheels_dir = self.settings.places.wheels
         try:
             sources = subset_sources(self.plan, subset, sources_from(self.settings))
-            plan = resolve_sources(sources, cache_dir=cache_dir, work_dir=trial_dir, created=self.plan.created)
-            plan.save(trial_dir / "plan.json")
+            plan = resolve_sources(sources, cache_dir=cache_dir, work_dir=trial.root, created=self.plan.created)
+            plan.save(trial.plan)
             ordered = sorted(plan.sources, key=lambda source: BUILD_ORDER.index(source.name))
             built = build_inspect_lock(
                 [BuildSource.from_plan(source, mirror_dir(cache_dir, source.repo)) for source in ordered],
                 self.profile,
                 toolchain_for(self.profile, self.settings),
-                run_dir=trial_dir,
+                run=trial,
                 out_dir=wheels_dir / trial_id,
                 cache_dir=cache_dir,
                 min_free_gib=self.settings.build_min_free_gib,
                 say=self.say,
             )
             if built.report.status == Status.FAIL:
-                return TrialResult("fail", f"inspection refused the wheels (see {trial_dir / 'inspect.json'})")
+                return TrialResult("fail", f"inspection refused the wheels (see {trial.inspection})")
             candidate = prepare_night_candidate(
-                self.profile, run_dir=trial_dir, wheels_dir=wheels_dir, cache_dir=cache_dir, say=self.say
+                self.profile, run=trial, wheels_dir=wheels_dir, cache_dir=cache_dir, say=self.say
             )
         except SparkNightlyError as exc:
             return TrialResult("unknown", f"{type(exc).__name__}: {exc}")
         self.candidates[subset] = candidate
-        outcomes = [self._run(entry, candidate, trial_dir) for entry in self.failing]
+        outcomes = [self._run(entry, candidate, trial) for entry in self.failing]
         self.outcomes[subset] = outcomes
         return _judge(outcomes)
 
-    def _run(self, entry: ModelEntry, candidate: NightCandidate, trial_dir: Path) -> Outcome:
+    def _run(self, entry: ModelEntry, candidate: NightCandidate, trial: RunDir) -> Outcome:
         ctx = EntryContext(
             self.config,
             candidate.candidate,
-            self.settings.path("cache_dir"),
-            self.settings.path("state_dir"),
-            trial_dir / "logs" / entry.id,
-            trial_dir.name,
+            self.settings.places.cache,
+            self.settings.places.state,
+            trial.logs(entry.id),
+            trial.id,
             self.night.night,
             {},
             self.say,
@@ -155,9 +156,9 @@ def find_culprit(
     say: Say,
 ) -> CulpritFindings:
     """Suspects for a failing built night: a culprit search over its grafted PRs, else main's commit range."""
-    plan = BuildPlan.load(night.run_dir / "plan.json")
-    last_good = settings.path("state_dir") / "last_good.json"
-    main_suspects = describe_main_suspects(last_good, plan, settings.path("cache_dir"))
+    plan = BuildPlan.load(night.run.plan)
+    last_good = settings.places.state.last_good
+    main_suspects = describe_main_suspects(last_good, plan, settings.places.cache)
     prs = grafted_prs(plan)
     if not prs or settings.culprit_max_builds < 1:
         return CulpritFindings(main_suspects, None, None)
@@ -168,7 +169,7 @@ def find_culprit(
     )
     say(f"culprit search: {len(prs)} grafted PR(s), at most {settings.culprit_max_builds} extra build(s)")
     search = find_culprits(prs, trials, max_builds=settings.culprit_max_builds, say=say)
-    _save(night.run_dir / "culprit" / "search.json", search)
+    _save(night.run.culprit_search, search)
     if search.conclusion == "main-fails":
         return CulpritFindings(f"main itself ({search.why}); {main_suspects}", search, None)
     suspects = describe_search(search, plan)

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from pipeline.infra.cache_lock import exclusive
-from pipeline.infra.runtime import write_atomically
+from pipeline.infra.files import write_atomically
 
 
 class Durations:

@@ -9,16 +9,17 @@ from typing import Any
 from xml.etree import ElementTree
 
 from pipeline.infra import actions
-from pipeline.infra.runtime import write_atomically
+from pipeline.infra.files import write_atomically
 from pipeline.outcome import Outcome
+from pipeline.places import RunDir
 from pipeline.status import Status
 
 RUN_VERSION = 1
 
 
-def write_reports(run_dir: Path, run: Mapping[str, Any], outcomes: Sequence[Outcome]) -> dict[str, Path]:
+def write_reports(folder: RunDir, run: Mapping[str, Any], outcomes: Sequence[Outcome]) -> dict[str, Path]:
     """Every report of the run, written atomically; returns where each went."""
-    paths = {"run.json": run_dir / "run.json", "summary.md": run_dir / "summary.md", "junit.xml": run_dir / "junit.xml"}
+    paths = {"run.json": folder.run_json, "summary.md": folder.summary, "junit.xml": folder.junit}
     document = {"version": RUN_VERSION, **run, "entries": [o.to_json() for o in outcomes]}
     write_atomically(paths["run.json"], json.dumps(document, indent=2, sort_keys=True, default=str) + "\n")
     summary = render_summary(run, outcomes)

@@ -12,8 +12,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from pipeline.infra.files import write_atomically
 from pipeline.infra.git import Git, mirror_dir
-from pipeline.infra.runtime import write_atomically
 from pipeline.stages.aftermath.culprit import PullRef
 from pipeline.stages.build.build_plan import BuildPlan
 from pipeline.stages.build.resolve import Source

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import SparkNightlyError
-from pipeline.infra.runtime import write_atomically
+from pipeline.infra.files import write_atomically
 
 PLAN_VERSION = 1
 

@@ -59,7 +59,7 @@ def source_key(builder: Builder, source: BuildSource, toolchain: Toolchain, host
     )
 
 
-def build_source(
+def build_source(  # noqa: PLR0913 -- the build's folders and limits, by keyword
     builder: Builder,
     source: BuildSource,
     toolchain: Toolchain,

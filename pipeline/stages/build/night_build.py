@@ -11,8 +11,9 @@ from pathlib import Path
 
 from pipeline.config.matrix import Profile
 from pipeline.infra.fatbin import ensure_cuobjdump
-from pipeline.infra.runtime import sha256_of, write_atomically
+from pipeline.infra.files import sha256_of, write_atomically
 from pipeline.infra.wheel_cache import WheelCache
+from pipeline.places import RunDir
 from pipeline.progress import Say, quiet
 from pipeline.settings import Settings
 from pipeline.stages.build.arch_rules import pip_platforms
@@ -34,12 +35,12 @@ class BuiltNight:
     lock: Path | None
 
 
-def build_inspect_lock(
+def build_inspect_lock(  # noqa: PLR0913 -- the build's folders and switches, by keyword
     sources: Sequence[BuildSource],
     profile: Profile,
     toolchain: Toolchain,
     *,
-    run_dir: Path,
+    run: RunDir,
     out_dir: Path,
     cache_dir: Path,
     expect_families: bool = True,
@@ -47,14 +48,14 @@ def build_inspect_lock(
     min_free_gib: int = 0,
     say: Say = quiet,
 ) -> BuiltNight:
-    """Writes build.json and inspect.json (and lock.txt when the wheels pass and `lock`) into `run_dir`."""
+    """Writes the build record and the inspection (and the lock when the wheels pass and `lock`) into `run`."""
     results = [
         build_source(
             BUILDERS[source.family],
             source,
             toolchain,
             cache=WheelCache(cache_dir / "wheels"),
-            work_dir=run_dir / "build",
+            work_dir=run.build_work,
             out_dir=out_dir,
             cache_dir=cache_dir,
             min_free_gib=min_free_gib,
@@ -63,12 +64,12 @@ def build_inspect_lock(
         for source in sources
     ]
     wheels = tuple(wheel for result in results for wheel in result.wheels)
-    write_build_record(run_dir / "build.json", results)
+    write_build_record(run.build_record, results)
     target = Target.of(profile)
-    cuobjdump = ensure_cuobjdump(cache_dir, run_dir, say=say) if target.gpu else None
+    cuobjdump = ensure_cuobjdump(cache_dir, run.root, say=say) if target.gpu else None
     expected = [name for r in results for name in BUILDERS[r.family].families(None)] if expect_families else []
     report = inspect_wheels(list(wheels), target, cuobjdump, families=expected, say=say)
-    write_report(run_dir / "inspect.json", report)
+    write_report(run.inspection, report)
     if report.status == Status.FAIL or not lock:
         return BuiltNight(wheels, report, None)
     locked = lock_wheel_set(
@@ -76,12 +77,12 @@ def build_inspect_lock(
         torch_version=profile.torch.version,
         gpu=target.gpu,
         index_urls=toolchain.index_urls,
-        dest=run_dir,
-        log_dir=run_dir,
+        dest=run.root,
+        log_dir=run.root,
         platforms=pip_platforms(target.platform, target.glibc),
         say=say,
     )
-    write_atomically(run_dir / "lock-notes.json", json.dumps({"version": 1, "notes": list(locked.notes)}) + "\n")
+    write_atomically(run.lock_notes, json.dumps({"version": 1, "notes": list(locked.notes)}) + "\n")
     return BuiltNight(wheels, report, locked.path)
 
 
@@ -94,7 +95,7 @@ def toolchain_for(profile: Profile, settings: Settings) -> Toolchain:
         index_urls=(profile.torch.index_url,) if profile.torch.index_url else (),
         max_jobs=jobs,
         mode="docker" if settings.build_mode == "docker" else "host",
-        ccache_dir=settings.path("cache_dir") / "ccache" if has_ccache else None,
+        ccache_dir=settings.places.cache / "ccache" if has_ccache else None,
         base_image=settings.build_image,
         ccache_size=settings.build_ccache_size or "50G",
     )

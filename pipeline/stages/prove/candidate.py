@@ -11,12 +11,13 @@ from typing import Any
 from pipeline.config.matrix import Profile
 from pipeline.errors import EngineError, UsageError
 from pipeline.infra.confirmed import BuildRef
+from pipeline.infra.files import sha256_of, write_atomically
 from pipeline.infra.image import build_image, image_tag, write_context
-from pipeline.infra.runtime import lock_directory, sha256_of, write_atomically
+from pipeline.infra.runtime import download_locked, lock_directory
+from pipeline.places import RunDir
 from pipeline.progress import Say, quiet
 from pipeline.stages.prove.boot import Candidate, prepare_candidate
 from pipeline.stages.prove.last_good import image_build, runtime_build
-from pipeline.stages.release.fetch import download_locked
 
 
 @dataclass(frozen=True)
@@ -41,45 +42,41 @@ class NightCandidate:
 
 
 def prepare_night_candidate(
-    profile: Profile, *, run_dir: Path, wheels_dir: Path, cache_dir: Path, say: Say = quiet
+    profile: Profile, *, run: RunDir, wheels_dir: Path, cache_dir: Path, say: Say = quiet
 ) -> NightCandidate:
     if profile.candidate_from == "pip":
-        candidate = prepare_candidate(profile, cache_dir, run_dir, say=say)
+        candidate = prepare_candidate(profile, cache_dir, run.root, say=say)
         assert candidate.runtime is not None
-        lock = run_dir / "lock.txt"
+        lock = run.lock
         write_atomically(lock, (candidate.runtime.root / "lock.txt").read_text())
         say(f"candidate: {' '.join(profile.candidate_requirements)}, {len(candidate.runtime.lock)} locked files")
         return NightCandidate(candidate, lock, (), None)
-    return _ingest_build(profile, run_dir=run_dir, wheels_dir=wheels_dir, say=say)
+    return _ingest_build(profile, run=run, wheels_dir=wheels_dir, say=say)
 
 
-def _ingest_build(profile: Profile, *, run_dir: Path, wheels_dir: Path, say: Say) -> NightCandidate:
+def _ingest_build(profile: Profile, *, run: RunDir, wheels_dir: Path, say: Say) -> NightCandidate:
     """Tonight's built wheels (from `spark-nightly build --run-id` of the same run), checked, then their image."""
-    needed = [run_dir / name for name in ("build.json", "inspect.json", "plan.json")]
+    needed = [run.build_record, run.inspection, run.plan]
     if missing := [p.name for p in needed if not p.exists()]:
-        raise UsageError(
-            f"{run_dir} has no {', '.join(missing)}: run `spark-nightly build --run-id {run_dir.name}` first"
-        )
-    record = json.loads((run_dir / "build.json").read_text())
-    plan = json.loads((run_dir / "plan.json").read_text())
+        raise UsageError(f"{run.root} has no {', '.join(missing)}: run `spark-nightly build --run-id {run.id}` first")
+    record = json.loads(run.build_record.read_text())
+    plan = json.loads(run.plan.read_text())
     wheels = []
     for build in record["builds"]:
         for wheel in build["wheels"]:
-            path = wheels_dir / run_dir.name / wheel["filename"]
+            path = wheels_dir / run.id / wheel["filename"]
             if not path.exists() or sha256_of(path) != wheel["sha256"]:
                 raise EngineError(f"{path} is missing or changed since the build recorded its sha256")
             wheels.append(path)
-    inspection = json.loads((run_dir / "inspect.json").read_text())
+    inspection = json.loads(run.inspection.read_text())
     placeholder = Candidate(profile)
     if inspection["status"] == "FAIL":
         problems = [p for w in inspection["wheels"] for p in w["problems"]] + inspection["problems"]
-        return NightCandidate(placeholder, run_dir / "lock.txt", tuple(wheels), plan, "; ".join(problems)[:2000])
-    lock = run_dir / "lock.txt"
+        return NightCandidate(placeholder, run.lock, tuple(wheels), plan, "; ".join(problems)[:2000])
+    lock = run.lock
     if not lock.exists():
-        raise UsageError(
-            f"{run_dir} has no lock.txt: run `spark-nightly build --run-id {run_dir.name}` without --no-lock"
-        )
-    image = build_runtime_image(profile, lock=lock, wheels=wheels, context=run_dir / "image", say=say)
+        raise UsageError(f"{run.root} has no lock.txt: run `spark-nightly build --run-id {run.id}` without --no-lock")
+    image = build_runtime_image(profile, lock=lock, wheels=wheels, context=run.image_context, say=say)
     return NightCandidate(Candidate(profile, image=image), lock, tuple(wheels), plan)
 
 

@@ -19,6 +19,7 @@ from pipeline.infra.pair_book import PairBook
 from pipeline.infra.references import ReferenceStore
 from pipeline.infra.weights import model_reference
 from pipeline.outcome import Failure, Outcome, perf_alert_key
+from pipeline.places import StateDir
 from pipeline.progress import Say, quiet
 from pipeline.stages.prove.boot import Candidate, restartable
 from pipeline.stages.prove.canary import CanaryVerdict, canary_argv, judge_canary, run_canary
@@ -43,7 +44,7 @@ class EntryContext:
     config: Config
     candidate: Candidate
     cache_dir: Path
-    state_dir: Path
+    state: StateDir
     log_dir: Path
     run_id: str
     night: str
@@ -76,7 +77,7 @@ def run_entry(entry: ModelEntry, ctx: EntryContext) -> Outcome:
             boot_s = server.boot_s
             stage = "golden"
             ctx.on_stage(stage)
-            store = ReferenceStore(ctx.state_dir)
+            store = ReferenceStore(ctx.state.golden)
             references = store.load(profile.hardware, entry.id)
             model_ref = model_reference(entry, ctx.cache_dir, ctx.log_dir)
             with ExitStack() as judge_serving:  # a judge served beside tonight's is stopped before perf
@@ -215,7 +216,7 @@ def _judge(entry: ModelEntry, model_ref: str, ctx: EntryContext, stack: ExitStac
         judge = transformers_judge(entry, profile, model_ref, ctx.cache_dir, ctx.log_dir, say=ctx.say)
         if judge is not None:
             return judge
-    book = ConfirmedBook(ctx.state_dir / "confirmed.json")
+    book = ConfirmedBook(ctx.state.confirmed)
     return last_confirmed_judge(
         entry,
         profile,
@@ -260,7 +261,7 @@ def _golden_failures(entry: ModelEntry, golden: GoldenResult) -> tuple[str, tupl
 
 def _perf(entry: ModelEntry, turns: Turns, ctx: EntryContext, *, profile_hardware: str, before: Any) -> dict[str, Any]:
     perf_ctx = PerfContext(
-        History(ctx.state_dir / "history.sqlite"),
+        History(ctx.state.history),
         profile_hardware,
         socket.gethostname(),
         entry.id,
@@ -269,8 +270,8 @@ def _perf(entry: ModelEntry, turns: Turns, ctx: EntryContext, *, profile_hardwar
         ctx.commits,
         record=ctx.record,
         build=ctx.build,
-        book=ConfirmedBook(ctx.state_dir / "confirmed.json"),
-        pair_book=PairBook(ctx.state_dir / "pairs.json"),
+        book=ConfirmedBook(ctx.state.confirmed),
+        pair_book=PairBook(ctx.state.pairs),
     )
     judged = measure_and_judge(
         turns,

@@ -228,7 +228,7 @@ def kernel_evidence(client: OpenAIClient, server_log: ServerLog) -> KernelEviden
     return KernelEvidence(read_log(text), cache_dtype(client.metrics()), server_log.path.name, server_log.platform)
 
 
-def judge_golden(
+def judge_golden(  # noqa: PLR0913 -- the golden set's inputs, by keyword
     answers: GoldenAnswers,
     client: OpenAIClient,
     entry: ModelEntry,
@@ -264,7 +264,7 @@ def judge_golden(
     return GoldenResult(tuple(verdicts), answers.alone, answers.tokens, duration, files)
 
 
-def run_golden(
+def run_golden(  # noqa: PLR0913 -- the golden set's inputs, by keyword
     client: OpenAIClient,
     entry: ModelEntry,
     golden: GoldenSet,

@@ -157,7 +157,7 @@ def transformers_judge(
     return TransformersJudge(runtime, weights, log_dir)
 
 
-def last_confirmed_judge(
+def last_confirmed_judge(  # noqa: PLR0913 -- the stage's inputs, each by keyword
     entry: ModelEntry,
     profile: Profile,
     *,

@@ -13,8 +13,9 @@ from pathlib import Path
 from pipeline.config.matrix import ModelEntry, Profile
 from pipeline.errors import EngineError, ProcessError
 from pipeline.infra.confirmed import BuildRef
+from pipeline.infra.files import sha256_of
 from pipeline.infra.openai_client import OpenAIClient
-from pipeline.infra.runtime import Runtime, load_runtime, sha256_of
+from pipeline.infra.runtime import Runtime, load_runtime
 from pipeline.progress import Say
 from pipeline.stages.prove.boot import Candidate, boot
 

@@ -111,7 +111,7 @@ def largest_holders(limit: int = HOLDERS_SHOWN, proc: Path = Path("/proc")) -> t
     return tuple(sorted(found, key=lambda p: -p[2])[:limit])
 
 
-def make_room(
+def make_room(  # noqa: PLR0913 -- the stage's inputs, each by keyword
     entry: ModelEntry,
     profile: Profile,
     log_dir: Path,

@@ -35,7 +35,7 @@ class JudgedPerf:
     outcomes: Sequence[CellOutcome]
 
 
-def measure_and_judge(
+def measure_and_judge(  # noqa: PLR0913 -- the perf stage's inputs, by keyword (bench and the nightly)
     client: OpenAIClient | Turns,
     entry: ModelEntry,
     ctx: PerfContext,

@@ -11,15 +11,14 @@ from typing import Any
 from pipeline.config.matrix import Profile
 from pipeline.errors import SparkNightlyError, StoreContentError, TamperedAsset, UsageError
 from pipeline.infra import procs
+from pipeline.infra.files import sha256_of
 from pipeline.infra.image import write_context
 from pipeline.infra.releases import Asset, Release, ReleaseStore
-from pipeline.infra.runtime import lock_directory, sha256_of
+from pipeline.infra.runtime import download_locked, lock_directory, pip_locked
 from pipeline.infra.safe_files import UnsafeName, check_name, is_regular_file, real_folder, shown, write_into
 from pipeline.progress import Say, quiet
 from pipeline.stages.release.publish import MANIFEST, MANIFEST_SCHEMA, nightly_releases, parse_store_json, read_index
 from pipeline.stages.release.verify import LOCK, verify_fetched
-
-_INSTALL_TIMEOUT_S = 3600.0
 
 
 @dataclass(frozen=True)
@@ -117,18 +116,7 @@ def install(fetched: Path, venv: Path, log_dir: Path, *, say: Say = quiet) -> No
     say(f"install: creating {venv}")
     procs.run([sys.executable, "-m", "venv", str(venv)], log_dir / "install-venv.log", timeout_s=300)
     say(f"install: installing {fetched / LOCK} with hashes required")
-    _pip_locked(str(venv / "bin" / "python"), "install", fetched, log_dir / "install.log")
-
-
-def download_locked(fetched: Path, dest: Path, log_dir: Path) -> None:
-    """Every file of the lock in `dest` (ours from the fetched folder, the rest from their index), hashes checked."""
-    _pip_locked(sys.executable, "download", fetched, log_dir / "download-locked.log", "--dest", str(dest))
-
-
-def _pip_locked(python: str, action: str, fetched: Path, log: Path, *extra: str) -> None:
-    """`pip install|download` of exactly the lock: hashes required, no dependency resolution."""
-    argv = [python, "-m", "pip", action, "--quiet", "--no-deps", "--require-hashes", "--find-links", str(fetched)]
-    procs.run([*argv, *extra, "-r", str(fetched / LOCK)], log, timeout_s=_INSTALL_TIMEOUT_S, inactivity_s=900)
+    pip_locked(str(venv / "bin" / "python"), "install", fetched, log_dir / "install.log")
 
 
 def write_image_context(fetched: Path, out: Path, profile: Profile) -> Path:

@@ -14,9 +14,10 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from pipeline.errors import PublishRefused, SparkNightlyError, StoreContentError, TagTaken
+from pipeline.infra.files import sha256_of, write_atomically
 from pipeline.infra.releases import MAX_ASSET_BYTES, Asset, Release, ReleaseStore
-from pipeline.infra.runtime import sha256_of, write_atomically
 from pipeline.infra.safe_files import read_regular, shown
+from pipeline.places import RunDir
 from pipeline.progress import Say, quiet
 
 MANIFEST_VERSION = 1
@@ -45,10 +46,10 @@ class Night:
     manifest: Mapping[str, Any]  # built by the nightly: plan, lock, host, health, outcomes, links
 
 
-def inspection_summary(run_dir: Path) -> dict[str, Any] | None:
+def inspection_summary(run: RunDir) -> dict[str, Any] | None:
     """What inspection and the lock said of a built night (inspect.json, lock-notes.json in its run directory): per
     wheel its status, the libraries absent on the target by design and its notes; the pins the lock replaced."""
-    inspected = run_dir / "inspect.json"
+    inspected = run.inspection
     if not inspected.exists():
         return None  # a runtime installed from pip: nothing was built or inspected
     report = json.loads(inspected.read_text())
@@ -61,12 +62,12 @@ def inspection_summary(run_dir: Path) -> dict[str, Any] | None:
         }
         for w in report["wheels"]
     ]
-    notes = run_dir / "lock-notes.json"
+    notes = run.lock_notes
     lock_notes = json.loads(notes.read_text())["notes"] if notes.exists() else []
     return {"wheels": wheels, "notes": report.get("notes", []), "lock_notes": lock_notes}
 
 
-def build_manifest(
+def build_manifest(  # noqa: PLR0913 -- the manifest's fields, each by keyword
     *,
     night: str,
     run_id: str,

@@ -14,7 +14,7 @@ from pipeline.settings import Settings
 def open_store(settings: Settings) -> ReleaseStore:
     """The configured release store; the local one is the embedded default."""
     if settings.publish_target == "local":
-        return LocalReleaseStore(settings.path("publish_local_dir"))
+        return LocalReleaseStore(settings.places.releases)
     if not settings.publish_repo:
         raise SparkNightlyError("publish.target is github but publish.repo is empty: set it to owner/name")
     token = os.environ.get(settings.github_token_env, "")

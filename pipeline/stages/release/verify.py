@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import TamperedAsset, UsageError
+from pipeline.infra.files import sha256_of
 from pipeline.infra.lock_grammar import LockLine, LockRefused, parse_lock
-from pipeline.infra.runtime import sha256_of
 from pipeline.infra.safe_files import UnsafeName, check_name, is_regular_file, read_regular, shown
 from pipeline.stages.release.publish import MANIFEST, MANIFEST_SCHEMA, parse_store_json
 

@@ -39,7 +39,7 @@ def good_runs(cpu_engine: CpuEngine, cpu_server: Server, tmp_path_factory: pytes
     code = main([*argv, "--set", f"paths.state={history}"])
     assert code == 0, report.read_text() if report.exists() else "no report"
     hardware = cpu_engine.config.matrix.profiles[cpu_engine.entry.profile].hardware
-    references = ReferenceStore(history).load(hardware, CPU_ENTRY)
+    references = ReferenceStore(history / "golden").load(hardware, CPU_ENTRY)
     assert references is not None
     judged = run_golden(
         cpu_server.client,

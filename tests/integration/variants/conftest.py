@@ -37,7 +37,7 @@ def good_golden_reference(cpu_engine: CpuEngine, tmp_path_factory: pytest.TempPa
     judge, about a minute), and the rest read it back.
     """
     shared = _session_folder(tmp_path_factory)
-    store = ReferenceStore(shared / "good-night")
+    store = ReferenceStore(shared / "good-night" / "golden")
     hardware = cpu_engine.config.matrix.profiles[cpu_engine.entry.profile].hardware
     with _exclusive(shared / "good-night.lock"):
         kept = store.load(hardware, cpu_engine.entry.id)

@@ -14,7 +14,7 @@ from typing import Literal, Protocol
 
 from pipeline.errors import SparkNightlyError
 from pipeline.infra import git as gitlib
-from pipeline.infra.runtime import sha256_of
+from pipeline.infra.files import sha256_of
 from pipeline.stages.build.build_plan import SourcePlan
 
 Mode = Literal["host", "docker"]

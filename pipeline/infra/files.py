@@ -1,0 +1,21 @@
+"""Generic file helpers: an atomic write and a file's sha256 (no layout of any folder lives here)."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write a file so that readers see the old content or the new, never half of it."""
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(text)
+    temporary.replace(path)

@@ -1,0 +1,148 @@
+"""The night's folders and files, resolved once from the settings: every name in a run or state folder lives here.
+
+`Places` holds the configured folders (`paths.*`, `~` expanded); `StateDir` owns what nights remember (history,
+confirmed builds, boot pairs, alerts, durations, the last good night, golden references) and `RunDir` what one
+run writes (its night, plan, build record, inspection, lock, reports, per-entry outcomes, logs and series). Each
+file has one property, named nowhere else: a layout test refuses these names anywhere but here. It sits below the
+infrastructure, so the modules that read these files can take their places as types.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class StateDir:
+    """What nights remember, outside any checkout (`paths.state`)."""
+
+    root: Path
+
+    @property
+    def history(self) -> Path:
+        return self.root / "history.sqlite"
+
+    @property
+    def confirmed(self) -> Path:
+        return self.root / "confirmed.json"
+
+    @property
+    def pairs(self) -> Path:
+        return self.root / "pairs.json"
+
+    @property
+    def alerts(self) -> Path:
+        return self.root / "alerts.json"
+
+    @property
+    def durations(self) -> Path:
+        return self.root / "durations.json"
+
+    @property
+    def last_good(self) -> Path:
+        return self.root / "last_good.json"
+
+    @property
+    def golden(self) -> Path:
+        """The golden references' folder (infra/references.py keeps one file per hardware and entry in it)."""
+        return self.root / "golden"
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """One run's folder (`paths.runs/<run id>`): what it planned, built, measured and reported."""
+
+    root: Path
+
+    @property
+    def id(self) -> str:
+        return self.root.name
+
+    @property
+    def night(self) -> Path:
+        return self.root / "night.json"
+
+    @property
+    def plan(self) -> Path:
+        return self.root / "plan.json"
+
+    @property
+    def build_record(self) -> Path:
+        return self.root / "build.json"
+
+    @property
+    def build_work(self) -> Path:
+        return self.root / "build"
+
+    @property
+    def inspection(self) -> Path:
+        return self.root / "inspect.json"
+
+    @property
+    def lock(self) -> Path:
+        return self.root / "lock.txt"
+
+    @property
+    def lock_notes(self) -> Path:
+        return self.root / "lock-notes.json"
+
+    @property
+    def image_context(self) -> Path:
+        return self.root / "image"
+
+    @property
+    def run_json(self) -> Path:
+        return self.root / "run.json"
+
+    @property
+    def summary(self) -> Path:
+        return self.root / "summary.md"
+
+    @property
+    def junit(self) -> Path:
+        return self.root / "junit.xml"
+
+    @property
+    def report(self) -> Path:
+        return self.root / "report.html"
+
+    @property
+    def alerts(self) -> Path:
+        return self.root / "alerts"
+
+    @property
+    def culprit_search(self) -> Path:
+        return self.root / "culprit" / "search.json"
+
+    def culprit_trial(self, trial_id: str) -> RunDir:
+        """A culprit trial's own run folder inside this run's."""
+        return RunDir(self.root / "culprit" / trial_id)
+
+    def entry(self, entry_id: str) -> Path:
+        """An entry's outcome, written as it ends (a resumed run takes it over)."""
+        return self.root / "entries" / f"{entry_id}.json"
+
+    def logs(self, entry_id: str) -> Path:
+        """An entry's logs (servers, runtimes, turns), or a stage's such as `weights`."""
+        return self.root / "logs" / entry_id
+
+    def series(self, entry_id: str) -> Path:
+        """An entry's trend series for the report, read from the history once."""
+        return self.root / "series" / f"{entry_id}.json"
+
+
+@dataclass(frozen=True)
+class Places:
+    """The configured folders and files, resolved once from the settings."""
+
+    config: Path
+    runs: Path
+    wheels: Path
+    cache: Path
+    releases: Path
+    cluster: Path
+    state: StateDir
+
+    def run(self, run_id: str) -> RunDir:
+        return RunDir(self.runs / run_id)
