@@ -93,7 +93,7 @@ class NightRun:
     night: NightCandidate | None = None
     weights: dict[str, EntryWeights] = field(default_factory=dict)  # by entry id: verified files, or the problem
     outcomes: list[Outcome] = field(default_factory=list)
-    verdict: str = Status.SKIPPED.value
+    verdict: Status = Status.SKIPPED  # the worst required entry's; CRASH is said apart (crash)
     findings: CulpritFindings | None = None
     publish_note: str = ""
     crash: str | None = None
@@ -106,6 +106,11 @@ class NightRun:
     def built(self) -> bool:
         """A night built from source (its commits are what alerts and culprits name), not a pinned runtime."""
         return self.night is not None and self.night.plan is not None
+
+    @property
+    def verdict_text(self) -> str:
+        """The verdict as run.json and the console say it: a status, or CRASH when the pipeline itself broke."""
+        return "CRASH" if self.crash is not None else self.verdict.value
 
 
 @dataclass(frozen=True)
@@ -142,8 +147,8 @@ def run_nightly(
             if stage.after_crash:
                 raise
             state.crash = "".join(traceback.format_exception(exc))[-4000:]
-            state.verdict = "CRASH"
-    print(f"nightly {plan.night}: {state.verdict}; report {state.report} (summary.md, junit.xml, run.json beside it)")
+    where = f"report {state.report} (summary.md, junit.xml, run.json beside it)"
+    print(f"nightly {plan.night}: {state.verdict_text}; {where}")
     print(f"release: {state.publish_note or 'nothing published'}")
     if state.crash is not None:
         raise PipelineCrash(f"the pipeline crashed (see {plan.run.alerts}); no wheel is blamed")
@@ -191,7 +196,7 @@ def _stage_decide(state: NightRun) -> None:
 
 def _stage_culprits(state: NightRun) -> None:
     # INCONCLUSIVE or ABORTED blames nobody; a shard leaves it to the merge; a pinned runtime has no commits to try
-    if state.built and state.publish and state.verdict == Status.FAIL.value:
+    if state.built and state.publish and state.verdict == Status.FAIL:
         with state.progress.step("culprits"):
             plan = state.plan
             ref = NightRef(plan.run_id, plan.night, plan.run)
@@ -200,10 +205,10 @@ def _stage_culprits(state: NightRun) -> None:
             )
 
 
-def decide(outcomes: Sequence[Outcome]) -> str:
+def decide(outcomes: Sequence[Outcome]) -> Status:
     """PASS when every required entry passed (or failed as expected); optional entries only raise alerts."""
     required = [o.status for o in outcomes if o.required]
-    return worst(required).value if required else Status.SKIPPED.value
+    return worst(required) if required else Status.SKIPPED
 
 
 def run_entries(state: NightRun, candidate: Candidate) -> list[Outcome]:
@@ -288,7 +293,7 @@ def _stage_publish(state: NightRun) -> None:
             findings=state.findings,
             say=state.progress.say,
         )
-    if state.built and state.verdict in {Status.PASS.value, Status.XFAIL.value}:  # the range the next failure blames
+    if state.built and state.verdict in {Status.PASS, Status.XFAIL}:  # the range the next failure blames
         last_good = state.settings.places.state.last_good
         record_last_good(last_good, BuildPlan.load(state.plan.run.plan), state.plan.night)
 
@@ -298,7 +303,7 @@ def _publish(
     plan: NightPlan,
     outcomes: Sequence[Outcome],
     *,
-    verdict: str,
+    verdict: Status,
     night: NightCandidate,
     findings: CulpritFindings | None,
     say: Say,
@@ -306,16 +311,17 @@ def _publish(
     culprits: dict[str, Any] | None = None
     dropped: list[dict[str, str]] = []
     weights = {o.entry: o.numbers["weights"] for o in outcomes if "weights" in o.numbers}  # trials don't record them
-    if verdict not in {Status.PASS.value, Status.XFAIL.value}:
+    if verdict not in {Status.PASS, Status.XFAIL}:
         if findings is None or findings.replacement is None or findings.search is None:
-            say(f"publish: skipped, the night is {verdict}")
+            say(f"publish: skipped, the night is {verdict.value}")
             return ""
         dropped = [{"pr": str(pr), "why": why} for pr, why in findings.search.culprits]
         outcomes = _verified(outcomes, findings.replacement_outcomes)
         if unverified := [o.entry for o in outcomes if o.status not in {Status.PASS, Status.XFAIL}]:
             say(f"publish: skipped; without {_names(dropped)} the entries {', '.join(unverified)} were never run")
             return ""
-        say(f"publish: the night is {verdict}; publishing main plus the PRs that passed, without {_names(dropped)}")
+        without = _names(dropped)
+        say(f"publish: the night is {verdict.value}; publishing main plus the PRs that passed, without {without}")
         night = findings.replacement
         culprits = {"dropped": dropped, "search": findings.search.to_json()}
     manifest = build_manifest(
@@ -386,7 +392,7 @@ def _stage_reports(state: NightRun) -> None:
         "run_id": plan.run_id,
         "night": plan.night,
         "profile": plan.profile.name,
-        "verdict": state.verdict,
+        "verdict": state.verdict_text,
         "publish": state.publish_note,
         "host": socket.gethostname(),
         "alerts": [{"key": e.key, "action": e.action, "title": e.title} for e in state.events],

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import socket
 import time
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pipeline.config.bundle import Config
-from pipeline.config.matrix import ModelEntry
+from pipeline.config.matrix import ModelEntry, Profile
 from pipeline.errors import BootError, ClusterError, EngineError, HostUnhealthy, ProcessError, SparkNightlyError
 from pipeline.infra.confirmed import BuildRef, ConfirmedBook
 from pipeline.infra.cpu_class import cpu_class
@@ -18,23 +19,23 @@ from pipeline.infra.history import History
 from pipeline.infra.pair_book import PairBook
 from pipeline.infra.references import ReferenceStore
 from pipeline.infra.weights import model_reference
-from pipeline.outcome import Failure, Outcome, perf_alert_key
+from pipeline.outcome import Failure, Outcome
 from pipeline.places import StateDir
 from pipeline.progress import Say, quiet
-from pipeline.stages.prove.boot import Candidate, restartable
+from pipeline.stages.prove.boot import Candidate, Restartable, restartable
 from pipeline.stages.prove.canary import CanaryVerdict, canary_argv, judge_canary, run_canary
 from pipeline.stages.prove.canary import wanted as canary_wanted
 from pipeline.stages.prove.golden_run import GoldenResult, ServerLog, run_golden
-from pipeline.stages.prove.health import HealthReport, health_facts_for_history, judge_health, read_host_facts
+from pipeline.stages.prove.health import HealthReport, judge_health, read_host_facts
 from pipeline.stages.prove.judge import Judge, last_confirmed_judge, transformers_judge
-from pipeline.stages.prove.memory import Room, make_room
-from pipeline.stages.prove.paired_verdict import CellOutcome
+from pipeline.stages.prove.memory import make_room
 from pipeline.stages.prove.perf_judge import PerfContext
 from pipeline.stages.prove.perf_run import measure_and_judge
+from pipeline.stages.prove.perf_verdict import perf_verdict
 from pipeline.stages.prove.smoke import smoke
 from pipeline.stages.prove.turns import Turns
 from pipeline.stages.prove.weights_stage import served_folder
-from pipeline.status import Status, worst
+from pipeline.status import Status
 
 
 @dataclass(frozen=True)
@@ -57,133 +58,208 @@ class EntryContext:
 
 
 def run_entry(entry: ModelEntry, ctx: EntryContext) -> Outcome:
-    """Never raises for the candidate's failures: they become the outcome. Ctrl-C and our own bugs propagate."""
-    started = time.monotonic()
+    """Never raises for the candidate's failures: they become the outcome. Ctrl-C and our own bugs propagate.
 
-    def outcome(status: Status, stage: str, reason: str, **extra: Any) -> Outcome:
-        return Outcome(entry.id, status, stage, reason, entry.required, round(time.monotonic() - started, 1), **extra)
-
-    profile = ctx.config.matrix.profiles[entry.profile]
-    ready = _before_boot(entry, ctx)
-    if isinstance(ready, Stop):
-        return outcome(ready.status, ready.stage, ready.reason, numbers=ready.numbers)
-    before, room, canary_numbers = ready.health, ready.room, ready.canary
-    stage = "boot"
-    ctx.on_stage(stage)
+    The entry is its list of stages, each through EntryRun.stage (entered, timed, recorded alike): the checks before
+    a boot, then the boot and what needs the server."""
+    run = EntryRun(entry, ctx)
+    if (skipped := _without_cluster(run)) is not None:
+        return run.outcome(skipped)
+    for name, step in _before_boot(run):
+        if (ended := run.stage(name, step)) is not None:
+            return run.outcome(ended)
     try:
-        with restartable(entry, ctx.candidate, cache_dir=ctx.cache_dir, log_dir=ctx.log_dir, say=ctx.say) as serving:
-            turns = Turns(entry, profile, serving, ctx.cache_dir, ctx.log_dir, ctx.say, budget=_boot_budget(entry, ctx))
-            server = serving.server
-            boot_s = server.boot_s
-            stage = "golden"
-            ctx.on_stage(stage)
-            store = ReferenceStore(ctx.state.golden)
-            references = store.load(profile.hardware, entry.id)
-            model_ref = model_reference(entry, ctx.cache_dir, ctx.log_dir)
-            with ExitStack() as judge_serving:  # a judge served beside tonight's is stopped before perf
-                judge = None if references is not None else _judge(entry, model_ref, ctx, judge_serving, turns)
-                golden = run_golden(
-                    server.client,
-                    entry,
-                    ctx.config.golden[entry.golden],
-                    model_ref=model_ref,
-                    references=references,
-                    judge=judge,
-                    restart=serving.restart,
-                    files_at=served_folder(entry, ctx.cache_dir),
-                    server_log=ServerLog(server.log_path, profile.accelerator),
-                    say=ctx.say,
-                )
-            numbers: dict[str, Any] = {"boot_s": round(boot_s, 1), "golden_s": round(golden.duration_s, 1)}
-            if canary_numbers:
-                numbers["canary"] = canary_numbers
-            if room is not None:
-                numbers["memory"] = {"need_gib": round(room.need.gib, 1), "page_cache": room.dropped}
-            if golden.unjudged:  # no reference and no judge: the outputs are not recorded as tomorrow's reference
-                numbers["drift"] = f"INCONCLUSIVE: {len(golden.unjudged)} answers not judged, nothing recorded"
-                ctx.say(f"{entry.id}: drift INCONCLUSIVE (no reference night, no judge); the outputs are not recorded")
-            if not golden.passed:
-                reason, failures = _golden_failures(entry, golden)
-                return outcome(Status.FAIL, "golden", reason, numbers=numbers | _turns(turns), failures=failures)
-            stage = "perf"
-            ctx.on_stage(stage)
-            perf_started = time.monotonic()
-            perf = _perf(entry, turns, ctx, profile_hardware=profile.hardware, before=before)
-            numbers |= {
-                "perf_s": round(time.monotonic() - perf_started, 1),
-                "cells": perf["cells"],
-                "health": perf["health"],
-            }
-            numbers |= _turns(turns)
-            if turns.boots:
-                ctx.say(f"{entry.id}: {turns.cost()}")
-            status = perf["status"]
-            if status == Status.PASS and ctx.record and golden.recordable:  # tonight is the new reference
-                store.save(profile.hardware, entry.id, ctx.night, golden.generations, golden.identity_files)
-            return outcome(status, "perf", perf["reason"], numbers=numbers, failures=perf["failures"])
+        with ExitStack() as serving:
+            run.stack = serving
+            for name, step in (("boot", _boot), ("golden", _golden), ("perf", _perf_stage)):
+                if (ended := run.stage(name, step)) is not None:
+                    return run.outcome(ended)
     except ClusterError as exc:  # a host lost or unreachable says nothing of the build; Ray failing on it does
         status = Status.INCONCLUSIVE if exc.host_lost else Status.FAIL
-        return outcome(status, "cluster" if stage == "boot" else stage, f"node {exc}")
+        return run.outcome(Ended(status, "cluster" if run.now == "boot" else run.now, f"node {exc}"))
     except BootError as exc:
-        return outcome(Status.FAIL, "boot", f"{exc.cause}: {exc.detail}")
+        return run.outcome(Ended(Status.FAIL, "boot", f"{exc.cause}: {exc.detail}"))
     except (EngineError, ProcessError) as exc:
-        return outcome(Status.FAIL, stage, f"the engine failed during {stage}: {exc}")
+        return run.outcome(Ended(Status.FAIL, run.now, f"the engine failed during {run.now}: {exc}"))
     except HostUnhealthy as exc:  # no room to boot tonight's build again after another build's turn
-        return outcome(Status.INCONCLUSIVE, stage, f"host unhealthy: {exc}")
+        return run.outcome(Ended(Status.INCONCLUSIVE, run.now, f"host unhealthy: {exc}"))
     except SparkNightlyError as exc:
-        return outcome(Status.ABORTED, stage, f"{type(exc).__name__}: {exc}")
+        return run.outcome(Ended(Status.ABORTED, run.now, f"{type(exc).__name__}: {exc}"))
+    raise AssertionError("the perf stage always ends the entry")
 
 
 @dataclass(frozen=True)
-class Ready:
-    """What the checks before a boot found: the host's health, the room made, the canary's numbers."""
-
-    health: HealthReport
-    room: Room | None
-    canary: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Stop:
-    """A check before the boot that ends the entry."""
+class Ended:
+    """How a stage ended the entry: its status, the stage that decided it, why, and its alerts."""
 
     status: Status
     stage: str
     reason: str
+    failures: tuple[Failure, ...] = ()
+
+
+@dataclass
+class EntryRun:
+    """One entry's run so far: what its stages found, each stage's time, and the stage running now."""
+
+    entry: ModelEntry
+    ctx: EntryContext
+    started: float = field(default_factory=time.monotonic)
+    now: str = "health"
+    times: dict[str, float] = field(default_factory=dict)
     numbers: dict[str, Any] = field(default_factory=dict)
+    health: HealthReport | None = None
+    stack: ExitStack | None = None
+    serving: Restartable | None = None
+    turns: Turns | None = None
+    golden: GoldenResult | None = None
+
+    @property
+    def profile(self) -> Profile:
+        return self.ctx.config.matrix.profiles[self.entry.profile]
+
+    def stage(self, name: str, step: Step) -> Ended | None:
+        """Enter a stage (the live status line says it), run it, keep its time; what ended the entry, or None."""
+        self.now = name
+        self.ctx.on_stage(name)
+        began = time.monotonic()
+        try:
+            return step(self)
+        finally:
+            self.times[name] = round(time.monotonic() - began, 1)
+
+    def outcome(self, ended: Ended) -> Outcome:
+        numbers = dict(self.numbers)
+        if self.turns is not None:
+            numbers |= _turns(self.turns)
+        if self.times:
+            numbers["stage_s"] = dict(self.times)
+        took = round(time.monotonic() - self.started, 1)
+        return Outcome(
+            self.entry.id, ended.status, ended.stage, ended.reason, self.entry.required, took,
+            numbers=numbers, failures=ended.failures,
+        )  # fmt: skip
 
 
+Step = Callable[[EntryRun], Ended | None]
 RUNBOOK_CLUSTER = "docs/runbook.md, 'Adding a second Spark'"
 
 
-def _before_boot(entry: ModelEntry, ctx: EntryContext) -> Ready | Stop:
-    """Health, the canary, smoke and memory, in that order: the first that fails ends the entry before any boot."""
-    profile = ctx.config.matrix.profiles[entry.profile]
-    if entry.topology == "cluster" and profile.cluster is None:
-        reason = f"spans {entry.nodes} hosts; this runner has no cluster file (paths.cluster): " + RUNBOOK_CLUSTER
-        return Stop(Status.SKIPPED, "cluster", reason)
-    ctx.on_stage("health")
-    before = judge_health(profile, read_host_facts())
+def _without_cluster(run: EntryRun) -> Ended | None:
+    if run.entry.topology == "cluster" and run.profile.cluster is None:
+        reason = f"spans {run.entry.nodes} hosts; this runner has no cluster file (paths.cluster): " + RUNBOOK_CLUSTER
+        return Ended(Status.SKIPPED, "cluster", reason)
+    return None
+
+
+def _before_boot(run: EntryRun) -> list[tuple[str, Step]]:
+    """Health, the canary (where the profile runs one), smoke (a runtime of our own) and memory, in that order: the
+    first that fails ends the entry before any boot."""
+    stages: list[tuple[str, Step]] = [("health", _health)]
+    if canary_wanted(run.profile):
+        stages.append(("canary", _canary_stage))
+    if run.ctx.candidate.runtime is not None:
+        stages.append(("smoke", _smoke))
+    return [*stages, ("memory", _memory)]
+
+
+def _health(run: EntryRun) -> Ended | None:
+    before = judge_health(run.profile, read_host_facts())
     for note in before.notes:  # a GB10 reports no memory of its own: said, never a failure
-        ctx.say(f"{entry.id}: health: {note}")
+        run.ctx.say(f"{run.entry.id}: health: {note}")
+    run.health = before
     if not before.healthy:
-        return Stop(Status.INCONCLUSIVE, "health", "host unhealthy: " + "; ".join(before.reasons))
-    verdict, canary_numbers = _canary(entry, ctx)
+        return Ended(Status.INCONCLUSIVE, "health", "host unhealthy: " + "; ".join(before.reasons))
+    return None
+
+
+def _canary_stage(run: EntryRun) -> Ended | None:
+    verdict, numbers = _canary(run.entry, run.ctx)
+    if numbers:
+        run.numbers["canary"] = numbers
     if verdict.host:
-        reason = "host unhealthy: " + "; ".join(verdict.host)
-        return Stop(Status.INCONCLUSIVE, "health", reason, {"canary": canary_numbers})
+        return Ended(Status.INCONCLUSIVE, "health", "host unhealthy: " + "; ".join(verdict.host))
     if verdict.candidate:
-        return Stop(Status.FAIL, "canary", "; ".join(verdict.candidate), {"canary": canary_numbers})
-    if ctx.candidate.runtime is not None:
-        ctx.on_stage("smoke")
-        report = smoke(ctx.candidate.runtime, profile, ctx.log_dir, entry_point_needed=entry.launch.entrypoint == "cli")
-        if not report.passed:
-            return Stop(Status.FAIL, "smoke", report.reason)
-    ctx.on_stage("memory")
-    room = make_room(entry, profile, ctx.log_dir, say=ctx.say)
-    if room is not None and not room.ok:
-        return Stop(Status.INCONCLUSIVE, "memory", "the host cannot make room: " + room.reason)
-    return Ready(before, room, canary_numbers)
+        return Ended(Status.FAIL, "canary", "; ".join(verdict.candidate))
+    return None
+
+
+def _smoke(run: EntryRun) -> Ended | None:
+    runtime = run.ctx.candidate.runtime
+    assert runtime is not None  # the stage is listed only for a runtime of our own
+    report = smoke(runtime, run.profile, run.ctx.log_dir, entry_point_needed=run.entry.launch.entrypoint == "cli")
+    return None if report.passed else Ended(Status.FAIL, "smoke", report.reason)
+
+
+def _memory(run: EntryRun) -> Ended | None:
+    room = make_room(run.entry, run.profile, run.ctx.log_dir, say=run.ctx.say)
+    if room is None:
+        return None
+    run.numbers["memory"] = {"need_gib": round(room.need.gib, 1), "page_cache": room.dropped}
+    return None if room.ok else Ended(Status.INCONCLUSIVE, "memory", "the host cannot make room: " + room.reason)
+
+
+def _boot(run: EntryRun) -> Ended | None:
+    """Tonight's server, restartable, and the turns other builds take in its place where one server fits."""
+    ctx, entry = run.ctx, run.entry
+    assert run.stack is not None
+    serving = run.stack.enter_context(
+        restartable(entry, ctx.candidate, cache_dir=ctx.cache_dir, log_dir=ctx.log_dir, say=ctx.say)
+    )
+    run.serving = serving
+    run.turns = Turns(entry, run.profile, serving, ctx.cache_dir, ctx.log_dir, ctx.say, budget=_boot_budget(entry, ctx))
+    run.numbers["boot_s"] = round(serving.server.boot_s, 1)
+    return None
+
+
+def _golden(run: EntryRun) -> Ended | None:
+    """The golden set against the reference night, or a judge where there is none; a passing night's outputs become
+    the reference after perf."""
+    ctx, entry, profile = run.ctx, run.entry, run.profile
+    assert run.serving is not None and run.turns is not None
+    server = run.serving.server
+    references = ReferenceStore(ctx.state.golden).load(profile.hardware, entry.id)
+    model_ref = model_reference(entry, ctx.cache_dir, ctx.log_dir)
+    with ExitStack() as judge_serving:  # a judge served beside tonight's is stopped before perf
+        judge = None if references is not None else _judge(entry, model_ref, ctx, judge_serving, run.turns)
+        golden = run_golden(
+            server.client,
+            entry,
+            ctx.config.golden[entry.golden],
+            model_ref=model_ref,
+            references=references,
+            judge=judge,
+            restart=run.serving.restart,
+            files_at=served_folder(entry, ctx.cache_dir),
+            server_log=ServerLog(server.log_path, profile.accelerator),
+            say=ctx.say,
+        )
+    run.numbers["golden_s"] = round(golden.duration_s, 1)
+    if golden.unjudged:  # no reference and no judge: the outputs are not recorded as tomorrow's reference
+        run.numbers["drift"] = f"INCONCLUSIVE: {len(golden.unjudged)} answers not judged, nothing recorded"
+        ctx.say(f"{entry.id}: drift INCONCLUSIVE (no reference night, no judge); the outputs are not recorded")
+    if not golden.passed:
+        reason, failures = _golden_failures(entry, golden)
+        return Ended(Status.FAIL, "golden", reason, failures)
+    run.golden = golden
+    return None
+
+
+def _perf_stage(run: EntryRun) -> Ended:
+    """The cells measured and judged; the entry's verdict. A passing night with recordable answers is the next
+    drift reference."""
+    ctx, entry = run.ctx, run.entry
+    assert run.turns is not None and run.health is not None and run.golden is not None
+    began = time.monotonic()
+    perf = _perf(entry, run.turns, ctx, profile_hardware=run.profile.hardware, before=run.health)
+    run.numbers |= {"perf_s": round(time.monotonic() - began, 1), "cells": perf["cells"], "health": perf["health"]}
+    if run.turns.boots:
+        ctx.say(f"{entry.id}: {run.turns.cost()}")
+    status, golden = perf["status"], run.golden
+    if status == Status.PASS and ctx.record and golden.recordable:  # tonight is the new reference
+        store = ReferenceStore(ctx.state.golden)
+        store.save(run.profile.hardware, entry.id, ctx.night, golden.generations, golden.identity_files)
+    return Ended(status, "perf", perf["reason"], perf["failures"])
 
 
 def _canary(entry: ModelEntry, ctx: EntryContext) -> tuple[CanaryVerdict, dict[str, Any]]:
@@ -285,50 +361,4 @@ def _perf(entry: ModelEntry, turns: Turns, ctx: EntryContext, *, profile_hardwar
         log_dir=ctx.log_dir,
         say=ctx.say,
     )
-    outcomes = judged.outcomes
-    cells = {o.cell: _cell_numbers(o) for o in outcomes}
-    status = worst(o.status for o in outcomes)
-    bad = [o for o in outcomes if o.status in {Status.FAIL, Status.INCONCLUSIVE}]
-    failures = tuple(
-        Failure(perf_alert_key(entry.id), f"{o.cell} {o.metric}", o.reason, _evidence(o), subject=o.cell)
-        for o in bad
-        if o.status == Status.FAIL
-    )
-    reason = "; ".join(f"{o.cell}: {o.reason}" for o in bad) or f"{len(outcomes)} cells within their references"
-    gaps = [f"{o.cell} {o.gap}" for o in outcomes if o.gap]
-    if gaps and not bad:
-        reason = f"{len(outcomes) - len(gaps)} cells within their references; gaps, not regressions: {'; '.join(gaps)}"
-    health = {"before": health_facts_for_history(before), "measurement": health_facts_for_history(judged.health)}
-    return {"status": status, "reason": reason, "cells": cells, "failures": failures, "health": health}
-
-
-def _cell_numbers(outcome: CellOutcome) -> dict[str, Any]:
-    numbers: dict[str, Any] = {
-        "status": outcome.status.value,
-        "value": round(outcome.gate.value, 3),
-        "ref": outcome.gate.ref,
-    }
-    if outcome.gap:
-        numbers["gap"] = outcome.gap
-    if outcome.confirmation is not None:
-        numbers |= {
-            "b_over_a": round(outcome.confirmation.mean_ratio, 4),
-            "pairs": outcome.pairs_measured,
-            "last_good": outcome.last_good.id if outcome.last_good else None,
-        }
-        if outcome.last_good is not None and outcome.last_good.night:
-            numbers["a_night"] = outcome.last_good.night  # the night whose build was A (the site marks it)
-        if outcome.in_turn:  # the pairs were boot pairs, A and B booted in turns
-            numbers["in_turn"] = True
-    return numbers
-
-
-def _evidence(outcome: CellOutcome) -> dict[str, Any]:
-    evidence: dict[str, Any] = {"value": outcome.gate.value, "ref": outcome.gate.ref}
-    if outcome.confirmation is not None and outcome.last_good is not None:
-        evidence |= {
-            "B/A": round(outcome.confirmation.mean_ratio, 4),
-            "boot pairs in turn" if outcome.in_turn else "pairs": outcome.pairs_measured,
-            "last confirmed build": outcome.last_good.describe(),
-        }
-    return evidence
+    return perf_verdict(entry.id, judged, before)
