@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import socket
@@ -106,6 +107,11 @@ class NightRun:
     def built(self) -> bool:
         """A night built from source (its commits are what alerts and culprits name), not a pinned runtime."""
         return self.night is not None and self.night.plan is not None
+
+    @functools.cached_property
+    def build_plan(self) -> BuildPlan:
+        """A built night's plan (its commits and PRs), read once from the run's folder."""
+        return BuildPlan.load(self.plan.run.plan)
 
     @property
     def verdict_text(self) -> str:
@@ -216,7 +222,7 @@ def run_entries(state: NightRun, candidate: Candidate) -> list[Outcome]:
     settings, plan, progress, durations = state.settings, state.plan, state.progress, state.durations
     outcomes = []
     say = progress.say
-    commits = _commits(plan.profile, BuildPlan.load(plan.run.plan) if state.built else None)
+    commits = _commits(plan.profile, state.build_plan if state.built else None)
     build = state.night.build_ref(night=plan.night, commits=commits) if state.night is not None else None
     for number, entry in enumerate(plan.entries, 1):
         saved = plan.run.entry(entry.id)
@@ -295,7 +301,7 @@ def _stage_publish(state: NightRun) -> None:
         )
     if state.built and state.verdict in {Status.PASS, Status.XFAIL}:  # the range the next failure blames
         last_good = state.settings.places.state.last_good
-        record_last_good(last_good, BuildPlan.load(state.plan.run.plan), state.plan.night)
+        record_last_good(last_good, state.build_plan, state.plan.night)
 
 
 def _publish(
@@ -462,8 +468,7 @@ def _suspects(state: NightRun) -> str:
     plan = state.plan
     if state.built:
         last_good = state.settings.places.state.last_good
-        build_plan = BuildPlan.load(plan.run.plan)
-        return describe_main_suspects(last_good, build_plan, state.settings.places.cache)
+        return describe_main_suspects(last_good, state.build_plan, state.settings.places.cache)
     pinned = " ".join(plan.profile.candidate_requirements)
     return (
         f"none upstream: profile {plan.profile.name} runs the pinned {pinned} (look at the host, the model, the data)"

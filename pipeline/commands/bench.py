@@ -6,7 +6,6 @@ import argparse
 import json
 import math
 import re
-import socket
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -20,10 +19,8 @@ from pipeline.config.matrix import ModelEntry, Profile
 from pipeline.errors import UsageError
 from pipeline.infra.confirmed import BuildRef, ConfirmedBook
 from pipeline.infra.cpu_class import cpu_class
-from pipeline.infra.history import History
 from pipeline.infra.image import image_tag
 from pipeline.infra.openai_client import OpenAIClient
-from pipeline.infra.pair_book import PairBook
 from pipeline.infra.runtime import load_runtime
 from pipeline.progress import to_stderr
 from pipeline.settings import Settings
@@ -86,17 +83,15 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
         print(_dry_run(entry, config, settings, pair_with))
         return 0
     before = judge_health(profile, read_host_facts())
-    ctx = PerfContext(
-        History(settings.places.state.history),
-        profile.hardware,
-        socket.gethostname(),
-        entry.id,
-        time.strftime("bench-%Y%m%d-%H%M%S"),
-        time.strftime("%Y-%m-%d"),
-        {},
+    ctx = replace(
+        PerfContext.on_host(
+            settings.places.state,
+            hardware=profile.hardware,
+            entry=entry.id,
+            run_id=time.strftime("bench-%Y%m%d-%H%M%S"),
+            night=time.strftime("%Y-%m-%d"),
+        ),
         record=args.record,
-        book=ConfirmedBook(settings.places.state.confirmed),
-        pair_book=PairBook(settings.places.state.pairs),
         pair_with=pair_with,
         pair_always=args.pair_with is not None,
     )

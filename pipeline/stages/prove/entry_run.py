@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import socket
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +14,6 @@ from pipeline.config.matrix import ModelEntry, Profile
 from pipeline.errors import BootError, ClusterError, EngineError, HostUnhealthy, ProcessError, SparkNightlyError
 from pipeline.infra.confirmed import BuildRef, ConfirmedBook
 from pipeline.infra.cpu_class import cpu_class
-from pipeline.infra.history import History
-from pipeline.infra.pair_book import PairBook
 from pipeline.infra.references import ReferenceStore
 from pipeline.infra.weights import model_reference
 from pipeline.outcome import Failure, Outcome
@@ -336,19 +333,8 @@ def _golden_failures(entry: ModelEntry, golden: GoldenResult) -> tuple[str, tupl
 
 
 def _perf(entry: ModelEntry, turns: Turns, ctx: EntryContext, *, profile_hardware: str, before: Any) -> dict[str, Any]:
-    perf_ctx = PerfContext(
-        History(ctx.state.history),
-        profile_hardware,
-        socket.gethostname(),
-        entry.id,
-        ctx.run_id,
-        ctx.night,
-        ctx.commits,
-        record=ctx.record,
-        build=ctx.build,
-        book=ConfirmedBook(ctx.state.confirmed),
-        pair_book=PairBook(ctx.state.pairs),
-    )
+    here = PerfContext.on_host(ctx.state, hardware=profile_hardware, entry=entry.id, run_id=ctx.run_id, night=ctx.night)
+    perf_ctx = replace(here, commits=ctx.commits, record=ctx.record, build=ctx.build)
     judged = measure_and_judge(
         turns,
         entry,

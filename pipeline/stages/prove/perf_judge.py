@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import socket
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -35,6 +36,7 @@ from pipeline.errors import HostUnhealthy
 from pipeline.infra.confirmed import Acceptance, BuildRef, ConfirmedBook, series_key
 from pipeline.infra.history import ACCEPTED_VERDICTS, History, Night, Sample
 from pipeline.infra.pair_book import PairBook
+from pipeline.places import StateDir
 from pipeline.stages.prove.gate import CellVerdict, judge_cell
 from pipeline.stages.prove.health import HealthReport, health_facts_for_history
 from pipeline.stages.prove.paired_verdict import (
@@ -87,6 +89,14 @@ class PerfContext:
 
     def series(self, cell: str, metric: str) -> str:
         return series_key(self.hardware, self.entry, cell, metric)
+
+    @classmethod
+    def on_host(cls, state: StateDir, *, hardware: str, entry: str, run_id: str, night: str) -> PerfContext:
+        """A measurement on this host with its books in the state folder, as the nightly and bench make it (each
+        sets what else it knows with dataclasses.replace)."""
+        book, pair_book = ConfirmedBook(state.confirmed), PairBook(state.pairs)
+        history = History(state.history)
+        return cls(history, hardware, socket.gethostname(), entry, run_id, night, {}, book=book, pair_book=pair_book)
 
 
 def _nights(ctx: PerfContext, cell: str, metric: str, *, accepted_only: bool, limit: int = 60) -> list[Night]:
