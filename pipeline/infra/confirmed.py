@@ -66,6 +66,19 @@ def series_key(hardware: str, entry: str, cell: str, metric: str) -> str:
     return f"{hardware}|{entry}|{cell}|{metric}"
 
 
+def read_book(path: Path, empty: dict[str, Any]) -> dict[str, Any]:
+    """A versioned JSON book of the state folder (`empty` before its first write, and the version it must carry)."""
+    if not path.exists():
+        return empty
+    try:
+        data: dict[str, Any] = json.loads(path.read_text())
+    except ValueError as exc:
+        raise HistoryError(f"{path} is not valid JSON ({exc}); restore it from a backup or delete it") from exc
+    if data.get("version") != empty["version"]:
+        raise HistoryError(f"{path} has version {data.get('version')}, this spark-nightly reads {empty['version']}")
+    return data
+
+
 class ConfirmedBook:
     """Reads and moves the A of each cell; every change is written at once, so a crash loses nothing."""
 
@@ -73,15 +86,7 @@ class ConfirmedBook:
         self.path = path
 
     def _load(self) -> dict[str, Any]:
-        if not self.path.exists():
-            return {"version": BOOK_VERSION, "builds": {}, "cells": {}}
-        try:
-            data: dict[str, Any] = json.loads(self.path.read_text())
-        except ValueError as exc:
-            raise HistoryError(f"{self.path} is not valid JSON ({exc}); restore it from a backup or delete it") from exc
-        if data.get("version") != BOOK_VERSION:
-            raise HistoryError(f"{self.path} has version {data.get('version')}, this spark-nightly reads 1")
-        return data
+        return read_book(self.path, {"version": BOOK_VERSION, "builds": {}, "cells": {}})
 
     def _save(self, data: dict[str, Any]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)

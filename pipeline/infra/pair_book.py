@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline.errors import HistoryError
 from pipeline.infra.cache_lock import exclusive
+from pipeline.infra.confirmed import read_book
 from pipeline.infra.files import write_atomically
 
 BOOK_VERSION = 1
@@ -61,15 +61,7 @@ class PairBook:
         self.path = path
 
     def _load(self) -> dict[str, Any]:
-        if not self.path.exists():
-            return {"version": BOOK_VERSION, "cells": {}}
-        try:
-            data: dict[str, Any] = json.loads(self.path.read_text())
-        except ValueError as exc:
-            raise HistoryError(f"{self.path} is not valid JSON ({exc}); restore it from a backup or delete it") from exc
-        if data.get("version") != BOOK_VERSION:
-            raise HistoryError(f"{self.path} has version {data.get('version')}, this spark-nightly reads 1")
-        return data
+        return read_book(self.path, {"version": BOOK_VERSION, "cells": {}})
 
     def spread(self, host: str, key: str) -> SpreadSoFar:
         cell = self._load()["cells"].get(f"{host}|{key}", {})
