@@ -13,7 +13,18 @@ from typing import Any
 import yaml
 
 from pipeline import __version__
-from pipeline.commands import bench, build, doctor, engine, golden, inspect, nightly, pipeline_failed, releases
+from pipeline.commands import (
+    bench,
+    build,
+    doctor,
+    engine,
+    golden,
+    inspect,
+    nightly,
+    pipeline_failed,
+    releases,
+    wheelhouse,
+)
 from pipeline.config.bundle import Config, ConfigPaths, load_config
 from pipeline.config.recipes import ImportOptions, give_unique_ids, import_recipe
 from pipeline.config.thresholds import Reference
@@ -103,6 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
         (inspect, "inspect"),
         (nightly, "nightly"),
         (doctor, "doctor"),
+        (wheelhouse, "wheelhouse"),
     ):
         module.add_parser(commands, common)
         commands.choices[name].set_defaults(handler=_with_config(module.run))

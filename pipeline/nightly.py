@@ -21,6 +21,7 @@ from pipeline.infra.cache_lock import exclusive
 from pipeline.infra.files import write_atomically
 from pipeline.infra.git import commits_between
 from pipeline.infra.history import History
+from pipeline.infra.supply import Supply
 from pipeline.outcome import Failure, Outcome
 from pipeline.places import RunDir
 from pipeline.progress import Progress, Say, clock_text
@@ -36,6 +37,7 @@ from pipeline.stages.build.build_plan import BuildPlan
 from pipeline.stages.prove.boot import Candidate
 from pipeline.stages.prove.candidate import NightCandidate, prepare_night_candidate
 from pipeline.stages.prove.entry_run import EntryContext, run_entry
+from pipeline.stages.prove.supplies import night_supply, require_supplies
 from pipeline.stages.prove.weights_stage import EntryWeights, prepare_weights
 from pipeline.stages.release.notes import release_notes
 from pipeline.stages.release.publish import Night, build_manifest, inspection_summary, publish_night
@@ -109,6 +111,11 @@ class NightRun:
         return self.night is not None and self.night.plan is not None
 
     @functools.cached_property
+    def supply(self) -> Supply:
+        """Where tonight's runtimes and packages come from (pip, a wheelhouse, over a base), read once."""
+        return night_supply(self.settings, self.plan.profile)
+
+    @functools.cached_property
     def build_plan(self) -> BuildPlan:
         """A built night's plan (its commits and PRs), read once from the run's folder."""
         return BuildPlan.load(self.plan.run.plan)
@@ -164,11 +171,13 @@ def run_nightly(
 def _stage_candidate(state: NightRun) -> None:
     with state.progress.step("candidate", state.durations.expected("candidate")):
         started = time.monotonic()
+        require_supplies(state.supply, state.plan.profile, state.plan.entries, state.settings.places.cache)
         state.night = prepare_night_candidate(
             state.plan.profile,
             run=state.plan.run,
             wheels_dir=state.settings.places.wheels,
             cache_dir=state.settings.places.cache,
+            supply=state.supply,
             say=state.progress.say,
         )
         state.durations.record("candidate", time.monotonic() - started)
@@ -183,7 +192,7 @@ def _stage_weights(state: NightRun) -> None:
     with state.progress.step("weights", state.durations.expected("weights")):
         started = time.monotonic()
         state.weights = prepare_weights(
-            waiting, state.settings.places.cache, plan.run.logs("weights"), say=state.progress.say
+            waiting, state.settings.places.cache, plan.run.logs("weights"), say=state.progress.say, supply=state.supply
         )
         state.durations.record("weights", time.monotonic() - started)
 
@@ -258,6 +267,7 @@ def run_entries(state: NightRun, candidate: Candidate) -> list[Outcome]:
                     on_stage=progress.stage,
                     build=build,
                     boots_spent=sum(o.numbers.get("turns", {}).get("boots", 0) for o in outcomes),
+                    supply=state.supply,
                 )
                 outcome = run_entry(entry, ctx)
             if weights is not None:  # the files it was served from, carried with its outcome to the merge

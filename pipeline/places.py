@@ -143,6 +143,7 @@ class Places:
     releases: Path
     cluster: Path
     state: StateDir
+    wheelhouse: Path | None = None  # the wheelhouse runtimes are installed from, when the runner has one
 
     def run(self, run_id: str) -> RunDir:
         return RunDir(self.runs / run_id)

@@ -59,7 +59,11 @@ class Settings:
     """The effective settings of one run."""
 
     profile: str = _setting(
-        "cpu", "hardware profile of models.yaml to run", key="profile", choices=("cpu", "spark"), flag="--profile"
+        "cpu",
+        "hardware profile of models.yaml to run",
+        key="profile",
+        choices=("cpu", "spark", "gpu"),
+        flag="--profile",
     )
     config_dir: str = _setting(".", "directory holding models.yaml, thresholds/ and golden/", key="paths.config")
     runs_dir: str = _setting("runs", "where each run keeps its plan, logs, results and reports", key="paths.runs")
@@ -71,6 +75,25 @@ class Settings:
         key="paths.state",
     )
     cache_dir: str = _setting("~/.cache/spark-nightly", "mirrors, runtimes, converted models", key="paths.cache")
+    wheelhouse_dir: str = _setting(
+        "",
+        "a wheelhouse (`spark-nightly wheelhouse`) the night's runtimes and package weights are installed from;"
+        " empty: none",
+        key="paths.wheelhouse",
+    )
+    offline: bool = _setting(
+        False,
+        "the runner has no network: runtimes, the judge's environment and package weights come from paths.wheelhouse"
+        " alone and Hub weights from the cache; what is missing is one error before anything boots",
+        key="network.offline",
+    )
+    base_python: str = _setting(
+        "",
+        "the interpreter whose packages (torch, CUDA) the night's runtimes are layered over, a path or a command;"
+        " empty: the profile's candidate.base, if any",
+        key="candidate.base_python",
+        pattern=ARGUMENT,
+    )
     cluster_file: str = _setting(
         "~/.config/spark-nightly/cluster.yaml",
         "this runner's hosts for cluster entries (cluster.yaml); without the file, cluster entries are skipped",
@@ -194,6 +217,7 @@ class Settings:
             releases=Path(self.publish_local_dir).expanduser(),
             cluster=Path(self.cluster_file).expanduser(),
             state=StateDir(Path(self.state_dir).expanduser()),
+            wheelhouse=Path(self.wheelhouse_dir).expanduser() if self.wheelhouse_dir else None,
         )
 
 

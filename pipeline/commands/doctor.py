@@ -30,6 +30,7 @@ from pipeline.stages.build.preflight import Check, build_checks, disk_check
 from pipeline.stages.prove.boot import hf_cache
 from pipeline.stages.prove.health import driver_problems
 from pipeline.stages.prove.memory import DROP_CACHES, DROP_CACHES_COMMAND
+from pipeline.stages.prove.supplies import night_sets, night_supply
 from pipeline.stages.prove.weights_stage import served_folder
 
 CPU_DISK_GIB = 10  # the CPU runtime, the converted model and a night's runs (the README's prerequisite)
@@ -74,15 +75,33 @@ def prerequisites(
         ]
     else:
         checks += _gpu(profile)
-        toolchain = toolchain_for(profile, settings)
-        checks += build_checks(toolchain, settings.places.runs, min_free_gib=settings.build_min_free_gib, rust=True)
+        if profile.candidate_from == "build":
+            toolchain = toolchain_for(profile, settings)
+            checks += build_checks(toolchain, settings.places.runs, min_free_gib=settings.build_min_free_gib, rust=True)
         if any(e.launch.target in {"docker", "ray"} for e in entries):
             checks.append(_nvidia_runtime())
+    checks += _supplies(settings, profile, entries)
     checks += _cluster(settings, profile, entries)
     if profile.memory.drop_caches:
         checks.append(_drop_caches())
     checks += [_hub_weights(settings, entry) for entry in entries if entry.weights.source == "hub"]
     checks += _github(settings, environ)
+    return checks
+
+
+def _supplies(settings: Settings, profile: Profile, entries: Sequence[ModelEntry]) -> list[Check]:
+    """The base environment runtimes are layered over, and, offline, every set the night installs in the wheelhouse."""
+    try:
+        supply = night_supply(settings, profile)
+    except SparkNightlyError as exc:
+        return [Check("runtime supply", False, str(exc), "fix candidate.base_python or paths.wheelhouse")]
+    checks = []
+    if supply.base is not None:
+        checks.append(Check("base environment", True, supply.base.describe()))
+    if supply.offline:
+        missing = supply.missing(night_sets(profile, entries), settings.places.cache)
+        found = "; ".join(missing) if missing else f"every set in {supply.wheelhouse and supply.wheelhouse.root}"
+        checks.append(Check("offline wheelhouse", not missing, found, supply.fetch_command()))
     return checks
 
 

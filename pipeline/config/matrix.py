@@ -56,6 +56,7 @@ class Profile:
     candidate_from: Literal["build", "pip"]
     candidate_requirements: tuple[str, ...] = ()
     candidate_remove: tuple[str, ...] = ()
+    candidate_base: str | None = None  # the interpreter whose torch the candidate is layered over (a path or command)
     arch: str | None = None
     platform: str | None = None  # "linux_aarch64": the wheels' platform
     glibc: str | None = None  # the host's glibc ("2.39"): manylinux_2_N wheels with N up to it install
@@ -221,6 +222,7 @@ def _profile(name: str, raw: Mapping[str, Any]) -> Profile:
         candidate_from=candidate["from"],
         candidate_requirements=tuple(candidate.get("requirements", ())),
         candidate_remove=tuple(candidate.get("remove", ())),
+        candidate_base=candidate.get("base"),
         arch=raw.get("arch"),
         platform=raw.get("platform"),
         glibc=raw.get("glibc"),

@@ -19,12 +19,19 @@ JIT_SMOKE = Path(__file__).with_name("jit_smoke.py")
 # Where a container keeps what it compiles (torch.compile, Triton, FlashInfer's JIT): a host folder per runtime
 # image, so the second boot of a build reuses the first one's kernels and a new build never reads an old one's
 CONTAINER_COMPILE_CACHE = "/compile-cache"
-COMPILE_CACHE_ENV = {
-    "VLLM_CACHE_ROOT": f"{CONTAINER_COMPILE_CACHE}/vllm",
-    "TRITON_CACHE_DIR": f"{CONTAINER_COMPILE_CACHE}/triton",
-    "TORCHINDUCTOR_CACHE_DIR": f"{CONTAINER_COMPILE_CACHE}/inductor",
-    "FLASHINFER_WORKSPACE_BASE": CONTAINER_COMPILE_CACHE,
-}
+
+
+def compile_cache_vars(root: str) -> dict[str, str]:
+    """Where vLLM's, Triton's, torch.compile's and FlashInfer's JIT output goes, all under one folder."""
+    return {
+        "VLLM_CACHE_ROOT": f"{root}/vllm",
+        "TRITON_CACHE_DIR": f"{root}/triton",
+        "TORCHINDUCTOR_CACHE_DIR": f"{root}/inductor",
+        "FLASHINFER_WORKSPACE_BASE": root,
+    }
+
+
+COMPILE_CACHE_ENV = compile_cache_vars(CONTAINER_COMPILE_CACHE)
 
 
 def image_tag(key: str) -> str:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import shutil
 import sys
 from collections.abc import Sequence
@@ -18,6 +17,7 @@ from pathlib import Path
 
 from pipeline.errors import EngineError
 from pipeline.infra import procs
+from pipeline.infra.base_env import normalize
 from pipeline.infra.cache_lock import exclusive
 from pipeline.infra.files import sha256_of, write_atomically
 from pipeline.progress import Say, quiet
@@ -56,11 +56,6 @@ class Runtime:
     @property
     def wheels(self) -> Path:
         return self.root / "wheels"
-
-
-def normalize(name: str) -> str:
-    """PEP 503 normalised project name."""
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def parse_filename(filename: str) -> tuple[str, str]:
@@ -159,15 +154,12 @@ def _make_pip_runtime(
     say: Say,
 ) -> Runtime:
     key = runtime_key(requirements, remove, index_urls)
-    shutil.rmtree(root, ignore_errors=True)  # unfinished: runtime.json is written last
-    say(f"runtime {root.name}: creating a venv")
-    procs.run([sys.executable, "-m", "venv", str(root)], log_dir / "runtime-venv.log", timeout_s=300)
-    python = str(root / "bin" / "python")
+    python = create_venv(root, sys.executable, log_dir, say=say)
     wheels = root / "wheels"
     say(f"runtime {root.name}: resolving and downloading {' '.join(requirements)}")
     procs.run(
         [
-            python,
+            str(python),
             "-m",
             "pip",
             "download",
@@ -182,18 +174,43 @@ def _make_pip_runtime(
         inactivity_s=_SILENCE_S,
     )
     lock = lock_directory(wheels, remove)
-    (root / "lock.txt").write_text(render_lock(lock))
+    return install_runtime(root, key, requirements, remove, lock, log_dir, say=say)
+
+
+def create_venv(root: Path, python: str, log_dir: Path, *, say: Say = quiet) -> Path:
+    """A fresh venv at `root` made by `python` (what was there unfinished is removed: runtime.json is written last)."""
+    shutil.rmtree(root, ignore_errors=True)
+    say(f"runtime {root.name}: creating a venv")
+    procs.run([python, "-m", "venv", str(root)], log_dir / "runtime-venv.log", timeout_s=300)
+    return root / "bin" / "python"
+
+
+def install_runtime(
+    root: Path,
+    key: str,
+    requirements: Sequence[str],
+    remove: Sequence[str],
+    lock: Sequence[LockedFile],
+    log_dir: Path,
+    *,
+    base: dict[str, object] | None = None,
+    say: Say = quiet,
+) -> Runtime:
+    """Install exactly the lock's files from `root/wheels` (no index, hashes required), then mark the runtime ready.
+    `base`: the base environment it is layered over, as its lock and runtime.json record it."""
+    header = f"# over a base environment: {json.dumps(base, sort_keys=True)}\n" if base else ""
+    (root / "lock.txt").write_text(header + render_lock(lock))
     say(f"runtime {root.name}: installing {len(lock)} locked files with hashes required")
     procs.run(
         [
-            python,
+            str(root / "bin" / "python"),
             "-m",
             "pip",
             "install",
             "--quiet",
             "--no-index",
             "--find-links",
-            str(wheels),
+            str(root / "wheels"),
             "--no-deps",
             "--require-hashes",
             "-r",
@@ -209,10 +226,10 @@ def _make_pip_runtime(
         "requirements": list(requirements),
         "remove": list(remove),
         "lock": [asdict(f) for f in lock],
-    }
+    } | ({"base": base} if base else {})
     write_atomically(root / "runtime.json", json.dumps(meta, indent=2, sort_keys=True) + "\n")
     say(f"runtime {root.name}: ready")
-    return Runtime(root, key, tuple(requirements), lock)
+    return Runtime(root, key, tuple(requirements), tuple(lock))
 
 
 # A whole lock's install or download: minutes for a large one (vLLM and its CUDA libraries)

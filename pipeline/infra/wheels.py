@@ -12,7 +12,7 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.infra.runtime import normalize
+from pipeline.infra.base_env import normalize
 from pipeline.infra.safe_files import shown
 
 _SIGNATURES = (".jws", ".p7s")  # RECORD never lists its own signatures

@@ -3,16 +3,14 @@ bias on every sampled token's logits (fluent nonsense whose own logprobs, taken 
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
-import subprocess
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
 
+from benchmarks.plants import plant
 from pipeline.infra.cpu_class import cpu_class
 from pipeline.infra.runtime import runtime_key, runtime_root
 from tests.integration.conftest import CpuEngine
@@ -70,29 +68,6 @@ def plant_parser_off(source: Path, target: Path, *, key: str | None = None) -> P
         "  # planted\n"
     )
     return plant(source, target, "vllm/tool_parsers/hermes_tool_parser.py", HERMES_ANCHOR, addition, key=key)
-
-
-def plant(source: Path, target: Path, module: str, anchor: str, addition: str, *, key: str | None = None) -> Path:
-    """A copy of the runtime at `source` with `addition` after `anchor` in the installed `module`; `key` renames its
-    content key. Hard links make the copy instant; the one file changed gets a new inode, so the original stays
-    untouched."""
-    shutil.rmtree(target, ignore_errors=True)
-    subprocess.run(["cp", "-al", str(source), str(target)], check=True)
-    changed = next(target.glob(f"lib/python3*/site-packages/{module}"))
-    text = changed.read_text()
-    assert anchor in text, f"{changed} changed: the planted change needs a new anchor"
-    fresh = changed.with_suffix(".new")
-    fresh.write_text(text.replace(anchor, anchor + addition, 1))
-    os.replace(fresh, changed)
-    for cached in changed.parent.glob(f"__pycache__/{changed.stem}.*.pyc"):
-        cached.unlink()
-    if key is not None:
-        meta_path = target / "runtime.json"
-        meta = json.loads(meta_path.read_text())
-        meta["key"] = key
-        meta_path.unlink()  # a hard link too: write a new file, never through the shared one
-        meta_path.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
-    return target
 
 
 @contextmanager

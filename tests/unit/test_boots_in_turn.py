@@ -225,10 +225,13 @@ def test_boots_in_turn_alternate_a_b_then_b_a_each_boot_new_with_warm_ups_per_bo
         yield
 
     fake = FakeTurns()
-    measure = pairs.boots_in_turn(fake, "m", watch=watch, say=lambda line: None).measure  # type: ignore[arg-type]
+    case = (_case(18.0).pp_cell, _case(18.0).tg_cell)
+    other = (replace(case[0], name="pp128 (c4)", concurrency=4), replace(case[1], name="tg32 (c4)", concurrency=4))
+    boots = pairs.boots_in_turn(fake, "m", [case, other], watch=watch, say=lambda line: None)  # type: ignore[arg-type]
+    measure = boots.measure
     three = measure(_case(18.0), "tg_tps", 3, _build("a"))
     assert fake.events == ["A", "B", "B", "A", "A", "B"]  # A B, B A, A B: every B half a boot of its own
-    per_boot = pairs.WARMUP_RUNS + pairs.RUNS_PER_BOOT
+    per_boot = 2 * (pairs.WARMUP_RUNS + pairs.RUNS_PER_BOOT)  # every case of the entry in each boot
     assert served == [side for side in fake.events for _ in range(per_boot)] and len(windows) == 6
     assert three is not None and all(p.difference() == pytest.approx(math.log(0.5)) for p in three)
     assert all(len(p.a) == len(p.b) == pairs.RUNS_PER_BOOT for p in three)
@@ -237,7 +240,7 @@ def test_boots_in_turn_alternate_a_b_then_b_a_each_boot_new_with_warm_ups_per_bo
     assert fake.events[6:] == ["B", "A"] and four is not None and four[:3] == three
     failing = FakeTurns(fail_a_at=2)
     assert (
-        pairs.boots_in_turn(failing, "m", watch=watch, say=lambda line: None).measure(  # type: ignore[arg-type]
+        pairs.boots_in_turn(failing, "m", [case], watch=watch, say=lambda line: None).measure(  # type: ignore[arg-type]
             _case(18.0), "tg_tps", 3, _build("a")
         )
         is None

@@ -56,21 +56,22 @@ def test_bad_values_from_env_and_cli_are_reported_together(tmp_path: Path, monke
     with pytest.raises(ConfigError) as caught:
         resolve(
             settings_file=None,
-            environ={"SPARK_NIGHTLY_PROFILE": "gpu"},
+            environ={"SPARK_NIGHTLY_PROFILE": "tpu"},
             cli=[("publish.keep_nights", "many", "--set publish.keep_nights"), ("nope", "1", "--set nope")],
         )
     assert sorted(str(i) for i in caught.value.issues) == [
         "--set nope: unknown setting 'nope'; expected one of 'alert.repo', 'alert.target', 'alert.webhook_url', "
         "'build.ccache_size', 'build.image', 'build.max_jobs', 'build.min_free_gib', 'build.mode', "
-        "'culprit.max_builds', 'culprit.publish', "
+        "'candidate.base_python', 'culprit.max_builds', 'culprit.publish', "
         "'github.allow_custom_api', 'github.api_url', "
-        "'github.token_env', 'paths.cache', 'paths.cluster', "
+        "'github.token_env', 'network.offline', 'paths.cache', 'paths.cluster', "
         "'paths.config', 'paths.runs', 'paths.state', "
-        "'paths.wheels', 'profile', 'publish.keep_nights', 'publish.local_dir', 'publish.repo', 'publish.target', "
+        "'paths.wheelhouse', 'paths.wheels', 'profile', 'publish.keep_nights', 'publish.local_dir', 'publish.repo', "
+        "'publish.target', "
         "'sources.flashinfer.prs', 'sources.flashinfer.ref', 'sources.flashinfer.repo', 'sources.vllm.prs', "
         "'sources.vllm.ref', 'sources.vllm.repo'",
         "--set publish.keep_nights: expected an integer, got 'many'",
-        "env SPARK_NIGHTLY_PROFILE: 'gpu' is not allowed; did you mean 'cpu'?",
+        "env SPARK_NIGHTLY_PROFILE: 'tpu' is not allowed; did you mean 'gpu'?",
     ]
 
 

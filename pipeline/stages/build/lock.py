@@ -19,8 +19,9 @@ from packaging.version import Version
 
 from pipeline.errors import EngineError
 from pipeline.infra import procs
+from pipeline.infra.base_env import normalize
 from pipeline.infra.files import write_atomically
-from pipeline.infra.runtime import LockedFile, lock_directory, normalize, render_lock
+from pipeline.infra.runtime import LockedFile, lock_directory, render_lock
 from pipeline.infra.wheels import WheelMetadata, read_metadata
 from pipeline.progress import Say, quiet
 

@@ -15,9 +15,11 @@ from pipeline.infra.cluster_launch import NodeRuntime, cluster_up
 from pipeline.infra.image import compile_cache_key, image_tag
 from pipeline.infra.nodes import ContainerRuntime, FolderRuntime
 from pipeline.infra.openai_client import OpenAIClient
-from pipeline.infra.runtime import Runtime, ensure_pip_runtime
+from pipeline.infra.runtime import Runtime
 from pipeline.infra.server import Server, free_port, owner_token, running_server
+from pipeline.infra.supply import ONLINE, Supply, ensure_runtime
 from pipeline.infra.weights import MANIFEST, model_reference
+from pipeline.infra.wheelhouse import WheelSet
 from pipeline.progress import Say, quiet
 
 
@@ -30,12 +32,18 @@ class Candidate:
     image: str | None = None
 
 
-def prepare_candidate(profile: Profile, cache_dir: Path, log_dir: Path, *, say: Say = quiet) -> Candidate:
-    """The candidate environment of a profile (the CPU profile: its pinned pip requirements)."""
+def candidate_set(profile: Profile) -> WheelSet:
+    """A pip profile's candidate: its pinned requirements, less what it removes."""
+    return WheelSet(profile.name, profile.candidate_requirements, profile.candidate_remove)
+
+
+def prepare_candidate(
+    profile: Profile, cache_dir: Path, log_dir: Path, *, supply: Supply = ONLINE, say: Say = quiet
+) -> Candidate:
+    """The candidate environment of a pip profile: its pinned requirements, from pip or a wheelhouse, over a base
+    environment where the profile has one."""
     if profile.candidate_from == "pip":
-        runtime = ensure_pip_runtime(
-            profile.name, profile.candidate_requirements, profile.candidate_remove, cache_dir, log_dir, say=say
-        )
+        runtime = ensure_runtime(candidate_set(profile), supply, cache_dir, log_dir, say=say)
         return Candidate(profile, runtime=runtime)
     raise EngineError(f"profile {profile.name} serves tonight's built wheels; run `spark-nightly build` first")
 
@@ -65,6 +73,7 @@ def plan_launch(
     and each clean-up removes only the containers its own boot started."""
     target = entry.launch.target
     container = f"spark-nightly-{entry.id}-{port}"
+    gpu = candidate.profile.accelerator == "cuda"
     if target == "local":
         if candidate.runtime is None:
             raise EngineError(
@@ -78,6 +87,8 @@ def plan_launch(
             port=port,
             listen=candidate.profile.listen,
             hf_home=str(hf_cache(cache_dir)),
+            # one per runtime, as one per image: two builds sharing one thrashed it (every switch a cold boot)
+            compile_cache=str(compile_cache(cache_dir, candidate.runtime.key)) if gpu else None,
         )
     image = entry.launch.image or candidate.image
     if target == "ray" and candidate.runtime is not None and image is None:

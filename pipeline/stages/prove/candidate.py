@@ -14,6 +14,7 @@ from pipeline.infra.confirmed import BuildRef
 from pipeline.infra.files import sha256_of, write_atomically
 from pipeline.infra.image import build_image, image_tag, write_context
 from pipeline.infra.runtime import download_locked, lock_directory
+from pipeline.infra.supply import ONLINE, Supply
 from pipeline.places import RunDir
 from pipeline.progress import Say, quiet
 from pipeline.stages.prove.boot import Candidate, prepare_candidate
@@ -42,10 +43,10 @@ class NightCandidate:
 
 
 def prepare_night_candidate(
-    profile: Profile, *, run: RunDir, wheels_dir: Path, cache_dir: Path, say: Say = quiet
+    profile: Profile, *, run: RunDir, wheels_dir: Path, cache_dir: Path, supply: Supply = ONLINE, say: Say = quiet
 ) -> NightCandidate:
     if profile.candidate_from == "pip":
-        candidate = prepare_candidate(profile, cache_dir, run.root, say=say)
+        candidate = prepare_candidate(profile, cache_dir, run.root, supply=supply, say=say)
         assert candidate.runtime is not None
         lock = run.lock
         write_atomically(lock, (candidate.runtime.root / "lock.txt").read_text())

@@ -15,6 +15,7 @@ from pipeline.errors import BootError, ClusterError, EngineError, HostUnhealthy,
 from pipeline.infra.confirmed import BuildRef, ConfirmedBook
 from pipeline.infra.cpu_class import cpu_class
 from pipeline.infra.references import ReferenceStore
+from pipeline.infra.supply import ONLINE, Supply
 from pipeline.infra.weights import model_reference
 from pipeline.outcome import Failure, Outcome
 from pipeline.places import StateDir
@@ -52,6 +53,7 @@ class EntryContext:
     on_stage: Say = quiet  # told each stage as it begins (the live status line)
     build: BuildRef | None = None  # tonight's build, which the perf stage may accept as the cells' new A
     boots_spent: int = 0  # boots in turns the night's earlier entries made (against the profile's night budget)
+    supply: Supply = ONLINE  # where the judge's runtime comes from (a wheelhouse, over a base)
 
 
 def run_entry(entry: ModelEntry, ctx: EntryContext) -> Outcome:
@@ -232,6 +234,8 @@ def _golden(run: EntryRun) -> Ended | None:
             say=ctx.say,
         )
     run.numbers["golden_s"] = round(golden.duration_s, 1)
+    # what drift measured on every prompt, passed or not: the figures a profile's tolerances are calibrated on
+    run.numbers["drift_evidence"] = {v.subject: dict(v.evidence) for v in golden.verdicts if v.check == "drift"}
     if golden.unjudged:  # no reference and no judge: the outputs are not recorded as tomorrow's reference
         run.numbers["drift"] = f"INCONCLUSIVE: {len(golden.unjudged)} answers not judged, nothing recorded"
         ctx.say(f"{entry.id}: drift INCONCLUSIVE (no reference night, no judge); the outputs are not recorded")
@@ -286,7 +290,9 @@ def _judge(entry: ModelEntry, model_ref: str, ctx: EntryContext, stack: ExitStac
     build), the last confirmed build elsewhere: beside tonight's, or in a boot of its own where one server fits."""
     profile = ctx.config.matrix.profiles[entry.profile]
     if profile.golden_judge == "transformers":
-        judge = transformers_judge(entry, profile, model_ref, ctx.cache_dir, ctx.log_dir, say=ctx.say)
+        judge = transformers_judge(
+            entry, profile, model_ref, ctx.cache_dir, ctx.log_dir, supply=ctx.supply, say=ctx.say
+        )
         if judge is not None:
             return judge
     book = ConfirmedBook(ctx.state.confirmed)

@@ -21,8 +21,9 @@ from pipeline.errors import EngineError, HostUnhealthy, NonFiniteLogprobsError, 
 from pipeline.infra import procs
 from pipeline.infra.confirmed import BuildRef, ConfirmedBook
 from pipeline.infra.openai_client import Generation, OpenAIClient, Scored
-from pipeline.infra.runtime import Runtime, ensure_pip_runtime
-from pipeline.infra.weights import CONVERTER_REQUIREMENTS, offline_env
+from pipeline.infra.runtime import Runtime
+from pipeline.infra.supply import ONLINE, Supply, ensure_runtime
+from pipeline.infra.weights import CONVERTER_SET, offline_env
 from pipeline.progress import Say, quiet
 from pipeline.stages.prove.last_good import last_good_server
 from pipeline.stages.prove.turns import Turns
@@ -32,6 +33,13 @@ _SCORER = Path(__file__).resolve().parents[2] / "infra" / "hf_score.py"
 # fall either way: the judge's best may sit this far above the token tonight chose.
 TRANSFORMERS_TOLERANCE = 0.02
 TRANSFORMERS_MARGIN = 0.05
+# Served in bf16 on a GPU against the same fp32 judge: measured on an H200 (docs/gpu.md), greedy answers of vLLM 0.26.0
+# in bf16 moved mean |logprob| by up to 0.032 nats from the judge's on prompts whose tokens all agree, and at a near
+# tie bf16 chose a token 0.4 nats below the judge's best. Twice each leaves room for another GPU's kernels and still
+# FAILs what drift exists for (2 % noise on every weight moved answers 0.09-0.15 nats).
+BF16_TOLERANCE = 0.065
+BF16_MARGIN = 0.8
+JUDGE_LIMITS = {"float32": (TRANSFORMERS_TOLERANCE, TRANSFORMERS_MARGIN), "bfloat16": (BF16_TOLERANCE, BF16_MARGIN)}
 # A trusted build against tonight's is the night-to-night comparison drift makes, so its tolerance is drift's;
 # the margin is wider because two GPU builds' kernels may order near ties differently (not measured on a Spark).
 SERVER_MARGIN = 0.5
@@ -147,14 +155,28 @@ def rescore(client: OpenAIClient, model: str, generation: Generation) -> Scored:
 
 
 def transformers_judge(
-    entry: ModelEntry, profile: Profile, model_ref: str, cache_dir: Path, log_dir: Path, *, say: Say = quiet
+    entry: ModelEntry,
+    profile: Profile,
+    model_ref: str,
+    cache_dir: Path,
+    log_dir: Path,
+    *,
+    supply: Supply = ONLINE,
+    say: Say = quiet,
 ) -> TransformersJudge | None:
-    """The CPU profile's judge, for an entry whose configured weights are a folder here; None elsewhere."""
+    """The fp32 transformers judge (on the CPU) where the profile takes it and the entry's weights are a folder here;
+    None elsewhere."""
     weights = Path(model_ref)
-    if profile.accelerator != "cpu" or not (weights / "config.json").is_file():
+    if profile.golden_judge != "transformers" or not (weights / "config.json").is_file():
         return None
-    runtime = ensure_pip_runtime("gguf-convert", CONVERTER_REQUIREMENTS, (), cache_dir, log_dir, say=say)
-    return TransformersJudge(runtime, weights, log_dir)
+    runtime = ensure_runtime(CONVERTER_SET, supply, cache_dir, log_dir, say=say)
+    dtype = str(entry.serve.get("dtype", "float32"))
+    if dtype not in JUDGE_LIMITS:
+        raise EngineError(
+            f"{entry.id}: no judge tolerance is measured for dtype {dtype} (known: {', '.join(JUDGE_LIMITS)})"
+        )
+    tolerance, margin = JUDGE_LIMITS[dtype]
+    return TransformersJudge(runtime, weights, log_dir, tolerance=tolerance, margin=margin)
 
 
 def last_confirmed_judge(  # noqa: PLR0913 -- the stage's inputs, each by keyword

