@@ -68,6 +68,9 @@ for path in sorted(pathlib.Path(sys.argv[1]).glob("entries/*.json")):
     print(f"    stage_s {numbers.get('stage_s')}; boots in turns {numbers.get('turns', {}).get('boots', 0)}")
     for cell, found in sorted(numbers.get("cells", {}).items()):
         print(f"    {cell}: {found}")
+    for prompt, found in sorted((numbers.get("drift_evidence") or {}).items()):
+        shown = {k: v for k, v in found.items() if k in ("mean_abs_logprob_diff", "max_abs_logprob_diff", "first_divergence", "token", "reference_token", "best_margin", "judge")}
+        print(f"    drift {prompt}: {shown or found}")
 PY
 }
 
