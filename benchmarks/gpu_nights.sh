@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # The GPU nights of docs/gpu.md, rerun on any x86-64 Linux host with one NVIDIA GPU and no network. Given a base
-# interpreter that holds torch with CUDA (BASE_PYTHON, default python3), a wheelhouse made for it by
-# `spark-nightly wheelhouse --profile gpu --base-listing ...` and a folder of the gate's own wheels, it installs the
-# gate over the base, then runs through `spark-nightly nightly --profile gpu` (offline): a good night, a slower build,
+# interpreter that holds torch with CUDA (BASE_PYTHON, default python3) and a wheelhouse made for it by
+# `spark-nightly wheelhouse --profile gpu --gate --base-listing ...`, it installs the gate over the base from the
+# wheelhouse's `spark-nightly` set, then runs through `spark-nightly nightly --profile gpu` (offline): a good night, a slower build,
 # a NaN build, an entry whose declared kernel the build does not select, and the good build again; then the boot
 # spread of the good build. Each night's verdict, reason and stage times are printed and kept in WORK/summary.txt.
-#   benchmarks/gpu_nights.sh WHEELHOUSE GATE_WHEELS [WORK] [STEPS]    STEPS: good,slower,nan,kernel,again,spread
+#   benchmarks/gpu_nights.sh WHEELHOUSE [WORK] [STEPS]    STEPS: good,slower,nan,kernel,again,spread
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-wheelhouse=$(realpath "$1") gate_wheels=$(realpath "$2") work=${3:-/tmp/gpu-nights}
-steps=${4:-good,slower,nan,kernel,again,spread}
+wheelhouse=$(realpath "$1") work=${2:-/tmp/gpu-nights}
+steps=${3:-good,slower,nan,kernel,again,spread}
 base=${BASE_PYTHON:-python3}
 entry=smollm2-135m-instruct-gpu
 mkdir -p "$work"
@@ -21,7 +21,12 @@ if [ ! -x "$work/gate/bin/python" ]; then  # the gate in a venv over the base: i
     "$base" -m venv "$work/gate"
     site=$("$work/gate/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
     "$base" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' > "$site/spark-nightly-base.pth"
-    "$work/gate/bin/python" -m pip install -q --no-index --no-deps "$gate_wheels"/*.whl
+    gate_files=$("$work/gate/bin/python" -c '
+import json, sys
+index = json.load(open(sys.argv[1] + "/wheelhouse.json"))
+(found,) = [s for s in index["sets"].values() if s["name"] == "spark-nightly"]
+print(" ".join(sys.argv[1] + "/files/" + f["filename"] for f in found["files"]))' "$wheelhouse")
+    "$work/gate/bin/python" -m pip install -q --no-index --no-deps $gate_files
     say "gate installed over $("$base" -c 'import sys; print(sys.executable)') in $(( $(date +%s) - started )) s"
 fi
 export SPARK_NIGHTLY_PATHS_CACHE=$work/cache SPARK_NIGHTLY_PATHS_STATE=$work/state SPARK_NIGHTLY_PATHS_RUNS=$work/runs

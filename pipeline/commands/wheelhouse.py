@@ -4,6 +4,7 @@ machine with the network, for a runner that has none."""
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import shlex
 import sys
 import tempfile
@@ -13,7 +14,7 @@ from pathlib import Path
 from pipeline.config.bundle import Config
 from pipeline.errors import UsageError
 from pipeline.infra.base_env import BaseEnv, read_base, read_listing
-from pipeline.infra.wheelhouse import make_wheelhouse
+from pipeline.infra.wheelhouse import WheelSet, make_wheelhouse
 from pipeline.progress import to_stderr
 from pipeline.settings import Settings
 from pipeline.stages.prove.supplies import base_of, night_sets
@@ -45,6 +46,12 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser], co
         "vllm/vllm_flash_attn/_vllm_fa2_C*.so on Hopper); recorded in the index with each wheel's original sha256",
     )
     wheelhouse.add_argument(
+        "--gate",
+        action="store_true",
+        help="also fetch spark-nightly's own dependencies (the set `spark-nightly`), to install the gate itself on a "
+        "runner without the network",
+    )
+    wheelhouse.add_argument(
         "--python",
         metavar="PY",
         help="an interpreter of the target's Python version to resolve with (default: the base's, else this one)",
@@ -64,10 +71,10 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
     else:
         base = base_of(settings, profile)
         resolver = args.python or (base.python if base else sys.executable)
-    sets = night_sets(profile, entries)
+    sets = night_sets(profile, entries) + ([gate_set()] if args.gate else [])
     if not sets:
         raise UsageError(f"profile {profile.name} installs nothing a wheelhouse holds (its wheels are built)")
-    strips = [arg for glob in args.strip for arg in ("--strip", glob)]
+    strips = [arg for glob in args.strip for arg in ("--strip", glob)] + (["--gate"] if args.gate else [])
     command = shlex.join(["spark-nightly", "wheelhouse", "--profile", profile.name, "--dest", args.dest, *strips])
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="spark-nightly-wheelhouse-") as logs:
@@ -84,6 +91,12 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
     total = house.index["total_bytes"] / 2**20
     print(f"wheelhouse {args.dest}: {len(sets)} sets, {total:.0f} MiB, in {time.monotonic() - started:.0f} s")
     return 0
+
+
+def gate_set() -> WheelSet:
+    """spark-nightly's own dependencies, as its installed metadata declares them (no extras)."""
+    requires = importlib.metadata.requires("spark-nightly") or []
+    return WheelSet("spark-nightly", tuple(r for r in requires if "extra ==" not in r))
 
 
 def _version_of(python: str) -> str:

