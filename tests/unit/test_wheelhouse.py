@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.commands.doctor import _supplies
 from pipeline.config.bundle import Config, ConfigPaths, load_config
 from pipeline.config.matrix import ModelEntry
 from pipeline.errors import EngineError, UsageError
@@ -27,6 +28,7 @@ from pipeline.infra.wheelhouse import (
     _strip,
     open_wheelhouse,
 )
+from pipeline.settings import resolve
 from pipeline.stages.prove.supplies import require_supplies
 
 ROOT = Path(__file__).parents[2]
@@ -184,3 +186,20 @@ def test_locked_files_are_what_the_index_says(tmp_path: Path) -> None:
         LockedFile("vllm", "1", "vllm-1.whl", sha256_of(house.files / "vllm-1.whl")),
     )
     assert house.locked(CANDIDATE, None) is None  # made over a base: not the set of a runner without one
+
+
+def test_doctor_says_whether_an_offline_runner_has_every_set_and_how_to_fetch_what_it_lacks(
+    tmp_path: Path, config: Config, cpu_entry: ModelEntry
+) -> None:
+    house = _wheelhouse(tmp_path / "wh", {}, base=None)
+    environ = {
+        "SPARK_NIGHTLY_NETWORK_OFFLINE": "true",
+        "SPARK_NIGHTLY_PATHS_WHEELHOUSE": str(house.root),
+        "SPARK_NIGHTLY_PATHS_CACHE": str(tmp_path / "cache"),
+    }
+    settings = resolve(settings_file=None, environ=environ, cli=[]).settings
+    (check,) = _supplies(settings, config.matrix.profiles["cpu"], [cpu_entry])
+    assert check.name == "offline wheelhouse" and not check.ok and check.required
+    assert "cpu: not in the wheelhouse" in check.found and "spark-nightly wheelhouse --profile cpu" in check.fix
+    online = resolve(settings_file=None, environ={}, cli=[]).settings
+    assert _supplies(online, config.matrix.profiles["cpu"], [cpu_entry]) == []
