@@ -295,8 +295,9 @@ def _resolve(
     procs.run(
         [*argv, *wheel_set.over(base)], log_dir / f"wheelhouse-resolve-{wheel_set.name}.log", timeout_s=_PIP_TIMEOUT_S
     )
+    items = json.loads(report.read_text())["install"]
     pins = []
-    for item in json.loads(report.read_text())["install"]:
+    for item in items:
         name, version = normalize(item["metadata"]["name"]), item["metadata"]["version"]
         info = item["download_info"]
         if "archive_info" not in info:
@@ -312,7 +313,7 @@ def _resolve(
             )
         )
     if base is not None and not wheel_set.tool:
-        _refuse_replacing_base(wheel_set, base, pins, json.loads(report.read_text())["install"])
+        _refuse_replacing_base(wheel_set, base, pins, items)
     return pins
 
 
