@@ -31,6 +31,7 @@ from pipeline.stages.prove.paired_verdict import CellOutcome
 from pipeline.stages.prove.perf import CaseResult
 from pipeline.stages.prove.perf_judge import PerfContext
 from pipeline.stages.prove.perf_run import measure_and_judge
+from pipeline.stages.prove.supplies import night_supply
 from pipeline.stages.prove.turn_plan import render_turns
 from pipeline.stages.prove.turns import Turns
 from pipeline.status import worst
@@ -133,7 +134,7 @@ def _tonight(
             yield client
         return
     cache_dir = settings.places.cache
-    candidate = prepare_candidate(profile, cache_dir, log_dir, say=to_stderr)
+    candidate = prepare_candidate(profile, cache_dir, log_dir, supply=night_supply(settings, profile), say=to_stderr)
     with restartable(entry, candidate, cache_dir=cache_dir, log_dir=log_dir, say=to_stderr) as serving:
         yield Turns(entry, profile, serving, cache_dir, log_dir, to_stderr, budget=profile.boot_budget.suspected)
 

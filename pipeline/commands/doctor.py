@@ -21,13 +21,14 @@ from pipeline.infra import hub, procs
 from pipeline.infra.github import repository_access
 from pipeline.infra.gpu import read_gpus
 from pipeline.infra.nodes import SSH_OPTIONS
-from pipeline.infra.runtime import load_runtime, runtime_root
+from pipeline.infra.runtime import load_runtime
 from pipeline.infra.safe_files import shown
+from pipeline.infra.supply import ONLINE, Supply, runtime_folder
 from pipeline.infra.weights import package_folder, verified
 from pipeline.settings import Settings
 from pipeline.stages.build.night_build import toolchain_for
 from pipeline.stages.build.preflight import Check, build_checks, disk_check
-from pipeline.stages.prove.boot import hf_cache
+from pipeline.stages.prove.boot import candidate_set, hf_cache
 from pipeline.stages.prove.health import driver_problems
 from pipeline.stages.prove.memory import DROP_CACHES, DROP_CACHES_COMMAND
 from pipeline.stages.prove.supplies import night_sets, night_supply
@@ -68,10 +69,14 @@ def prerequisites(
     """Every check for a night of `profile` with these entries, in the order a maintainer fixes them."""
     environ = dict(os.environ) if environ is None else environ
     checks = [_state_dir(settings.places.state.root)]
+    try:
+        supply: Supply | SparkNightlyError = night_supply(settings, profile)
+    except SparkNightlyError as exc:
+        supply = exc
     if profile.accelerator == "cpu":
         checks += [
             disk_check(settings.places.cache, CPU_DISK_GIB, "or move paths.cache"),
-            *_cpu_runtime(settings, profile, entries),
+            *_cpu_runtime(settings, profile, entries, ONLINE if isinstance(supply, SparkNightlyError) else supply),
         ]
     else:
         checks += _gpu(profile)
@@ -80,7 +85,7 @@ def prerequisites(
             checks += build_checks(toolchain, settings.places.runs, min_free_gib=settings.build_min_free_gib, rust=True)
         if any(e.launch.target in {"docker", "ray"} for e in entries):
             checks.append(_nvidia_runtime())
-    checks += _supplies(settings, profile, entries)
+    checks += _supplies(settings, profile, entries, supply)
     checks += _cluster(settings, profile, entries)
     if profile.memory.drop_caches:
         checks.append(_drop_caches())
@@ -89,12 +94,12 @@ def prerequisites(
     return checks
 
 
-def _supplies(settings: Settings, profile: Profile, entries: Sequence[ModelEntry]) -> list[Check]:
+def _supplies(
+    settings: Settings, profile: Profile, entries: Sequence[ModelEntry], supply: Supply | SparkNightlyError
+) -> list[Check]:
     """The base environment runtimes are layered over, and, offline, every set the night installs in the wheelhouse."""
-    try:
-        supply = night_supply(settings, profile)
-    except SparkNightlyError as exc:
-        return [Check("runtime supply", False, str(exc), "fix candidate.base_python or paths.wheelhouse")]
+    if isinstance(supply, SparkNightlyError):
+        return [Check("runtime supply", False, str(supply), "fix candidate.base_python or paths.wheelhouse")]
     checks = []
     if supply.base is not None:
         checks.append(Check("base environment", True, supply.base.describe()))
@@ -120,10 +125,11 @@ def _state_dir(path: Path) -> Check:
     return Check("state directory", True, f"{path} (writable)")
 
 
-def _cpu_runtime(settings: Settings, profile: Profile, entries: Sequence[ModelEntry]) -> list[Check]:
-    """The pinned runtime and each entry's converted weights: installed by the first night when missing."""
+def _cpu_runtime(settings: Settings, profile: Profile, entries: Sequence[ModelEntry], supply: Supply) -> list[Check]:
+    """The pinned runtime (where this runner's supply makes it) and each entry's converted weights: installed by the
+    first night when missing."""
     cache = settings.places.cache
-    root = runtime_root(profile.name, profile.candidate_requirements, profile.candidate_remove, cache)
+    root = runtime_folder(candidate_set(profile), supply, cache)
     runtime = load_runtime(root)
     found = f"{' '.join(profile.candidate_requirements)} in {root}" if runtime else "not installed"
     fix = "./scripts/nightly installs it (about 1.5 minutes), or spark-nightly engine check <entry>"

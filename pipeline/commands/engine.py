@@ -25,6 +25,7 @@ from pipeline.stages.prove.boot import (
 )
 from pipeline.stages.prove.golden_run import ServerLog
 from pipeline.stages.prove.smoke import smoke
+from pipeline.stages.prove.supplies import night_supply
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
@@ -61,7 +62,7 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
         )
         return 0
     log_dir = settings.places.runs / time.strftime("engine-%Y%m%d-%H%M%S") / entry.id
-    candidate = prepare_candidate(profile, cache_dir, log_dir, say=to_stderr)
+    candidate = prepare_candidate(profile, cache_dir, log_dir, supply=night_supply(settings, profile), say=to_stderr)
     if candidate.runtime is not None:
         report = smoke(candidate.runtime, profile, log_dir, entry_point_needed=entry.launch.entrypoint == "cli")
         for check in report.checks:
@@ -119,12 +120,13 @@ def served(
     or for the entry booted here."""
     cache_dir = settings.places.cache
     log_dir = settings.places.runs / time.strftime(f"{label}-%Y%m%d-%H%M%S") / entry.id
-    model_ref = model_reference(entry, cache_dir, log_dir, say=to_stderr)  # what the entry configures
+    profile = config.matrix.profiles[entry.profile]
+    supply = night_supply(settings, profile)  # a runner's wheelhouse, offline setting and base, as a night's
+    model_ref = model_reference(entry, cache_dir, log_dir, supply=supply, say=to_stderr)  # what the entry configures
     if url:
         with OpenAIClient(url) as client:
             yield client, model_ref, None
         return
-    profile = config.matrix.profiles[entry.profile]
-    candidate = prepare_candidate(profile, cache_dir, log_dir, say=to_stderr)
+    candidate = prepare_candidate(profile, cache_dir, log_dir, supply=supply, say=to_stderr)
     with boot(entry, candidate, cache_dir=cache_dir, log_dir=log_dir, say=to_stderr) as server:
         yield server.client, model_ref, ServerLog(server.log_path, profile.accelerator)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pipeline.config.bundle import Config
 from pipeline.errors import UsageError
-from pipeline.infra.base_env import BaseEnv, read_base, read_listing
+from pipeline.infra.base_env import BaseEnv, python_version, read_listing
 from pipeline.infra.wheelhouse import WheelSet, make_wheelhouse
 from pipeline.progress import to_stderr
 from pipeline.settings import Settings
@@ -66,8 +66,7 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
     if args.base_listing:
         if not args.python:
             raise UsageError("--base-listing needs --python: an interpreter of the base's Python version")
-        version = _version_of(args.python)
-        base = read_listing(Path(args.base_listing), version)
+        base = read_listing(Path(args.base_listing), python_version(args.python))
     else:
         base = base_of(settings, profile)
         resolver = args.python or (base.python if base else sys.executable)
@@ -97,7 +96,3 @@ def gate_set() -> WheelSet:
     """spark-nightly's own dependencies, as its installed metadata declares them (no extras)."""
     requires = importlib.metadata.requires("spark-nightly") or []
     return WheelSet("spark-nightly", tuple(r for r in requires if "extra ==" not in r))
-
-
-def _version_of(python: str) -> str:
-    return read_base(python).version

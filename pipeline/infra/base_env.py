@@ -74,6 +74,11 @@ class BaseEnv:
         return f"the base {where} (Python {self.version}, torch {self.torch or 'none'}, {len(self.packages)} packages)"
 
 
+def python_version(python: str) -> str:
+    """An interpreter's "X.Y"."""
+    return procs.capture([python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], timeout_s=60).strip()
+
+
 def read_base(python: str) -> BaseEnv:
     """The base behind an interpreter, a path or a command on PATH; a usage error naming it when it cannot run."""
     found = shutil.which(python)

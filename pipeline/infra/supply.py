@@ -21,6 +21,7 @@ from pipeline.infra.runtime import (
     ensure_pip_runtime,
     install_runtime,
     load_runtime,
+    runtime_root,
 )
 from pipeline.infra.wheelhouse import Wheelhouse, WheelSet, make_wheelhouse
 from pipeline.progress import Say, quiet
@@ -91,7 +92,10 @@ def ensure_runtime(wheel_set: WheelSet, supply: Supply, cache_dir: Path, log_dir
 
 
 def runtime_folder(wheel_set: WheelSet, supply: Supply, cache_dir: Path) -> Path:
-    """Where the set's runtime from a wheelhouse or over a base lives (whether or not it exists yet)."""
+    """Where the set's runtime lives under this supply (whether or not it exists yet): the pip runtime's folder as it
+    has always been named, else one per set and base."""
+    if supply.plain:
+        return runtime_root(wheel_set.name, wheel_set.requirements, wheel_set.remove, cache_dir)
     layered = "-layered" if supply.base else ""
     return cache_dir / "runtimes" / f"{wheel_set.name}-{wheel_set.key(supply.base)}{layered}"
 

