@@ -22,7 +22,7 @@ from pipeline.errors import EngineError, HostUnhealthy
 from pipeline.infra.confirmed import BuildRef
 from pipeline.infra.openai_client import Generation, Scored
 from pipeline.infra.pair_book import Carried, PairBook, SpreadSoFar
-from pipeline.stages.prove import judge, pairs, turns
+from pipeline.stages.prove import judge, pairs, perf_run, turns
 from pipeline.stages.prove.boot import Restartable
 from pipeline.stages.prove.paired_verdict import InTurn
 from pipeline.stages.prove.perf_judge import judge_results
@@ -452,3 +452,97 @@ def test_bench_refuses_to_pair_a_running_server_on_a_profile_that_holds_one(caps
     )
     assert code == 2
     assert "holds one server at a time" in capsys.readouterr().err
+
+
+def test_the_last_confirmed_build_that_trips_in_turns_is_measured_again_on_a_fresh_boot(tmp_path: Path) -> None:
+    """The GPU's good night after a slower build: tonight's build is A itself and its one boot measured 18 % slow.
+    Pairs of a build with itself decide nothing; a fresh boot of it does. Within the screen there, it PASSes (which
+    closes the open alert); slow again, the night is the host's, INCONCLUSIVE; with no boot left, no rerun is made."""
+    _seed(_ctx(tmp_path), tmp_path, 20.0)
+    _judge(_case(9.0), _ctx(tmp_path, "2026-11-20"), paired=InTurn(lambda *a: [BootPair((20.0,) * 3, (9.0,) * 3)] * 8))  # type: ignore[arg-type]
+
+    def never(*args: Any) -> None:
+        raise AssertionError("pairs of a build with itself were measured")
+
+    fresh: list[str] = []
+
+    def on_a_fresh_boot(value: float) -> Any:
+        def remeasure(result: Any) -> Any:
+            fresh.append("boot")
+            return _case(value)
+
+        return remeasure
+
+    def night(day: str, rerun: float, boots_left: int) -> Any:
+        ctx = _ctx(tmp_path, day, build="2026-11-01")  # tonight's build is A itself
+        outcomes = _judge(
+            _case(16.4),
+            ctx,
+            remeasure=on_a_fresh_boot(rerun),
+            paired=InTurn(never, lambda: boots_left),  # type: ignore[arg-type]
+        )
+        return next(o for o in outcomes if o.cell == "tg32")
+
+    passed = night("2026-11-21", 19.8, 4)
+    assert passed.status == Status.PASS and fresh == ["boot"], passed.reason
+    assert "passed on a fresh boot" in passed.reason and "the last confirmed build itself" in passed.reason
+    fresh.clear()
+    slow_again = night("2026-11-22", 16.0, 4)
+    assert slow_again.status == Status.INCONCLUSIVE and fresh == ["boot"], slow_again.reason
+    assert "points at the host or the night" in slow_again.reason
+    fresh.clear()
+    no_boot = night("2026-11-23", 19.8, 0)
+    assert no_boot.status == Status.INCONCLUSIVE and not fresh and "no boot left" in no_boot.reason
+
+
+def test_the_nightlys_rerun_in_turns_is_one_fresh_boot_that_measures_every_case(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Two tripped cases of A itself ask for a rerun: one fresh boot of tonight's build measures both, in a health
+    window of its own; the bench boot is not measured again."""
+    c1 = _case(16.0)
+    c4 = replace(c1, pp_cell=replace(c1.pp_cell, name="pp128 (c4)"), tg_cell=replace(c1.tg_cell, name="tg32 (c4)"))
+    benched: list[str] = []
+
+    def run_bench(client: str, model: str, spec: Any, *, say: Any = None) -> list[Any]:
+        benched.append(client)
+        return [c1, c4]
+
+    rerun: list[Any] = []
+
+    def judge_results(results: Any, thresholds: Any, ctx: Any, *, remeasure: Any, **kw: Any) -> list[Any]:
+        rerun.extend(remeasure(r) for r in results)
+        return []
+
+    @contextmanager
+    def watched(profile: Any) -> Iterator[None]:
+        benched.append("window")
+        yield
+
+    monkeypatch.setattr(perf_run, "run_bench", run_bench)
+    monkeypatch.setattr(perf_run, "judge_results", judge_results)
+    monkeypatch.setattr(perf_run, "judge_window", lambda profile, window: HEALTHY)
+    monkeypatch.setattr(perf_run, "watched", watched)
+    monkeypatch.setattr(perf_run, "boots_in_turn", lambda *a, **kw: InTurn(lambda *b: None))
+
+    started: list[str] = []
+    bench = type("Bench", (), {"cases": lambda self: []})()
+    entry = type("Entry", (), {"id": "m", "served_model_name": "m", "bench": bench})()
+    profile = type("Profile", (), {"servers_at_once": 1})()
+    held = turns.Turns(entry, profile, _restartable(started), tmp_path, tmp_path, lambda line: None, lambda: None)  # type: ignore[arg-type]
+    perf_run.measure_and_judge(
+        held,
+        entry,  # type: ignore[arg-type]
+        _ctx(tmp_path),
+        profile=profile,  # type: ignore[arg-type]
+        spec=None,  # type: ignore[arg-type]
+        thresholds=_thresholds(),
+        before=HEALTHY,
+        cache_dir=tmp_path,
+        log_dir=tmp_path,
+        say=lambda line: None,
+    )
+    assert started == ["tonight-0", "stopped tonight-0", "tonight-1"]  # the bench boot, then one fresh boot
+    assert benched == ["tonight-0", "window", "tonight-1"]
+    assert [b.why for b in held.boots] == ["a rerun on a fresh boot"]
+    assert rerun == [c1, c4]

@@ -249,20 +249,28 @@ def _judge_cell(
         # the host's first night: the file's reference is another build's or another host's, and only its fail level
         # (gross breakage) can blame tonight's build
         return _gap(cell, metric, gate, screened, build=thresholds.another_build, first=_first_note(a, ctx)), result
-    if isinstance(paired, InTurn):
+    if isinstance(paired, InTurn) and not same_build:
         # a night is one boot: a rerun would measure tonight's boot again, so a trip goes straight to boot pairs (all
         # of them new boots: tonight's, chosen for measuring slow, would carry that into the pairs)
         why = f"tripped ({gate.reason}; {screened.reason})" if gate.tripped or _history_trips(screened) else (
             f"not tripped ({gate.reason}; {screened.reason}), but undecided boot pairs are carried"
         )  # fmt: skip
         base, measured = CellOutcome(cell, metric, Status.INCONCLUSIVE, why, gate, screened), result
+    elif isinstance(paired, InTurn) and paired.boots_left() < 1:
+        why = f"tripped ({gate.reason}; {screened.reason}), and no boot left tonight for a rerun on a fresh boot"
+        base, measured = CellOutcome(cell, metric, Status.INCONCLUSIVE, why, gate, screened), result
     else:
+        # in turns only tonight's build being A itself comes here: pairs of a build with itself decide nothing, and
+        # its remeasure is a fresh boot of it (one boot, where a pair costs two)
         measured = remeasure(result)
         rerun_gate, rescreened = judge(measured.values(metric)), screen(nights, measured.values(metric), floor=least)
         if not (rerun_gate.tripped or _history_trips(rescreened)):
+            again = "on a fresh boot" if in_turn else "on rerun"
             reason = (
-                f"tripped ({gate.reason}; {screened.reason}), passed on rerun: {rerun_gate.reason}; {rescreened.reason}"
+                f"tripped ({gate.reason}; {screened.reason}), passed {again}: {rerun_gate.reason}; {rescreened.reason}"
             )
+            if same_build and a is not None:
+                reason += f"; tonight's build is the last confirmed build itself ({a[0].describe()})"
             return CellOutcome(cell, metric, Status.PASS, reason, gate, rescreened, rerun_gate), measured
         why = f"tripped twice ({rerun_gate.reason}; {rescreened.reason})"
         base = CellOutcome(cell, metric, Status.INCONCLUSIVE, why, gate, rescreened, rerun_gate)

@@ -63,11 +63,26 @@ def measure_and_judge(  # noqa: PLR0913 -- the perf stage's inputs, by keyword (
     after = judge_window(profile, window)
     watch = partial(watched, profile)
 
+    fresh_boot: dict[str, CaseResult] = {}
+
     def remeasure(result: CaseResult) -> CaseResult:
+        if turns is not None and profile.servers_at_once < 2:
+            return on_a_fresh_boot(result)
         say(f"{entry.id}: {result.tg_cell.name} tripped; measuring it again")
         server = tonight()  # booted outside the window: a boot is not a measurement
         with watch():
             return run_bench(server, entry.served_model_name, case_spec(spec, result))[0]
+
+    def on_a_fresh_boot(result: CaseResult) -> CaseResult:
+        """Where one server fits, a rerun on tonight's boot would measure that boot again: tonight's build (here the
+        last confirmed build itself) is booted once more and every case measured on it, for each cell that asks."""
+        assert turns is not None
+        if not fresh_boot:
+            say(f"{entry.id}: {result.tg_cell.name} tripped on the last confirmed build itself; a fresh boot of it")
+            server = turns.fresh_tonight("a rerun on a fresh boot")  # booted outside the window
+            with watch():
+                fresh_boot.update((r.pp_cell.name, r) for r in run_bench(server, entry.served_model_name, spec))
+        return fresh_boot[result.pp_cell.name]
 
     with ExitStack() as last_good:  # the last confirmed build, booted only if a cell needs pairs, stopped after
         paired: PairedMeasure | InTurn
