@@ -3,13 +3,16 @@
 # interpreter that holds torch with CUDA (BASE_PYTHON, default python3) and a wheelhouse made for it by
 # `spark-nightly wheelhouse --profile gpu --gate --base-listing ...`, it installs the gate over the base from the
 # wheelhouse's `spark-nightly` set, then runs through `spark-nightly nightly --profile gpu` (offline): a good night, a slower build,
-# a NaN build, an entry whose declared kernel the build does not select, and the good build again; then the boot
-# spread of the good build. Each night's verdict, reason and stage times are printed and kept in WORK/summary.txt.
-#   benchmarks/gpu_nights.sh WHEELHOUSE [WORK] [STEPS]    STEPS: good,slower,nan,kernel,again,spread
+# a NaN build, a build that ignores the grammar, an entry whose declared kernel the build does not select, and the
+# good build again; the golden variants (broken engines served in the good build's place, benchmarks/
+# gpu_golden_variants.py); then the boot spread of the good build. Each night's verdict, reason and stage times are
+# printed and kept in WORK/summary.txt.
+#   benchmarks/gpu_nights.sh WHEELHOUSE [WORK] [STEPS]
+#   STEPS (default all, in this order): good,slower,again,nan,grammar,kernel,variants,spread
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 wheelhouse=$(realpath "$1") work=${2:-/tmp/gpu-nights}
-steps=${3:-good,slower,nan,kernel,again,spread}
+steps=${3:-good,slower,again,nan,grammar,kernel,variants,spread}
 base=${BASE_PYTHON:-python3}
 entry=smollm2-135m-instruct-gpu
 mkdir -p "$work"
@@ -90,7 +93,16 @@ for step in ${steps//,/ }; do
             config=$(variant nan remove:planted-nan)
             (cd "$here" && "$work/gate/bin/python" -m benchmarks.gpu_plants nan "$config") | tee -a "$summary"
             night nan "$config" ;;
+        grammar)
+            config=$(variant grammar remove:planted-grammar-ignored)
+            (cd "$here" && "$work/gate/bin/python" -m benchmarks.gpu_plants grammar "$config") | tee -a "$summary"
+            night grammar "$config" ;;
         kernel) night kernel "$(variant kernel attention:FLASHINFER)" ;;
+        variants)
+            started=$(date +%s)
+            (cd "$here" && "$work/gate/bin/python" -m benchmarks.gpu_golden_variants "$work/variants") 2>&1 \
+                | grep -vE "^\[|INFO|WARNING" | tee -a "$summary"
+            say "golden variants: $(( $(date +%s) - started )) s" ;;
         spread)
             started=$(date +%s)
             (cd "$here" && "$work/gate/bin/python" -m benchmarks.gpu_boot_spread "$entry" "${BOOTS:-8}" 5) 2>&1 \

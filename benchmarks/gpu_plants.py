@@ -4,6 +4,7 @@ night sees a build of its own).
 
     python benchmarks/gpu_plants.py slower CONFIG_DIR [DELAY_S]   a sleep in every engine step
     python benchmarks/gpu_plants.py nan CONFIG_DIR                 every logit NaN
+    python benchmarks/gpu_plants.py grammar CONFIG_DIR             the grammar's mask never applied
 
 The good runtime is the one the settings' configuration resolves (paths.config, paths.cache, the base and the
 wheelhouse as a night reads them); it must exist (a good night made it)."""
@@ -13,7 +14,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from benchmarks.plants import plant
+from benchmarks.plants import plant, plant_grammar_ignored
 from pipeline.config.bundle import ConfigPaths, load_config
 from pipeline.infra.runtime import load_runtime
 from pipeline.infra.supply import runtime_folder
@@ -51,8 +52,10 @@ def main() -> None:
         _also(target, core, "            " + STEP, f"            time.sleep({delay})  # planted slowdown\n")
     elif kind == "nan":
         plant(source, target, LOGITS, LOGITS_ANCHOR, NAN, key=key)
+    elif kind == "grammar":
+        plant_grammar_ignored(source, target, key=key)
     else:
-        raise SystemExit(f"unknown plant {kind!r}: slower or nan")
+        raise SystemExit(f"unknown plant {kind!r}: slower, nan or grammar")
     print(f"planted {kind} in {target}")
 
 

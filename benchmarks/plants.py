@@ -31,3 +31,14 @@ def plant(source: Path, target: Path, module: str, anchor: str, addition: str, *
         meta_path.unlink()  # a hard link too: write a new file, never through the shared one
         meta_path.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
     return target
+
+
+# vLLM's structured output, 0.26 to 0.32: the engine applies the grammar's mask to the logits here
+GRAMMAR_MODULE = "vllm/v1/structured_output/utils.py"
+GRAMMAR_ANCHOR = "    grammar_bitmask = grammar_output.grammar_bitmask\n"
+
+
+def plant_grammar_ignored(source: Path, target: Path, *, key: str | None = None) -> Path:
+    """A copy of the runtime whose engine never applies the grammar's mask: guided decoding asks, nothing obeys."""
+    addition = "    return  # planted: the grammar is ignored\n"
+    return plant(source, target, GRAMMAR_MODULE, GRAMMAR_ANCHOR, addition, key=key)

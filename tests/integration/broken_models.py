@@ -1,4 +1,4 @@
-"""Broken copies of the CPU entry's model, made by make_broken_model.py in the pinned converter runtime."""
+"""Broken copies of the CPU entry's model, made by benchmarks/make_broken_model.py in the pinned converter runtime."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from pipeline.stages.prove.golden_run import GoldenResult, ask_golden, judge_gol
 from pipeline.stages.prove.judge import Judge, transformers_judge
 from tests.integration.conftest import CpuEngine
 
-MAKER = Path(__file__).with_name("make_broken_model.py")
+MAKER = Path(__file__).parents[2] / "benchmarks" / "make_broken_model.py"
 
 
 def make_broken(engine: CpuEngine, work: Path, mode: str, scale: float = 0.0) -> Path:

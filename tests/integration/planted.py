@@ -49,15 +49,6 @@ def plant_bias(source: Path, target: Path, *, key: str | None = None) -> Path:
     return plant(source, target, "vllm/v1/sample/sampler.py", SAMPLER_ANCHOR, BIAS, key=key)
 
 
-GRAMMAR_ANCHOR = "    grammar_bitmask = grammar_output.grammar_bitmask\n"
-
-
-def plant_grammar_ignored(source: Path, target: Path, *, key: str | None = None) -> Path:
-    """A copy of the runtime whose engine never applies the grammar's mask: guided decoding asks, nothing obeys."""
-    addition = "    return  # planted: the grammar is ignored\n"
-    return plant(source, target, "vllm/v1/structured_output/utils.py", GRAMMAR_ANCHOR, addition, key=key)
-
-
 HERMES_ANCHOR = "    ) -> ExtractedToolCallInformation:\n        # sanity check; avoid unnecessary processing\n"
 
 

@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.plants import plant_grammar_ignored
 from pipeline.checks import Verdict
 from pipeline.stages.prove.boot import Candidate, boot
 from pipeline.stages.prove.features import feature_checks
 from tests.integration.conftest import CpuEngine
-from tests.integration.planted import plant_grammar_ignored, plant_parser_off, planted_runtime, slower_requirements
+from tests.integration.planted import plant_parser_off, planted_runtime, slower_requirements
 
 pytestmark = pytest.mark.integration
 

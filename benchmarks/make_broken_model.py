@@ -1,7 +1,7 @@
 """Make a deliberately broken copy of a Hugging Face model folder, for testing the gate against real failures.
 
 Runs inside the converter environment (torch, transformers, safetensors):
-    python make_broken_model.py SRC DST MODE [SCALE]
+    python benchmarks/make_broken_model.py SRC DST MODE [SCALE]
 Each mode stands for an engine that computes the wrong thing from the right model:
 random: same architecture, freshly initialised weights; nan: one layer's MLP output weights set to NaN;
 perturb: every weight multiplied by (1 + SCALE * noise), a small numeric drift; zero-attention: every layer's
@@ -11,7 +11,7 @@ set to NaN (the output head keeps the good row); no-eos: the output head's row o
 so the model ends its turn where it should not and runs on where it should end; reverse-layers: the decoder
 layers in reverse order; swap-layers: layers 10 and 20 swapped; rope-theta: RoPE's theta divided by SCALE in
 config.json; bf16: every weight rounded to bfloat16 and back
-(benign). Never shipped: made in the test, in its temporary folder.
+(benign). Never shipped: made by the tests (and benchmarks/gpu_golden_variants.py) in a folder of their own.
 """
 
 from __future__ import annotations
