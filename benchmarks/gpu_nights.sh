@@ -77,7 +77,7 @@ for path in sorted(pathlib.Path(sys.argv[1]).glob("entries/*.json")):
     for cell, found in sorted(numbers.get("cells", {}).items()):
         print(f"    {cell}: {found}")
     for prompt, found in sorted((numbers.get("drift_evidence") or {}).items()):
-        shown = {k: v for k, v in found.items() if k in ("mean_abs_logprob_diff", "max_abs_logprob_diff", "first_divergence", "token", "reference_token", "best_margin", "judge")}
+        shown = {k: v for k, v in found.items() if k.endswith(("_mean_abs_diff", "_max_abs_diff", "_tokens", "_non_finite")) or k.startswith("first_") or k == "judge"}
         print(f"    drift {prompt}: {shown or found}")
 PY
 }
@@ -100,7 +100,8 @@ for step in ${steps//,/ }; do
         kernel) night kernel "$(variant kernel attention:FLASHINFER)" ;;
         variants)
             started=$(date +%s)
-            (cd "$here" && "$work/gate/bin/python" -m benchmarks.gpu_golden_variants "$work/variants") 2>&1 \
+            IFS=, read -r -a chosen <<< "${VARIANTS:-}"  # VARIANTS="final norm x3,two layers swapped": some of them
+            (cd "$here" && "$work/gate/bin/python" -m benchmarks.gpu_golden_variants "$work/variants" "${chosen[@]}") 2>&1 \
                 | grep -vE "^\[|INFO|WARNING" | tee -a "$summary"
             say "golden variants: $(( $(date +%s) - started )) s" ;;
         spread)

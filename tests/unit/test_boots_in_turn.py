@@ -24,7 +24,8 @@ from pipeline.infra.openai_client import Generation, Scored
 from pipeline.infra.pair_book import Carried, PairBook, SpreadSoFar
 from pipeline.stages.prove import judge, pairs, perf_run, turns
 from pipeline.stages.prove.boot import Restartable
-from pipeline.stages.prove.paired_verdict import InTurn
+from pipeline.stages.prove.paired_verdict import CellOutcome, InTurn
+from pipeline.stages.prove.perf import RunSample
 from pipeline.stages.prove.perf_judge import judge_results
 from pipeline.status import Status
 from tests.unit.test_perf_judge import (
@@ -546,3 +547,56 @@ def test_the_nightlys_rerun_in_turns_is_one_fresh_boot_that_measures_every_case(
     assert benched == ["tonight-0", "window", "tonight-1"]
     assert [b.why for b in held.boots] == ["a rerun on a fresh boot"]
     assert rerun == [c1, c4]
+
+
+def _two_cells_in_turn(tmp_path: Path, tg: float, pp: float, budget: int) -> tuple[list[CellOutcome], list[int]]:
+    """A night whose two cells trip, measured in boot pairs that serve both: tg32 at B/A `tg`, pp128 at `pp`."""
+    _seed(_ctx(tmp_path), tmp_path, 20.0)
+    rng = random.Random(7)
+    made = [
+        (
+            BootPair((20.0,) * 3, (20.0 * tg * math.exp(rng.gauss(0, 0.01)),) * 3),
+            BootPair((20.0,) * 3, (20.0 * pp,) * 3),
+        )
+        for _ in range(8)
+    ]
+    booted: list[int] = []
+
+    def measure(result: Any, metric: str, wanted: int, a: BuildRef) -> list[BootPair]:
+        while len(booted) < wanted:
+            booted.append(len(booted) + 1)
+        return [pair[0] if metric == "tg_tps" else pair[1] for pair in made[:wanted]]
+
+    measured = InTurn(measure, lambda: budget - 2 * len(booted), measured=lambda a: len(booted))
+    tonight = _case(9.0)
+    slow_prefill = tuple(  # tonight's bench boot measured prefill 10 % slow too: both cells trip
+        RunSample(tuple(replace(r, est_ppt_s=r.est_ppt_s * 1.1) for r in run.requests)) for run in tonight.runs
+    )
+    tonight = replace(tonight, runs=slow_prefill)
+    return _judge(tonight, _ctx(tmp_path, "2026-11-20"), paired=measured, pairs=SPARK_RULES), booted  # type: ignore[arg-type]
+
+
+def test_once_one_cell_fails_the_entry_no_boot_is_spent_on_another_cells_undecided_pairs(tmp_path: Path) -> None:
+    """The GPU's slower night: tg32 fell by half, pp128 (first in the case) by 2 %, between no slowdown and the
+    smallest that matters, where the sequential test decides slowest. The cell that tripped hardest is judged first
+    and FAILs on two boot pairs; pp128 is judged on those two pairs and no more boots are made for it."""
+    outcomes, booted = _two_cells_in_turn(tmp_path, tg=0.5, pp=0.98, budget=16)
+    by_cell = {o.cell: o for o in outcomes}
+    assert [o.cell for o in outcomes] == ["pp128", "tg32"]  # reported in the case's order
+    assert by_cell["tg32"].status == Status.FAIL and by_cell["tg32"].pairs_measured == 2
+    assert booted == [1, 2], booted
+    assert by_cell["pp128"].pairs_measured == 2 and by_cell["pp128"].status != Status.FAIL
+    assert "already FAILs the entry" in by_cell["pp128"].reason, by_cell["pp128"].reason
+    (tmp_path / "leaning").mkdir()
+    outcomes, booted = _two_cells_in_turn(tmp_path / "leaning", tg=0.5, pp=0.96, budget=16)
+    prefill = next(o for o in outcomes if o.cell == "pp128")
+    assert booted == [1, 2] and prefill.status == Status.INCONCLUSIVE and prefill.carry is not None
+    assert "no boot more for it: tg32 already FAILs the entry (deciding would take about" in prefill.reason
+
+
+def test_pairs_measured_for_one_cell_serve_another_when_the_budget_is_spent(tmp_path: Path) -> None:
+    """The budget (four boots) is spent by the first cell's pairs: the second cell is still judged on them (they
+    cost no boot), not left without pairs."""
+    outcomes, booted = _two_cells_in_turn(tmp_path, tg=0.985, pp=0.984, budget=4)
+    assert booted == [1, 2]
+    assert all(o.pairs_measured == 2 for o in outcomes), [(o.cell, o.reason) for o in outcomes]

@@ -34,6 +34,10 @@ def _unlimited() -> int:
     return pair_limits.MAX_BOOT_PAIRS * 2
 
 
+def _none_yet(build_id: str) -> int:
+    return 0
+
+
 @dataclass(frozen=True)
 class InTurn:
     """Pairs measured as boots in turns (`servers_at_once: 1`): boot pairs, asked one more at a time while the boot
@@ -44,6 +48,10 @@ class InTurn:
     # Boots a cell's pairs stop at when they lean to no slowdown (cleared); while they lean to one they go on as long
     # as boots_left pays for another pair.
     usual: int = 2 * pair_limits.MAX_BOOT_PAIRS
+    # Boot pairs measured tonight against a build, for any cell (one boot pair measures every case): free to reuse
+    measured: Callable[[str], int] = _none_yet
+    # Cells whose boot pairs FAILed tonight: the entry FAILs, so no boot is made for another cell's undecided pairs
+    failed: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -136,15 +144,24 @@ def boot_pairs_verdict(
     boots: list[BootPair] = []
     decision = None
     pooled = None
-    while len(boots) < pair_limits.MAX_BOOT_PAIRS:
-        if paired.boots_left() < 2:
-            break
-        measured = paired.measure(result, base.metric, len(boots) + 1, a[0])
+    last_good = a[0]
+
+    def can_grow() -> bool:
+        """Whether another boot pair may be asked for: one measured already for another cell (it costs no boot), or
+        a new one the budget pays for while no other cell has FAILed the entry."""
+        if len(boots) >= pair_limits.MAX_BOOT_PAIRS:
+            return False
+        if len(boots) < paired.measured(last_good.id):
+            return True
+        return paired.boots_left() >= 2 and not paired.failed
+
+    while can_grow():
+        measured = paired.measure(result, base.metric, len(boots) + 1, last_good)
         if measured is None:
             break
         boots = measured
         pooled = pooled_spread(rules.boot_sd, evidence.spread, boots)
-        more = len(boots) < pair_limits.MAX_BOOT_PAIRS and paired.boots_left() >= 2
+        more = can_grow()
         if more and len(boots) < pair_limits.MIN_BOOT_PAIRS:
             continue
         differences = [pair.difference() for pair in boots]
@@ -155,14 +172,11 @@ def boot_pairs_verdict(
         if decision.decision != "INCONCLUSIVE":
             break
     if not boots or decision is None or pooled is None:
-        if paired.boots_left() < 2:
-            spent = "the night's boot budget is spent before the first boot pair (two boots)"
-            return replace(base, status=Status.INCONCLUSIVE, reason=f"{base.reason}; {spent}", last_good=a[0])
-        return unpaired(base, a)
+        return _no_boot_pairs(base, a, paired)
     reason = f"{base.reason}; booted in turns with the last confirmed build {a_text(a)}: {decision.reason}, pooled "
-    reason += f"from {pooled.source}"
-    if decision.decision == "INCONCLUSIVE" and len(boots) < pair_limits.MAX_BOOT_PAIRS and decision.carry:
-        reason += f"; the boot budget is spent ({_to_decide(decision)})"
+    reason += f"from {pooled.source}{_why_it_stopped(decision, len(boots), paired)}"
+    if decision.decision == "FAIL":
+        paired.failed.append(base.cell)
     confirmation = _confirmation(boots, decision, pooled, rules)
     return replace(
         base,
@@ -175,6 +189,29 @@ def boot_pairs_verdict(
         differences=tuple(pair.difference() for pair in boots),
         carry=decision.carry,
     )
+
+
+def _no_boot_pairs(base: CellOutcome, a: tuple[BuildRef, Acceptance | None], paired: InTurn) -> CellOutcome:
+    """A cell judged with no boot pair: another cell FAILed the entry first, the budget was spent, or A did not
+    serve."""
+    if paired.failed:
+        stopped = f"no boot pair is made for it: {', '.join(paired.failed)} already FAILs the entry"
+        return replace(base, status=Status.INCONCLUSIVE, reason=f"{base.reason}; {stopped}", last_good=a[0])
+    if paired.boots_left() < 2:
+        spent = "the night's boot budget is spent before the first boot pair (two boots)"
+        return replace(base, status=Status.INCONCLUSIVE, reason=f"{base.reason}; {spent}", last_good=a[0])
+    return unpaired(base, a)
+
+
+def _why_it_stopped(decision: SequentialResult, pairs: int, paired: InTurn) -> str:
+    """Why a cell's boot pairs ended before their limit without a FAIL: another cell FAILed the entry, or the budget
+    ran out (with what deciding would have cost); nothing where they decided on their own."""
+    if decision.decision == "FAIL" or pairs >= pair_limits.MAX_BOOT_PAIRS:
+        return ""
+    stop = f"no boot more for it: {', '.join(paired.failed)} already FAILs the entry" if paired.failed else ""
+    if decision.decision == "INCONCLUSIVE" and decision.carry:
+        return f"; {stop or 'the boot budget is spent'} ({_to_decide(decision)})"
+    return f"; {stop}" if stop else ""
 
 
 def _decide(

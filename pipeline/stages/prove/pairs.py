@@ -124,4 +124,7 @@ def boots_in_turn(turns: Turns, model: str, cases: Sequence[tuple[Any, Any]], *,
             for a, b in pairs[:wanted]
         ]
 
-    return InTurn(measure, turns.boots_left, turns.profile.boot_budget.entry)
+    def measured(build_id: str) -> int:
+        return len(done.get(build_id, []))
+
+    return InTurn(measure, turns.boots_left, turns.profile.boot_budget.entry, measured=measured)

@@ -155,29 +155,47 @@ def judge_results(
             if cell in thresholds.cells
         ]
     outcomes: list[CellOutcome] = []
-    kept: list[CaseResult] = []
-    seen: set[str] = set()
-    for result in results:
-        final = result
-        for cell, metric in _cells(result):
-            if cell in seen or cell not in thresholds.cells:
-                continue
-            seen.add(cell)
-            try:
-                outcome, final = _judge_cell(
-                    final, cell, metric, thresholds=thresholds, ctx=ctx, remeasure=remeasure, paired=paired
-                )
-            except HostUnhealthy as exc:
-                gate = judge_cell(thresholds.cells[cell], final.values(metric))
-                reason = f"the host became unhealthy during its rerun or pairs, numbers not judged: {exc}"
-                outcome = CellOutcome(cell, metric, Status.INCONCLUSIVE, reason, gate)
-            outcomes.append(outcome)
-        kept.append(final)
+    finals = {result.pp_cell.name: result for result in results}  # each case as last measured (a rerun replaces it)
+    for result, cell, metric in _in_judging_order(results, thresholds, ctx, paired):
+        case = result.pp_cell.name
+        try:
+            outcome, finals[case] = _judge_cell(
+                finals[case], cell, metric, thresholds=thresholds, ctx=ctx, remeasure=remeasure, paired=paired
+            )
+        except HostUnhealthy as exc:
+            gate = judge_cell(thresholds.cells[cell], finals[case].values(metric))
+            reason = f"the host became unhealthy during its rerun or pairs, numbers not judged: {exc}"
+            outcome = CellOutcome(cell, metric, Status.INCONCLUSIVE, reason, gate)
+        outcomes.append(outcome)
+    kept = list(finals.values())
+    order = [cell for result in results for cell, _ in _cells(result)]
+    outcomes.sort(key=lambda outcome: order.index(outcome.cell))  # reported in the cases' order
     if ctx.record:
         _record(kept, ctx, health_after, {o.cell: o.status for o in outcomes})
         _record_pairs(outcomes, ctx)
         _move_last_good(outcomes, ctx)
     return outcomes
+
+
+def _in_judging_order(
+    results: Sequence[CaseResult], thresholds: Thresholds, ctx: PerfContext, paired: PairedMeasure | InTurn
+) -> list[tuple[CaseResult, str, str]]:
+    """Every judged cell once, in the cases' order; in turns the cell that measured slowest first. Boot pairs serve
+    every cell, and the cell that dropped most decides soonest: once it FAILs the entry, no boot is spent on a cell
+    whose small drop the pairs would need many boots to tell from none (docs/verdict.md)."""
+    cells: list[tuple[CaseResult, str, str]] = []
+    for result in results:
+        cells += [(result, c, m) for c, m in _cells(result) if c in thresholds.cells and c not in {x[1] for x in cells}]
+    if not isinstance(paired, InTurn):
+        return cells
+
+    def drop(item: tuple[CaseResult, str, str]) -> float:
+        result, cell, metric = item
+        nights = [n.values for n in _nights(ctx, cell, metric, accepted_only=True)]
+        gate = _gate(host_reference(thresholds, cell, nights), _floor(thresholds, cell, nights), result.values(metric))
+        return gate.change if gate.change is not None else 0.0
+
+    return sorted(cells, key=drop)
 
 
 def _record_pairs(outcomes: Sequence[CellOutcome], ctx: PerfContext) -> None:
