@@ -8,7 +8,8 @@
 # gpu_golden_variants.py); then the boot spread of the good build. Each night's verdict, reason and stage times are
 # printed and kept in WORK/summary.txt.
 #   benchmarks/gpu_nights.sh WHEELHOUSE [WORK] [STEPS]
-#   STEPS (default all, in this order): good,slower,again,nan,grammar,kernel,variants,spread
+#   STEPS (default all, in this order): good,slower,again,nan,grammar,kernel,variants,spread; `reference` records
+#   the golden reference the variants need without a whole night (`spark-nightly golden ENTRY --record`)
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 wheelhouse=$(realpath "$1") work=${2:-/tmp/gpu-nights}
@@ -93,6 +94,11 @@ for step in ${steps//,/ }; do
             config=$(variant nan remove:planted-nan)
             (cd "$here" && "$work/gate/bin/python" -m benchmarks.gpu_plants nan "$config") | tee -a "$summary"
             night nan "$config" ;;
+        reference)  # the golden set's reference without a night: the good build's answers, judged and recorded
+            started=$(date +%s)
+            gate golden "$entry" --record --json "$work/reference.json" > "$work/reference.log" 2>&1
+            say "reference: exit $? in $(( $(date +%s) - started )) s"
+            grep -E "checks,|recorded|not recorded" "$work/reference.log" | tee -a "$summary" ;;
         grammar)
             config=$(variant grammar remove:planted-grammar-ignored)
             (cd "$here" && "$work/gate/bin/python" -m benchmarks.gpu_plants grammar "$config") | tee -a "$summary"
