@@ -136,15 +136,6 @@ def _with_config(handler: Callable[[argparse.Namespace, Settings, Config], int])
     return wrapped
 
 
-def _settings_only(handler: Callable[[argparse.Namespace, Settings], int]) -> Handler:
-    """A handler that reads settings only: it must run when the configuration itself is broken."""
-
-    def wrapped(args: argparse.Namespace, resolved: Resolved) -> int:
-        return handler(args, resolved.settings)
-
-    return wrapped
-
-
 def _cli_values(args: argparse.Namespace) -> list[tuple[str, str, str]]:
     values = []
     for decl in declarations():

@@ -10,7 +10,7 @@ from types import MappingProxyType
 
 import pytest
 
-from pipeline.places import StateDir
+from pipeline.places import RunDir, StateDir
 from pipeline.stages.prove.canary import CANARY_SIZE, canary_argv, run_canary
 from pipeline.stages.prove.entry_run import EntryContext, run_entry
 from pipeline.status import Status
@@ -42,12 +42,11 @@ def test_a_host_under_the_profiles_canary_floor_is_inconclusive_before_any_boot(
         replace(cpu_engine.candidate, profile=floored),
         cpu_engine.cache_dir,
         StateDir(tmp_path / "state"),
-        tmp_path / "logs",
-        "run-canary",
+        RunDir(tmp_path / "run-canary"),
         "2026-11-25",
         {},
     )
-    (tmp_path / "logs").mkdir()
+    (tmp_path / "run-canary" / "logs" / cpu_engine.entry.id).mkdir(parents=True)
     outcome = run_entry(cpu_engine.entry, ctx)
     assert outcome.status == Status.INCONCLUSIVE and outcome.stage == "health"
     assert outcome.reason.startswith("host unhealthy: the canary ran ")

@@ -20,6 +20,7 @@ from pipeline.stages.aftermath.culprit import PullRef, TrialResult, find_culprit
 from pipeline.stages.aftermath.suspects import describe_main_suspects, grafted_prs, record_last_good, subset_sources
 from pipeline.stages.build.build_plan import BuildPlan
 from pipeline.stages.build.resolve import Source, resolve_sources
+from pipeline.status import Status
 from tests.gitrepos import Upstream
 
 pytestmark = pytest.mark.integration
@@ -85,7 +86,7 @@ class ArchiveTrials:
             text=True,
             check=False,
         )
-        return TrialResult("pass" if check.returncode == 0 else "fail", f"exit {check.returncode}")
+        return TrialResult(Status.PASS if check.returncode == 0 else Status.FAIL, f"exit {check.returncode}")
 
 
 def test_the_breaking_pr_is_found_on_tonights_pinned_commits_even_after_upstream_moved(
@@ -113,7 +114,12 @@ def test_the_breaking_pr_is_found_on_tonights_pinned_commits_even_after_upstream
     assert search.conclusion == "culprits", search.why
     assert search.culprits == [(PullRef("vllm", 12), "main + vllm#11 passes; adding vllm#12 fails")]
     assert search.passing == (PullRef("vllm", 11), PullRef("vllm", 13), PullRef("vllm", 14))
-    assert [t.result.verdict for t in search.trials] == ["pass", "fail", "pass", "pass"]  # main, +11+12, +11, +11+13+14
+    assert [t.result.status for t in search.trials] == [
+        Status.PASS,
+        Status.FAIL,
+        Status.PASS,
+        Status.PASS,
+    ]  # main, +11+12, +11, +11+13+14
     for plan in trials.plans.values():
         source = plan.source("vllm")
         assert source.main_commit == tonight.main_commit  # not the late commit

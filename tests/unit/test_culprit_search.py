@@ -12,6 +12,7 @@ from pipeline.stages.aftermath.culprit_run import describe_search
 from pipeline.stages.aftermath.report import render_summary
 from pipeline.stages.aftermath.suspects import CommitRange, compare_url, pull_url
 from pipeline.stages.build.build_plan import BuildPlan, SourcePlan
+from pipeline.status import Status
 
 
 def _prs(count: int) -> list[PullRef]:
@@ -22,7 +23,9 @@ def _oracle(bad: set[PullRef], calls: list[tuple[PullRef, ...]]):  # type: ignor
     def trial(subset: tuple[PullRef, ...]) -> TrialResult:
         calls.append(subset)
         broken = bad & set(subset)
-        return TrialResult("fail" if broken else "pass", f"broken by {sorted(map(str, broken))}" if broken else "ok")
+        return TrialResult(
+            Status.FAIL if broken else Status.PASS, f"broken by {sorted(map(str, broken))}" if broken else "ok"
+        )
 
     return trial
 
@@ -46,7 +49,9 @@ def test_every_set_of_up_to_two_culprits_is_found_with_its_passing_remainder(cou
 
 def test_main_alone_failing_blames_no_pr_after_one_build() -> None:
     calls: list[tuple[PullRef, ...]] = []
-    search = find_culprits(_prs(4), lambda subset: (calls.append(subset), TrialResult("fail", "x"))[1], max_builds=6)
+    search = find_culprits(
+        _prs(4), lambda subset: (calls.append(subset), TrialResult(Status.FAIL, "x"))[1], max_builds=6
+    )
     assert search.conclusion == "main-fails" and search.culprits == [] and calls == [()]
     assert search.passing is None
 
@@ -61,7 +66,7 @@ def test_the_bound_on_extra_builds_stops_the_search_and_says_what_is_left() -> N
 
 def test_a_trial_that_cannot_decide_ends_the_search_without_blame() -> None:
     prs = _prs(4)
-    answers = iter([TrialResult("pass", "ok"), TrialResult("unknown", "host unhealthy: thermal")])
+    answers = iter([TrialResult(Status.PASS, "ok"), TrialResult(Status.INCONCLUSIVE, "host unhealthy: thermal")])
     search = find_culprits(prs, lambda subset: next(answers), max_builds=6)
     assert search.conclusion == "undetermined" and search.culprits == []
     assert "host unhealthy: thermal" in search.why
@@ -71,7 +76,7 @@ def test_a_pr_that_breaks_only_together_with_an_earlier_one_is_named_with_its_pa
     prs = _prs(4)  # prs[1] breaks the night only when prs[3] is there too
 
     def trial(subset: tuple[PullRef, ...]) -> TrialResult:
-        return TrialResult("fail" if {prs[1], prs[3]} <= set(subset) else "pass", "")
+        return TrialResult(Status.FAIL if {prs[1], prs[3]} <= set(subset) else Status.PASS, "")
 
     search = find_culprits(prs, trial, max_builds=10)
     assert [pr for pr, _ in search.culprits] == [prs[3]]
@@ -87,7 +92,7 @@ def test_the_record_round_trips_to_json() -> None:
         {"pr": "flashinfer#102", "why": "main + flashinfer#100 + vllm#101 passes; adding flashinfer#102 fails"}
     ]
     assert data["passing"] == ["flashinfer#100", "vllm#101"] and data["conclusion"] == "culprits"
-    assert data["trials"][0] == {"subset": [], "verdict": "pass", "detail": "ok"}
+    assert data["trials"][0] == {"subset": [], "verdict": "PASS", "detail": "ok"}
 
 
 def test_suspects_link_to_github_and_name_each_culprit_with_its_evidence() -> None:
@@ -127,5 +132,5 @@ def test_the_summary_shows_the_suspect_and_every_trial_of_the_search() -> None:
         "Suspect change: vllm#6\n\n## Culprit search\n\n"
         "culprits: 1 of 2 PR(s) break the failing entries (2 of at most 6 extra builds).\n\n"
         "| trial | main plus | verdict | detail |\n| --- | --- | --- | --- |\n"
-        "| 1 | (main alone) | pass | ok |\n| 2 | vllm#5 | pass | ok |\n"
+        "| 1 | (main alone) | PASS | ok |\n| 2 | vllm#5 | PASS | ok |\n"
     )

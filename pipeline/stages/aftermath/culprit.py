@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from pipeline.progress import Say, quiet
+from pipeline.status import Status
 
-TrialVerdict = Literal["pass", "fail", "unknown"]
+# What a trial can say: the night's own statuses (a trial that could not decide is INCONCLUSIVE)
+TRIAL_STATUSES = (Status.PASS, Status.FAIL, Status.INCONCLUSIVE)
 Conclusion = Literal["culprits", "main-fails", "undetermined"]
 
 
@@ -34,8 +36,12 @@ class PullRef:
 class TrialResult:
     """What one subset did on the failing entries."""
 
-    verdict: TrialVerdict
+    status: Status  # PASS, FAIL or INCONCLUSIVE
     detail: str  # the failing entries' reasons, or why the trial could not decide
+
+    def __post_init__(self) -> None:
+        if self.status not in TRIAL_STATUSES:
+            raise ValueError(f"a culprit trial is PASS, FAIL or INCONCLUSIVE, not {self.status.value}")
 
 
 @dataclass(frozen=True)
@@ -65,7 +71,7 @@ class CulpritSearch:
             "culprits": [{"pr": str(pr), "why": why} for pr, why in self.culprits],
             "passing": None if self.passing is None else [str(pr) for pr in self.passing],
             "trials": [
-                {"subset": [str(pr) for pr in t.subset], "verdict": t.result.verdict, "detail": t.result.detail}
+                {"subset": [str(pr) for pr in t.subset], "verdict": t.result.status.value, "detail": t.result.detail}
                 for t in self.trials
             ],
         }
@@ -96,12 +102,12 @@ def find_culprits(
         say(f"culprit trial {len(search.trials) + 1}/{max_builds}: {label}")
         result = run_trial(subset)
         search.trials.append(Trial(subset, result))
-        say(f"culprit trial {len(search.trials)}: {result.verdict}: {result.detail}")
-        if result.verdict == "unknown":
+        say(f"culprit trial {len(search.trials)}: {result.status.value}: {result.detail}")
+        if result.status == Status.INCONCLUSIVE:
             raise _Undecided(f"the trial of {label} could not decide: {result.detail}")
-        if result.verdict == "pass":
+        if result.status == Status.PASS:
             search.passing = subset
-        return result.verdict == "fail"
+        return result.status == Status.FAIL
 
     try:
         if fails(()):

@@ -93,12 +93,12 @@ class SparkTrials:
                 say=self.say,
             )
             if built.report.status == Status.FAIL:
-                return TrialResult("fail", f"inspection refused the wheels (see {trial.inspection})")
+                return TrialResult(Status.FAIL, f"inspection refused the wheels (see {trial.inspection})")
             candidate = prepare_night_candidate(
                 self.profile, run=trial, wheels_dir=wheels_dir, cache_dir=cache_dir, say=self.say
             )
         except SparkNightlyError as exc:
-            return TrialResult("unknown", f"{type(exc).__name__}: {exc}")
+            return TrialResult(Status.INCONCLUSIVE, f"{type(exc).__name__}: {exc}")
         self.candidates[subset] = candidate
         outcomes = [self._run(entry, candidate, trial) for entry in self.failing]
         self.outcomes[subset] = outcomes
@@ -110,8 +110,7 @@ class SparkTrials:
             candidate.candidate,
             self.settings.places.cache,
             self.settings.places.state,
-            trial.logs(entry.id),
-            trial.id,
+            trial,
             self.night.night,
             {},
             self.say,
@@ -123,11 +122,13 @@ class SparkTrials:
 def _judge(outcomes: Sequence[Outcome]) -> TrialResult:
     failed = [o for o in outcomes if o.status == Status.FAIL]
     if failed:
-        return TrialResult("fail", "; ".join(f"{o.entry}: {o.reason}" for o in failed)[:500])
+        return TrialResult(Status.FAIL, "; ".join(f"{o.entry}: {o.reason}" for o in failed)[:500])
     if all(o.status in {Status.PASS, Status.XFAIL} for o in outcomes):
         passed = ", ".join(o.entry for o in outcomes) or "the wheels' inspection"
-        return TrialResult("pass", f"what failed tonight passes: {passed}")
-    return TrialResult("unknown", "; ".join(f"{o.entry}: {o.status.value}: {o.reason}" for o in outcomes)[:500])
+        return TrialResult(Status.PASS, f"what failed tonight passes: {passed}")
+    return TrialResult(
+        Status.INCONCLUSIVE, "; ".join(f"{o.entry}: {o.status.value}: {o.reason}" for o in outcomes)[:500]
+    )
 
 
 def describe_search(search: CulpritSearch, plan: BuildPlan) -> str:

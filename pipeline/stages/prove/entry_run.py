@@ -18,7 +18,7 @@ from pipeline.infra.references import ReferenceStore
 from pipeline.infra.supply import ONLINE, Supply
 from pipeline.infra.weights import model_reference
 from pipeline.outcome import Failure, Outcome
-from pipeline.places import StateDir
+from pipeline.places import RunDir, StateDir
 from pipeline.progress import Say, quiet
 from pipeline.stages.prove.boot import Candidate, Restartable, restartable
 from pipeline.stages.prove.canary import CanaryVerdict, canary_argv, judge_canary, run_canary
@@ -44,8 +44,7 @@ class EntryContext:
     candidate: Candidate
     cache_dir: Path
     state: StateDir
-    log_dir: Path
-    run_id: str
+    run: RunDir  # the night's run folder (a culprit trial's own); the entry's logs are `run.logs(entry.id)`
     night: str
     commits: dict[str, str]
     say: Say = quiet
@@ -117,6 +116,11 @@ class EntryRun:
     def profile(self) -> Profile:
         return self.ctx.config.matrix.profiles[self.entry.profile]
 
+    @property
+    def logs(self) -> Path:
+        """The entry's log folder in the run's."""
+        return self.ctx.run.logs(self.entry.id)
+
     def stage(self, name: str, step: Step) -> Ended | None:
         """Enter a stage (the live status line says it), run it, keep its time; what ended the entry, or None."""
         self.now = name
@@ -186,12 +190,12 @@ def _canary_stage(run: EntryRun) -> Ended | None:
 def _smoke(run: EntryRun) -> Ended | None:
     runtime = run.ctx.candidate.runtime
     assert runtime is not None  # the stage is listed only for a runtime of our own
-    report = smoke(runtime, run.profile, run.ctx.log_dir, entry_point_needed=run.entry.launch.entrypoint == "cli")
+    report = smoke(runtime, run.profile, run.logs, entry_point_needed=run.entry.launch.entrypoint == "cli")
     return None if report.passed else Ended(Status.FAIL, "smoke", report.reason)
 
 
 def _memory(run: EntryRun) -> Ended | None:
-    room = make_room(run.entry, run.profile, run.ctx.log_dir, say=run.ctx.say)
+    room = make_room(run.entry, run.profile, run.logs, say=run.ctx.say)
     if room is None:
         return None
     run.numbers["memory"] = {"need_gib": round(room.need.gib, 1), "page_cache": room.dropped}
@@ -203,10 +207,10 @@ def _boot(run: EntryRun) -> Ended | None:
     ctx, entry = run.ctx, run.entry
     assert run.stack is not None
     serving = run.stack.enter_context(
-        restartable(entry, ctx.candidate, cache_dir=ctx.cache_dir, log_dir=ctx.log_dir, say=ctx.say)
+        restartable(entry, ctx.candidate, cache_dir=ctx.cache_dir, log_dir=run.logs, say=ctx.say)
     )
     run.serving = serving
-    run.turns = Turns(entry, run.profile, serving, ctx.cache_dir, ctx.log_dir, ctx.say, budget=_boot_budget(entry, ctx))
+    run.turns = Turns(entry, run.profile, serving, ctx.cache_dir, run.logs, ctx.say, budget=_boot_budget(entry, ctx))
     run.numbers["boot_s"] = round(serving.server.boot_s, 1)
     return None
 
@@ -218,7 +222,7 @@ def _golden(run: EntryRun) -> Ended | None:
     assert run.serving is not None and run.turns is not None
     server = run.serving.server
     references = ReferenceStore(ctx.state.golden).load(profile.hardware, entry.id)
-    model_ref = model_reference(entry, ctx.cache_dir, ctx.log_dir)
+    model_ref = model_reference(entry, ctx.cache_dir, ctx.run.logs(entry.id))
     with ExitStack() as judge_serving:  # a judge served beside tonight's is stopped before perf
         judge = None if references is not None else _judge(entry, model_ref, ctx, judge_serving, run.turns)
         golden = run_golden(
@@ -267,12 +271,12 @@ def _canary(entry: ModelEntry, ctx: EntryContext) -> tuple[CanaryVerdict, dict[s
     """The accelerator canary in the candidate, where the profile runs one: its verdict and its numbers. A canary
     that cannot run is said and left to smoke and boot, which judge the candidate itself."""
     profile = ctx.config.matrix.profiles[entry.profile]
-    argv = canary_argv(ctx.candidate, ctx.cache_dir, f"spark-nightly-canary-{ctx.run_id}-{entry.id}")
+    argv = canary_argv(ctx.candidate, ctx.cache_dir, f"spark-nightly-canary-{ctx.run.id}-{entry.id}")
     if not canary_wanted(profile) or argv is None:
         return CanaryVerdict(), {}
     ctx.on_stage("canary")
     try:
-        result = run_canary(argv, ctx.log_dir / f"{entry.id}-canary.log")
+        result = run_canary(argv, ctx.run.logs(entry.id) / f"{entry.id}-canary.log")
     except ProcessError as exc:
         first = str(exc).splitlines()[0]
         ctx.say(f"{entry.id}: the canary could not run ({first}); smoke and boot judge the candidate")
@@ -291,7 +295,7 @@ def _judge(entry: ModelEntry, model_ref: str, ctx: EntryContext, stack: ExitStac
     profile = ctx.config.matrix.profiles[entry.profile]
     if profile.golden_judge == "transformers":
         judge = transformers_judge(
-            entry, profile, model_ref, ctx.cache_dir, ctx.log_dir, supply=ctx.supply, say=ctx.say
+            entry, profile, model_ref, ctx.cache_dir, ctx.run.logs(entry.id), supply=ctx.supply, say=ctx.say
         )
         if judge is not None:
             return judge
@@ -303,7 +307,7 @@ def _judge(entry: ModelEntry, model_ref: str, ctx: EntryContext, stack: ExitStac
         tonight=ctx.build,
         stack=stack,
         cache_dir=ctx.cache_dir,
-        log_dir=ctx.log_dir / "judge",
+        log_dir=ctx.run.logs(entry.id) / "judge",
         turns=turns,
         say=ctx.say,
     )
@@ -339,7 +343,7 @@ def _golden_failures(entry: ModelEntry, golden: GoldenResult) -> tuple[str, tupl
 
 
 def _perf(entry: ModelEntry, turns: Turns, ctx: EntryContext, *, profile_hardware: str, before: Any) -> dict[str, Any]:
-    here = PerfContext.on_host(ctx.state, hardware=profile_hardware, entry=entry.id, run_id=ctx.run_id, night=ctx.night)
+    here = PerfContext.on_host(ctx.state, hardware=profile_hardware, entry=entry.id, run_id=ctx.run.id, night=ctx.night)
     perf_ctx = replace(here, commits=ctx.commits, record=ctx.record, build=ctx.build)
     judged = measure_and_judge(
         turns,
@@ -350,7 +354,7 @@ def _perf(entry: ModelEntry, turns: Turns, ctx: EntryContext, *, profile_hardwar
         thresholds=ctx.config.thresholds_for(entry.id, cpu_class()),
         before=before,
         cache_dir=ctx.cache_dir,
-        log_dir=ctx.log_dir,
+        log_dir=ctx.run.logs(entry.id),
         say=ctx.say,
     )
     return perf_verdict(entry.id, judged, before)

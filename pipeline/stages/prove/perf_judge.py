@@ -49,7 +49,6 @@ from pipeline.stages.prove.paired_verdict import (
 from pipeline.stages.prove.perf import CaseResult
 from pipeline.status import Status
 
-METRIC_OF_KIND = {"pp": "pp_tps", "tg": "tg_tps"}
 # Pairs that PASS move A only when their own interval rules out tonight being this much slower than A (the CI's
 # lower bound on B/A >= 1 - this): the slack is the pairs' error, never a constant under it, so a build that may be
 # 1 % slower never becomes A and a creep accumulates against a fixed A until its pairs FAIL it. Boot pairs in turns,
