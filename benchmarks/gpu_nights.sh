@@ -107,8 +107,8 @@ for step in ${steps//,/ }; do
         variants)
             started=$(date +%s)
             IFS=, read -r -a chosen <<< "${VARIANTS:-}"  # VARIANTS="final norm x3,two layers swapped": some of them
-            (cd "$here" && "$work/gate/bin/python" -m benchmarks.gpu_golden_variants "$work/variants" "${chosen[@]}") 2>&1 \
-                | grep -vE "^\[|INFO|WARNING" | tee -a "$summary"
+            (cd "$here" && "$work/gate/bin/python" -u -m benchmarks.gpu_golden_variants "$work/variants" "${chosen[@]}") \
+                2>&1 | grep --line-buffered -vE "^\[|INFO|WARNING" | tee -a "$summary"
             say "golden variants: $(( $(date +%s) - started )) s" ;;
         spread)
             started=$(date +%s)

@@ -128,7 +128,7 @@ def test_the_breaking_pr_is_found_on_tonights_pinned_commits_even_after_upstream
         }.items()
     recommended = trials.plans[search.passing].source("vllm")
     assert recommended.grafted == (11, 13, 14) and bad_head not in {pr.head for pr in recommended.pull_requests}
-    assert said[0] == "culprit trial 1/6: main" and "culprit trial 2: fail: exit 1" in said
+    assert said[0] == "culprit trial 1/6: main" and "culprit trial 2: FAIL: exit 1" in said
 
 
 def test_when_main_alone_fails_the_commits_since_the_last_good_night_are_the_suspects(
