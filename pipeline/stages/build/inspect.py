@@ -30,9 +30,11 @@ _PTX_TO_CUDA = {
     (9, 0): (13, 0),
 }  # fmt: skip
 RUST_FRONTEND = "vllm/vllm-rs"  # vLLM's Rust frontend binary (tools/build_rust.py), optional in its build
-# flagged: usable, but only through a PTX JIT at first load; absent: no image for the target, in a library that
-# upstream builds only for other GPUs by design (the profile's absent_by_design), so nothing the target runs loads it
-Verdict = Literal["ok", "flagged", "refused", "absent"]
+# What one native library's GPU code is on the target: a finding, not a verdict. ok: an image for it; flagged: usable,
+# but only through a PTX JIT at first load; absent: no image for the target, in a library that upstream builds only
+# for other GPUs by design (the profile's absent_by_design), so nothing the target runs loads it; refused: none. The
+# wheel's report maps them to the night's Status at one edge (_inspect_readable): refused FAILs, the others are notes.
+LibraryState = Literal["ok", "flagged", "refused", "absent"]
 
 
 @dataclass(frozen=True)
@@ -72,7 +74,7 @@ class LibraryFinding:
     member: str
     cubins: tuple[str, ...]
     ptx: tuple[str, ...]  # "sm_90 (PTX 9.0)"
-    status: Verdict
+    status: LibraryState
     reason: str
 
 
@@ -285,7 +287,7 @@ def judge_library(member: str, inventory: Inventory, target: Target) -> LibraryF
     too_new_text = ", ".join(f"{p.arch} PTX {_isa(p)} needs CUDA {_needed_cuda(p)}" for p in too_new)
     driver = f"{target.driver_cuda[0]}.{target.driver_cuda[1]}" if target.driver_cuda else "?"
 
-    def finding(status: Verdict, reason: str) -> LibraryFinding:
+    def finding(status: LibraryState, reason: str) -> LibraryFinding:
         return LibraryFinding(member, cubins, shown_ptx, status, reason)
 
     matching = [arch for arch in cubins if target.arch and cubin_runs_on(arch, target.arch)]
