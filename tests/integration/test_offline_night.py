@@ -88,6 +88,7 @@ def test_a_missing_wheel_stops_an_offline_night_before_anything_boots_naming_it(
 
 
 @pytest.mark.quiet_host
+@pytest.mark.offline_night  # its own CI job (./scripts/test-offline): the suite's 30 minutes hold without it
 def test_a_whole_cpu_night_passes_offline_from_a_cold_cache_and_the_wheelhouse_alone(
     place: Place, wheelhouse: Path, tmp_path: Path
 ) -> None:
