@@ -7,7 +7,10 @@ Each variant is the good model's folder changed the way a broken build would cha
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+
+from pipeline.checks import Verdict
 
 JAPAN = 3085  # " Japan": in the capital-of-japan prompt only
 
@@ -20,6 +23,11 @@ class Variant:
     scale: float
     checks: tuple[str, ...]  # each must fail
     subject: str | None = None  # the prompt they must fail on; None: any
+
+    def escaped(self, verdicts: Iterable[Verdict]) -> list[str]:
+        """The checks meant for this variant that did not FAIL (on its subject, where it has one)."""
+        failed = {v.check for v in verdicts if v.status == "FAIL" and self.subject in (None, v.subject)}
+        return [check for check in self.checks if check not in failed]
 
 
 VARIANTS = {

@@ -182,9 +182,12 @@ def _in_judging_order(
     """Every judged cell once, in the cases' order; in turns the cell that measured slowest first. Boot pairs serve
     every cell, and the cell that dropped most decides soonest: once it FAILs the entry, no boot is spent on a cell
     whose small drop the pairs would need many boots to tell from none (docs/verdict.md)."""
-    cells: list[tuple[CaseResult, str, str]] = []
+    first: dict[str, tuple[CaseResult, str, str]] = {}  # a cell named by two cases is judged once, with the first
     for result in results:
-        cells += [(result, c, m) for c, m in _cells(result) if c in thresholds.cells and c not in {x[1] for x in cells}]
+        for cell, metric in _cells(result):
+            if cell in thresholds.cells:
+                first.setdefault(cell, (result, cell, metric))
+    cells = list(first.values())
     if not isinstance(paired, InTurn):
         return cells
 
