@@ -16,14 +16,7 @@ def plant(source: Path, target: Path, module: str, anchor: str, addition: str, *
     untouched."""
     shutil.rmtree(target, ignore_errors=True)
     subprocess.run(["cp", "-al", str(source), str(target)], check=True)
-    changed = next(target.glob(f"lib/python3*/site-packages/{module}"))
-    text = changed.read_text()
-    assert anchor in text, f"{changed} changed: the planted change needs a new anchor"
-    fresh = changed.with_suffix(".new")
-    fresh.write_text(text.replace(anchor, anchor + addition, 1))
-    os.replace(fresh, changed)
-    for cached in changed.parent.glob(f"__pycache__/{changed.stem}.*.pyc"):
-        cached.unlink()
+    edit(target, module, anchor, addition)
     if key is not None:
         meta_path = target / "runtime.json"
         meta = json.loads(meta_path.read_text())
@@ -33,12 +26,31 @@ def plant(source: Path, target: Path, module: str, anchor: str, addition: str, *
     return target
 
 
+def edit(runtime: Path, module: str, anchor: str, addition: str) -> None:
+    """Put `addition` after `anchor` in the installed `module` of a planted copy, as a new file (never through a hard
+    link the good runtime shares), its cached bytecode dropped."""
+    changed = next(runtime.glob(f"lib/python3*/site-packages/{module}"))
+    text = changed.read_text()
+    assert anchor in text, f"{changed} changed: the planted change needs a new anchor"
+    fresh = changed.with_suffix(".new")
+    fresh.write_text(text.replace(anchor, anchor + addition, 1))
+    os.replace(fresh, changed)
+    for cached in changed.parent.glob(f"__pycache__/{changed.stem}.*.pyc"):
+        cached.unlink()
+
+
 # vLLM's structured output, 0.26 to 0.32: the engine applies the grammar's mask to the logits here
 GRAMMAR_MODULE = "vllm/v1/structured_output/utils.py"
 GRAMMAR_ANCHOR = "    grammar_bitmask = grammar_output.grammar_bitmask\n"
+GPU_GRAMMAR_MODULE = "vllm/v1/worker/gpu/structured_outputs.py"
+GPU_GRAMMAR_ANCHOR = "        if not grammar_req_ids:\n            return\n"
 
 
 def plant_grammar_ignored(source: Path, target: Path, *, key: str | None = None) -> Path:
     """A copy of the runtime whose engine never applies the grammar's mask: guided decoding asks, nothing obeys."""
     addition = "    return  # planted: the grammar is ignored\n"
-    return plant(source, target, GRAMMAR_MODULE, GRAMMAR_ANCHOR, addition, key=key)
+    plant(source, target, GRAMMAR_MODULE, GRAMMAR_ANCHOR, addition, key=key)
+    # A GPU serves through the second model runner, which masks in a worker of its own (an H100 night with the first
+    # change alone PASSed every structured check)
+    edit(target, GPU_GRAMMAR_MODULE, GPU_GRAMMAR_ANCHOR, "        return  # planted: the grammar is ignored\n")
+    return target
