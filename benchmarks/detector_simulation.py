@@ -241,7 +241,11 @@ class SeriesResult:
 
 def run_series(scenario: Scenario, index: int, seed: int, variant: Variant) -> SeriesResult:
     # the switches a comparison flips, in the production modules themselves
-    steps.PAIRED_STATISTIC, steps.SCREEN_Z, perf_judge.A_MOVE_MAX_LOSS = variant.statistic, variant.z, variant.slack
+    steps.PAIRED_STATISTIC, steps.SCREEN_Z = variant.statistic, variant.z
+    if variant.mode == "one-resident":
+        perf_judge.A_MOVE_MAX_LOSS_IN_TURN = variant.slack
+    else:
+        perf_judge.A_MOVE_MAX_LOSS = variant.slack
     pair_limits.MIN_BOOT_PAIRS, pair_limits.MAX_BOOT_PAIRS = variant.boot_pairs
     boots.PRIOR_DF = variant.prior_df
     min_effect, boot_sd = variant.rules
@@ -369,6 +373,10 @@ def _default_rules(mode: Mode) -> tuple[float, float]:
     return float(pairs["min_effect"]), float(pairs["boot_sd"])
 
 
+def _default_slack(mode: Mode) -> float:
+    return perf_judge.A_MOVE_MAX_LOSS if mode == "side" else perf_judge.A_MOVE_MAX_LOSS_IN_TURN
+
+
 def _boot_pairs(text: str) -> tuple[int, int]:
     first, _, most = text.partition(":")
     return int(first), int(most or first)
@@ -388,7 +396,12 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", help="scenario names to run (default: all)")
     parser.add_argument("--z", type=float, nargs="*", default=[steps.SCREEN_Z], help="screen z values to compare")
     parser.add_argument(
-        "--slack", type=float, nargs="*", default=[perf_judge.A_MOVE_MAX_LOSS], help="A_MOVE_MAX_LOSS values to compare"
+        "--slack",
+        type=float,
+        nargs="*",
+        default=None,
+        help="A's move slack to compare (A_MOVE_MAX_LOSS side by side, A_MOVE_MAX_LOSS_IN_TURN one-resident); "
+        "default: the pipeline's own",
     )
     parser.add_argument(
         "--pair-rules",
@@ -434,7 +447,7 @@ def main() -> None:
                 for budget in (args.budget if mode == "one-resident" else [0])
                 for st in statistics_run
                 for z in args.z
-                for sl in args.slack
+                for sl in args.slack or [_default_slack(mode)]
                 for rules in args.pair_rules or [_default_rules(mode)]
                 for bp, df in (
                     [(b, d) for b in args.boot_pairs for d in args.prior_df]

@@ -54,6 +54,13 @@ from pipeline.status import Status
 # 1 % slower never becomes A and a creep accumulates against a fixed A until its pairs FAIL it. Boot pairs in turns,
 # whose error is the boot spread, move A rarely; that costs nothing but A's age.
 A_MOVE_MAX_LOSS = 0.01
+# Boot pairs in turns move A only where their interval rules out any loss (the slack 0): their error is the boot
+# spread, wide enough that a 1 % slack let a slower build through. In benchmarks/detector_simulation.py --mode
+# one-resident (200 series, boot SD 2 % / 3 %) a 1 % slack moved A to a build at least 1 % slower in 1.5 / 4.5 % of
+# creeping months and 4.0 / 6.0 % of months after a -3 % step, 0 in 0 / 2.0 % and 1.5 / 1.0 %, and a creep was caught
+# by its 15th night as often or more (94 / 85 % against 92.5 / 84.5 %). Side by side the pairs' error is a run's,
+# tight enough that with 0 an unchanged build could almost never hand A on.
+A_MOVE_MAX_LOSS_IN_TURN = 0.0
 # With no last confirmed build to pair with, an open regression is taken as fixed only after this many nights in a
 # row back within the baseline: one good night of a regressed build is what a lucky night looks like.
 RECOVERY_NIGHTS = 3
@@ -462,7 +469,8 @@ def _move_last_good(outcomes: Sequence[CellOutcome], ctx: PerfContext) -> None:
         if not outcome.accepted:
             continue
         if outcome.confirmation is not None:
-            if outcome.confirmation.ci_low < 1.0 - A_MOVE_MAX_LOSS:
+            slack = A_MOVE_MAX_LOSS_IN_TURN if outcome.in_turn else A_MOVE_MAX_LOSS
+            if outcome.confirmation.ci_low < 1.0 - slack:
                 continue
             how = f"pairs (B/A {outcome.confirmation.mean_ratio:.4f}, {outcome.confirmation.ci_level:.0%} CI from "
             how += f"{outcome.confirmation.ci_low:.4f})"
