@@ -10,13 +10,14 @@ import statistics
 import sys
 
 from pipeline.stages.aftermath.culprit import PullRef, TrialResult, find_culprits
+from pipeline.status import Status
 
 
 def builds(count: int, bad: set[int]) -> tuple[int, bool]:
     prs = [PullRef("vllm", n) for n in range(count)]
 
     def trial(subset: tuple[PullRef, ...]) -> TrialResult:
-        return TrialResult("fail" if bad & {pr.number for pr in subset} else "pass", "")
+        return TrialResult(Status.FAIL if bad & {pr.number for pr in subset} else Status.PASS, "")
 
     search = find_culprits(prs, trial, max_builds=1000)
     found = {pr.number for pr, _ in search.culprits} == bad

@@ -108,7 +108,7 @@ def run_series(thresholds: Thresholds, speed: float, step: float, seed: str, nig
             )  # fmt: skip
             outcome = judge_results(
                 [night.case(levels[build])], thresholds, ctx, health_before=HEALTHY, health_after=HEALTHY,
-                remeasure=lambda old, n=night, level=levels[build]: n.case(level),
+                remeasure=lambda old: night.case(levels[build]),  # noqa: B023 -- called within this night's judging
                 paired=night.boot_pairs(levels, build),
             )  # fmt: skip
             outcomes.append(next(o for o in outcome if o.cell == CELL))

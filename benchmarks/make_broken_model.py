@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file, save_file  # type: ignore[import-not-found,unused-ignore]  # the converter's runtime has it
 from transformers import AutoConfig, AutoModelForCausalLM
 
 KEEP = (

@@ -19,6 +19,10 @@ from dataclasses import dataclass
 from pipeline.config.thresholds import MIN_PRIOR_BOOT_SD, PRIOR_DF
 from pipeline.infra.pair_book import SpreadSoFar
 
+# PRIOR_DF is read from here when the spread is pooled, so a comparison (benchmarks/detector_simulation.py
+# --prior-df) sets it here
+__all__ = ["PRIOR_DF", "BootPair", "PooledSpread", "pooled_spread", "within_boot_variance"]
+
 
 @dataclass(frozen=True)
 class BootPair:

@@ -134,3 +134,11 @@ def test_the_summary_shows_the_suspect_and_every_trial_of_the_search() -> None:
         "| trial | main plus | verdict | detail |\n| --- | --- | --- | --- |\n"
         "| 1 | (main alone) | PASS | ok |\n| 2 | vllm#5 | PASS | ok |\n"
     )
+
+
+def test_a_trial_result_that_is_not_a_trials_status_is_refused_naming_it() -> None:
+    """A caller still on the old words ("fail") gets the refusal, not an AttributeError from the refusal itself."""
+    with pytest.raises(ValueError, match="not 'fail'"):
+        TrialResult("fail", "")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="XFAIL"):
+        TrialResult(Status.XFAIL, "")

@@ -41,7 +41,7 @@ class TrialResult:
 
     def __post_init__(self) -> None:
         if self.status not in TRIAL_STATUSES:
-            raise ValueError(f"a culprit trial is PASS, FAIL or INCONCLUSIVE, not {self.status.value}")
+            raise ValueError(f"a culprit trial is PASS, FAIL or INCONCLUSIVE, not {self.status!r}")
 
 
 @dataclass(frozen=True)
