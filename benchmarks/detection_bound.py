@@ -6,8 +6,11 @@ pairs, each a difference of B's and A's mean log throughput over `runs` runs (va
 run_sd^2 / runs), and the night's own bench boot of B against a long history of accepted nights (variance
 boot_sd^2 + night_sd^2 + run_sd^2 / bench_runs). The power of a one-sided test at level alpha after `nights` nights
 is Phi(|step| / SE - z_alpha). A month's false FAILs stay under 2 % only if the month's looks share that 2 %: one
-look a month may use alpha 0.02; a verdict that can FAIL on any of its nights needs far less a look.
-Run: .venv/bin/python benchmarks/detection_bound.py [--boot-sd SD ...] [--pairs K] [--step S] [--nights N]
+look a month may use alpha 0.02; a verdict that can FAIL on any of its nights needs far less a look (the columns
+below 0.02 assume the looks share the 2 % evenly). One cell: a verdict pooling cells that all slow down could do
+better.
+Run: .venv/bin/python benchmarks/detection_bound.py [--boot-sd SD ...] [--pairs K] [--step S ...] [--nights N ...]
+     [--alpha A ...]
 """
 
 from __future__ import annotations
@@ -16,8 +19,10 @@ import argparse
 import math
 from statistics import NormalDist
 
+from pipeline.stages.prove.pairs import RUNS_PER_BOOT
+
 RUN_SD, NIGHT_SD = 0.01, 0.02  # the simulation's (benchmarks/detector_simulation.py)
-RUNS_PER_BOOT, BENCH_RUNS = 3, 5
+BENCH_RUNS = 5  # a night's measured runs of a case
 
 
 def standard_error(boot_sd: float, pairs: int, nights: int) -> float:

@@ -79,6 +79,8 @@ PP, TG = Cell("pp2048", "pp", 2048, 32, 0, 1), Cell("tg32", "tg", 2048, 32, 0, 1
 HEALTHY = HealthReport(True, (), HostFacts(20, 0.0, (), None, (), "simulated"))
 # A drop Otava places this many nights before the month or later is counted as an alarm about the month.
 OTAVA_SLACK = 2
+# A's move slack as the pipeline ships it, side by side and in turns (a comparison sets one of them per series)
+SIDE_SLACK, IN_TURN_SLACK = perf_judge.A_MOVE_MAX_LOSS, perf_judge.A_MOVE_MAX_LOSS_IN_TURN
 
 
 Mode = Literal["side", "one-resident"]
@@ -242,10 +244,9 @@ class SeriesResult:
 def run_series(scenario: Scenario, index: int, seed: int, variant: Variant) -> SeriesResult:
     # the switches a comparison flips, in the production modules themselves
     steps.PAIRED_STATISTIC, steps.SCREEN_Z = variant.statistic, variant.z
-    if variant.mode == "one-resident":
-        perf_judge.A_MOVE_MAX_LOSS_IN_TURN = variant.slack
-    else:
-        perf_judge.A_MOVE_MAX_LOSS = variant.slack
+    side = variant.mode == "side"  # both slacks set every series: a worker process runs variants of both modes
+    perf_judge.A_MOVE_MAX_LOSS = variant.slack if side else SIDE_SLACK
+    perf_judge.A_MOVE_MAX_LOSS_IN_TURN = IN_TURN_SLACK if side else variant.slack
     pair_limits.MIN_BOOT_PAIRS, pair_limits.MAX_BOOT_PAIRS = variant.boot_pairs
     boots.PRIOR_DF = variant.prior_df
     min_effect, boot_sd = variant.rules
@@ -374,7 +375,7 @@ def _default_rules(mode: Mode) -> tuple[float, float]:
 
 
 def _default_slack(mode: Mode) -> float:
-    return perf_judge.A_MOVE_MAX_LOSS if mode == "side" else perf_judge.A_MOVE_MAX_LOSS_IN_TURN
+    return SIDE_SLACK if mode == "side" else IN_TURN_SLACK
 
 
 def _boot_pairs(text: str) -> tuple[int, int]:

@@ -29,7 +29,8 @@ def plant(source: Path, target: Path, module: str, anchor: str, addition: str, *
 def edit(runtime: Path, module: str, anchor: str, addition: str) -> None:
     """Put `addition` after `anchor` in the installed `module` of a planted copy, as a new file (never through a hard
     link the good runtime shares), its cached bytecode dropped."""
-    changed = next(runtime.glob(f"lib/python3*/site-packages/{module}"))
+    changed = next(runtime.glob(f"lib/python3*/site-packages/{module}"), None)
+    assert changed is not None, f"{runtime} has no {module}: the planted change needs another module"
     text = changed.read_text()
     assert anchor in text, f"{changed} changed: the planted change needs a new anchor"
     fresh = changed.with_suffix(".new")
@@ -42,6 +43,7 @@ def edit(runtime: Path, module: str, anchor: str, addition: str) -> None:
 # vLLM's structured output, 0.26 to 0.32: the engine applies the grammar's mask to the logits here
 GRAMMAR_MODULE = "vllm/v1/structured_output/utils.py"
 GRAMMAR_ANCHOR = "    grammar_bitmask = grammar_output.grammar_bitmask\n"
+# ... and in the second model runner's worker (0.26 and 0.32 checked), through which a GPU serves
 GPU_GRAMMAR_MODULE = "vllm/v1/worker/gpu/structured_outputs.py"
 GPU_GRAMMAR_ANCHOR = "        if not grammar_req_ids:\n            return\n"
 

@@ -415,8 +415,8 @@ def test_undecided_pairs_are_kept_and_pair_the_next_night_even_when_its_screen_i
 
 
 def test_a_moves_only_where_the_boot_pairs_interval_rules_out_any_loss(tmp_path: Path) -> None:
-    """Two boot pairs 3 % faster PASS tonight's build, but with the boot spread their interval reaches below 1:
-    A stays. Two 10 % faster rule any loss out: A moves to tonight's build."""
+    """Two boot pairs 4 % faster PASS tonight's build, but with the boot spread their interval reaches just below 1
+    (within the 1 % slack pairs side by side have): A stays. Two 10 % faster rule any loss out: A moves."""
     _seed(_ctx(tmp_path), tmp_path, 20.0)
 
     def pairs_at(factor: float) -> InTurn:
@@ -425,9 +425,10 @@ def test_a_moves_only_where_the_boot_pairs_interval_rules_out_any_loss(tmp_path:
 
     slightly = _ctx(tmp_path, "2026-11-20")
     decode = next(
-        o for o in _judge(_case(17.0), slightly, paired=pairs_at(1.03), pairs=SPARK_RULES) if o.cell == "tg32"
+        o for o in _judge(_case(17.0), slightly, paired=pairs_at(1.04), pairs=SPARK_RULES) if o.cell == "tg32"
     )  # type: ignore[arg-type]
-    assert decode.status == Status.PASS and decode.confirmation is not None and decode.confirmation.ci_low < 1.0
+    assert decode.status == Status.PASS and decode.confirmation is not None
+    assert 0.99 <= decode.confirmation.ci_low < 1.0, decode.reason
     assert _a_of(slightly) == "runtime-2026-11-01"
     clearly = _ctx(tmp_path, "2026-11-21")
     decode = next(o for o in _judge(_case(17.0), clearly, paired=pairs_at(1.10), pairs=SPARK_RULES) if o.cell == "tg32")  # type: ignore[arg-type]
