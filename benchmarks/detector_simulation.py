@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from otava.series import AnalysisOptions, Metric, Series  # type: ignore[import-untyped]
+from otava.series import AnalysisOptions, Metric, Series  # type: ignore[import-untyped,import-not-found,unused-ignore]  # the [bench] extra
 
 from pipeline.config import thresholds as pair_limits
 from pipeline.config.matrix import Cell
