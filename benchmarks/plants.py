@@ -50,9 +50,9 @@ GPU_GRAMMAR_ANCHOR = "        if not grammar_req_ids:\n            return\n"
 
 def plant_grammar_ignored(source: Path, target: Path, *, key: str | None = None) -> Path:
     """A copy of the runtime whose engine never applies the grammar's mask: guided decoding asks, nothing obeys."""
-    addition = "    return  # planted: the grammar is ignored\n"
-    plant(source, target, GRAMMAR_MODULE, GRAMMAR_ANCHOR, addition, key=key)
+    ignored = "return  # planted: the grammar is ignored\n"
+    plant(source, target, GRAMMAR_MODULE, GRAMMAR_ANCHOR, " " * 4 + ignored, key=key)
     # A GPU serves through the second model runner, which masks in a worker of its own (an H100 night with the first
     # change alone PASSed every structured check)
-    edit(target, GPU_GRAMMAR_MODULE, GPU_GRAMMAR_ANCHOR, "        return  # planted: the grammar is ignored\n")
+    edit(target, GPU_GRAMMAR_MODULE, GPU_GRAMMAR_ANCHOR, " " * 8 + ignored)
     return target
