@@ -6,7 +6,8 @@ the pairs' own standard error (both as the gate's trimmed statistic has them) an
 without and with the hardware's pair rules from thresholds/. Every round compares one build with itself, so any
 spread of the rounds' ratios beyond their standard errors is the boots' own: between-boot SD =
 sqrt(var of the rounds' log ratios - mean squared standard error). That figure is what thresholds/ calls
-`boot_sd`.
+`boot_sd`; where X, the earlier boot, measures slower or faster every round (an order effect: tonight's B is
+booted before A), the spread around 1 is the figure to count.
 Run on a quiet host: .venv/bin/python benchmarks/boot_spread.py [ROUNDS] [PAIRS]
 """
 
@@ -71,10 +72,14 @@ def main() -> None:
         within = statistics.fmean(se**2 for _, se in found[metric])
         between = statistics.variance(means) if len(means) > 1 else math.nan
         boot_sd = math.sqrt(max(0.0, between - within)) if math.isfinite(between) else math.nan
+        # Y is always the later boot: a mean away from 1 is an order effect (the earlier boot slower, say), which
+        # the SD around the mean hides but the gate sees, as it tests B/A against 1 and B is the earlier boot
+        around_one = math.sqrt(max(0.0, statistics.fmean(m**2 for m in means) - within))
         print(
             f"{cell}: {rounds} rounds of {wanted} pairs; ratios {min(map(math.exp, means)):.4f}.."
-            f"{max(map(math.exp, means)):.4f}; SD of the rounds' log ratios {math.sqrt(between):.4f}, "
-            f"pairs' own se (rms) {math.sqrt(within):.4f}; between-boot SD of a ratio {boot_sd:.4f}"
+            f"{max(map(math.exp, means)):.4f}, mean {math.exp(statistics.fmean(means)):.4f}; SD of the rounds' log "
+            f"ratios {math.sqrt(between):.4f}, pairs' own se (rms) {math.sqrt(within):.4f}; between-boot SD of a "
+            f"ratio {boot_sd:.4f}, around 1 (the order effect counted) {around_one:.4f}"
         )
 
 
