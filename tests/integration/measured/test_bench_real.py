@@ -20,7 +20,7 @@ from pipeline.stages.prove.corpus import corpus_text
 from pipeline.stages.prove.perf import CaseResult, run_bench
 from tests.integration.conftest import CpuEngine
 
-pytestmark = [pytest.mark.integration, pytest.mark.quiet_host]
+pytestmark = [pytest.mark.integration, pytest.mark.quiet_host, pytest.mark.calibration]
 
 LLAMA_BENCHY = ("llama-benchy==0.4.0",)
 CORPUS_URL = "local://spark-nightly-corpus"

@@ -10,7 +10,7 @@ from pipeline.infra.references import References
 from tests.integration.conftest import CpuEngine
 from tests.integration.variants.golden_variants import assert_caught
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.calibration]
 
 
 @pytest.mark.parametrize("name", ["final norm x3", "end-of-turn logit negated"])

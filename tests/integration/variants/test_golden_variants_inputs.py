@@ -12,7 +12,7 @@ from tests.integration.broken_models import golden_both_ways, make_broken, short
 from tests.integration.conftest import CpuEngine
 from tests.integration.variants.golden_variants import assert_caught, failing, show
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.calibration]
 
 
 def test_a_nan_prompt_is_named_the_cause_and_the_rest_are_judged_on_a_restarted_server(
