@@ -26,7 +26,7 @@ import yaml
 from pipeline.infra.files import sha256_of
 from pipeline.infra.weights import MANIFEST, package_folder
 from tests.integration.conftest import CPU_ENTRY, ROOT, CpuEngine
-from tests.integration.two_hosts import FAST_IFACE, MGMT_IFACE, TwoHosts, link_bytes, pids, two_hosts
+from tests.integration.two_hosts import FAST_IFACE, MGMT_IFACE, TwoHosts, link_bytes, named_pids, two_hosts
 
 ENTRY = "smollm2-135m-pp2"
 PYTHON = str(ROOT / ".venv" / "bin" / "python")
@@ -96,13 +96,7 @@ def _left_in(hosts: TwoHosts) -> list[str]:
     """What still runs in either namespace besides the worker's sshd (the host's own)."""
     left = []
     for ns in (hosts.head_ns, hosts.worker_ns):
-        for pid in pids(ns):
-            try:
-                name = Path(f"/proc/{pid}/comm").read_text().strip()
-            except OSError:
-                continue
-            if name != "sshd":
-                left.append(f"{ns}:{pid}:{name}")
+        left.extend(f"{ns}:{pid}:{name}" for pid, name in named_pids(ns) if name != "sshd")
     return left
 
 
@@ -203,15 +197,17 @@ def test_a_worker_killed_mid_night_fails_the_entry_naming_the_node(
         for line in process.stdout:
             out.append(line)
             if "cluster ready: " in line:  # the API server boots now: the worker's raylet is killed under it
-                (raylet,) = [
-                    p for p in pids(hosts.worker_ns) if Path(f"/proc/{p}/comm").read_text().strip() == "raylet"
-                ]
+                (raylet,) = [pid for pid, name in named_pids(hosts.worker_ns) if name == "raylet"]
                 os.kill(raylet, signal.SIGKILL)  # a process of this test's night, by its pid
         process.wait(300)
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+        if process.poll() is None:  # the test failed under it: SIGTERM lets the night stop its cluster on both hosts
+            process.terminate()
+            try:
+                process.wait(60)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
     text = "".join(out)
     elapsed = time.monotonic() - started
     fast = link_bytes(hosts.head_ns, FAST_IFACE) - fast_before

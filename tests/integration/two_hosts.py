@@ -88,6 +88,18 @@ def pids(ns: str) -> list[int]:
     return [int(word) for word in _run(["ip", "netns", "pids", ns]).split()]
 
 
+def named_pids(ns: str) -> list[tuple[int, str]]:
+    """The live processes inside namespace `ns` with their names; one that exits between the listing and the
+    reading of its name (Ray starts and ends short-lived helpers all the time) is left out."""
+    named = []
+    for pid in pids(ns):
+        try:
+            named.append((pid, Path(f"/proc/{pid}/comm").read_text().strip()))
+        except OSError:
+            continue
+    return named
+
+
 @contextlib.contextmanager
 def two_hosts(workdir: Path) -> Iterator[TwoHosts]:
     """spark-a and spark-b, with an sshd on spark-b's management address; all of it is gone when the block ends.
