@@ -99,6 +99,14 @@ CI_LEVEL = 0.95
 # 4 8 (200 series): with the Spark's 0.028, clean months with bimodal boots FAILed 1.0 % at 8 (2.0 % at 4), -5 %
 # steps with such boots FAILed by their 2nd night 98.5 % (96.5 %); with no prior (0, floored) 9-14 % FAILed.
 PRIOR_DF = 8.0
+# Once this host's own boot pairs carry this many degrees of freedom and spread wider than the pool, their spread is
+# taken alone (detect/boots.py): the prior, worth PRIOR_DF, would keep shrinking a runner's wider boots toward the
+# file's figure, and a spread taken too narrow FAILs good builds. benchmarks/detector_simulation.py --mode
+# one-resident (200 series, the Spark file's prior 2.8 %): at a boot SD of 3 % false FAILs fell from 2.5 % to 1.0 %
+# of clean months and from 2.5 % to 1.0 % on a 5 % slower host; at 2 % (the prior's own) from 2.0 % to 1.5 %, a -5 %
+# step caught by its 2nd night as often (88.5 %), a -3 % step by its 7th 81.5 % (83.5 %); at 3 % the -5 % step by its
+# 2nd night 60 % (70 %): evidence the narrower spread had bought with false FAILs.
+OWN_SPREAD_DF = 8
 # Boot pairs in turns are asked one at a time, and decided by a sequential test (detect/sequential.py) from the
 # MIN_BOOT_PAIRS-th on (one pair alone teaches nothing of the boot spread); MAX_BOOT_PAIRS is the most a cell is
 # given a night, however large the boot budget.

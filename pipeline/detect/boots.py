@@ -6,6 +6,9 @@ kernels picked at start-up), so the spread of the differences within a night mea
 night's few pairs estimate it roughly, so it is pooled with the hardware's shipped `pairs.boot_sd` (a prior worth
 PRIOR_DF pairs) and with this host's earlier nights (infra/pair_book.py): a runner whose boots spread more than its
 file says learns it, and a night of pairs that agree by chance cannot claim more certainty than the pool allows.
+Once the host's own pairs are enough (OWN_SPREAD_DF) and spread wider than the pool, they are taken alone: a prior
+narrower than the runner's boots would otherwise keep the spread too narrow for good, and a spread taken too narrow
+FAILs good builds.
 The decision is the sequential test's (detect/sequential.py).
 """
 
@@ -16,7 +19,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pipeline.config.thresholds import MIN_PRIOR_BOOT_SD, PRIOR_DF
+from pipeline.config.thresholds import MIN_PRIOR_BOOT_SD, OWN_SPREAD_DF, PRIOR_DF
 from pipeline.infra.pair_book import SpreadSoFar
 
 # PRIOR_DF is read from here when the spread is pooled, so a comparison (benchmarks/detector_simulation.py
@@ -66,7 +69,8 @@ class PooledSpread:
 def pooled_spread(prior_boot_sd: float, host: SpreadSoFar, tonight: Sequence[BootPair]) -> PooledSpread:
     """Pool the variance of a boot pair difference: the prior (the file's `pairs.boot_sd`, at least
     MIN_PRIOR_BOOT_SD, plus tonight's runs' share) worth PRIOR_DF pairs, this host's past nights' squared deviations
-    and tonight's own. The prior only seeds it: a runner's own pairs outweigh it as they accumulate."""
+    and tonight's own. The prior only seeds it: a runner's own pairs outweigh it as they accumulate, and replace it
+    once they carry OWN_SPREAD_DF degrees of freedom and spread wider than the pool."""
     for pair in tonight:
         both = pair.a + pair.b
         if not pair.a or not pair.b or min(both) <= 0 or not all(map(math.isfinite, both)):
@@ -82,10 +86,16 @@ def pooled_spread(prior_boot_sd: float, host: SpreadSoFar, tonight: Sequence[Boo
     tonight_df = max(0, len(differences) - 1)
     df = PRIOR_DF + host.df + tonight_df
     variance = (PRIOR_DF * (prior_sd**2 + within * runs) + host.squares + tonight_squares) / df
-    spread = math.sqrt(max(0.0, variance - within * runs))
     source = f"the file's {prior_sd:.1%} worth {PRIOR_DF:g} pairs"
     if host.df:
         source += f", this host's {host.df} from {host.nights} night{'s' if host.nights != 1 else ''}"
     if tonight_df:
         source += f", tonight's {tonight_df}"
+    own_df = host.df + tonight_df
+    if own_df >= OWN_SPREAD_DF and (host.squares + tonight_squares) / own_df > variance:
+        # the host's own pairs, enough of them, spread wider than the pool: a prior narrower than the runner's boots
+        # would still shrink it, and a spread taken too narrow FAILs good builds
+        variance, df = (host.squares + tonight_squares) / own_df, own_df
+        source += ", this host's own taken alone: wider than the pool"
+    spread = math.sqrt(max(0.0, variance - within * runs))
     return PooledSpread(spread, variance, df, source)

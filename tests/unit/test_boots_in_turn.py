@@ -15,7 +15,7 @@ import pytest
 
 from pipeline.cli import main
 from pipeline.config.matrix import BootBudget
-from pipeline.config.thresholds import PairRules
+from pipeline.config.thresholds import OWN_SPREAD_DF, PRIOR_DF, PairRules
 from pipeline.detect.boots import BootPair, pooled_spread
 from pipeline.detect.sequential import FAIL_AT, PASS_AT, decide_sequential
 from pipeline.errors import EngineError, HostUnhealthy
@@ -111,9 +111,36 @@ def test_the_boot_spread_is_pooled_from_the_prior_the_hosts_nights_and_tonight()
     tonight = [_pair(rng, 0.0, a_boot=rng.gauss(0, 0.03), b_boot=rng.gauss(0, 0.03)) for _ in range(2)]
     pooled = pooled_spread(0.028, learned, tonight)
     assert pooled.spread == pytest.approx(0.03 * math.sqrt(2), rel=0.25)
-    assert pooled.source == "the file's 2.8% worth 8 pairs, this host's 40 from 20 nights, tonight's 1"
+    assert pooled.source.startswith("the file's 2.8% worth 8 pairs, this host's 40 from 20 nights, tonight's 1")
     with pytest.raises(ValueError, match="positive, finite"):
         pooled_spread(0.028, SpreadSoFar(), [BootPair((1.0,), (math.nan,))])
+
+
+def _nights_of(rng: random.Random, boot_sd: float, nights: int) -> SpreadSoFar:
+    """A host's past boot pairs: `nights` nights of three, every boot with an offset of SD `boot_sd`."""
+    learned = SpreadSoFar()
+    for _ in range(nights):
+        night = [_pair(rng, 0.0, a_boot=rng.gauss(0, boot_sd), b_boot=rng.gauss(0, boot_sd)) for _ in range(3)]
+        learned = learned.plus([pair.difference() for pair in night])
+    return learned
+
+
+def test_a_host_whose_own_pairs_spread_wider_than_the_pool_is_judged_by_its_own_spread() -> None:
+    """The prior, worth 8 pairs, would keep shrinking a runner's wider boots toward the file's figure (a spread taken
+    too narrow FAILs good builds): once the host's own pairs carry OWN_SPREAD_DF degrees of freedom and spread wider
+    than the pool, they are taken alone, and the source says so. Narrower, or too few, they only join the pool."""
+    rng = random.Random(23)
+    wide = _nights_of(rng, 0.04, 10)  # B/A's SD 5.7 % against the file's 2.8 %, 20 degrees of freedom
+    pooled = pooled_spread(0.028, wide, [])
+    assert pooled.variance == pytest.approx(wide.variance) and pooled.df == wide.df
+    assert pooled.source.endswith("this host's own taken alone: wider than the pool")
+    mixed = (PRIOR_DF * 0.028**2 + wide.squares) / (PRIOR_DF + wide.df)
+    assert pooled.variance > mixed  # what pooling alone would have used
+    narrow = _nights_of(rng, 0.01, 10)
+    assert "taken alone" not in pooled_spread(0.028, narrow, []).source
+    assert pooled_spread(0.028, narrow, []).spread > math.sqrt(narrow.variance)  # the prior still widens it
+    few = _nights_of(rng, 0.04, OWN_SPREAD_DF // 2 - 1)  # 2 df a night: under OWN_SPREAD_DF
+    assert few.df < OWN_SPREAD_DF and "taken alone" not in pooled_spread(0.028, few, []).source
 
 
 def test_boot_pairs_are_asked_one_at_a_time_and_stop_as_soon_as_they_decide(tmp_path: Path) -> None:
