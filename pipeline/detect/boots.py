@@ -93,8 +93,6 @@ def pooled_spread(prior_boot_sd: float, host: SpreadSoFar, tonight: Sequence[Boo
         source += f", tonight's {tonight_df}"
     own_df = host.df + tonight_df
     if own_df >= OWN_SPREAD_DF and (host.squares + tonight_squares) / own_df > variance:
-        # the host's own pairs, enough of them, spread wider than the pool: a prior narrower than the runner's boots
-        # would still shrink it, and a spread taken too narrow FAILs good builds
         variance, df = (host.squares + tonight_squares) / own_df, own_df
         source += ", this host's own taken alone: wider than the pool"
     spread = math.sqrt(max(0.0, variance - within * runs))

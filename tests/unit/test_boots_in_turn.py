@@ -97,25 +97,6 @@ def test_a_night_out_of_budget_that_leans_to_no_slowdown_clears_unless_a_regress
     assert open_regression.decision == "INCONCLUSIVE" and open_regression.carry is None
 
 
-def test_the_boot_spread_is_pooled_from_the_prior_the_hosts_nights_and_tonight() -> None:
-    """A host whose boots spread 3 % (B/A's SD 4.2 %) against a file that says 2.8 %: the prior alone says 2.8 %;
-    twenty nights of three boot pairs teach the host's own, and the source says where it came from."""
-    rng = random.Random(11)
-    prior = pooled_spread(0.028, SpreadSoFar(), [])
-    assert prior.spread == pytest.approx(0.028) and prior.source == "the file's 2.8% worth 8 pairs"
-    learned = SpreadSoFar()
-    for _ in range(20):
-        night = [_pair(rng, 0.0, a_boot=rng.gauss(0, 0.03), b_boot=rng.gauss(0, 0.03)) for _ in range(3)]
-        learned = learned.plus([pair.difference() for pair in night])
-    assert (learned.df, learned.nights) == (40, 20)
-    tonight = [_pair(rng, 0.0, a_boot=rng.gauss(0, 0.03), b_boot=rng.gauss(0, 0.03)) for _ in range(2)]
-    pooled = pooled_spread(0.028, learned, tonight)
-    assert pooled.spread == pytest.approx(0.03 * math.sqrt(2), rel=0.25)
-    assert pooled.source.startswith("the file's 2.8% worth 8 pairs, this host's 40 from 20 nights, tonight's 1")
-    with pytest.raises(ValueError, match="positive, finite"):
-        pooled_spread(0.028, SpreadSoFar(), [BootPair((1.0,), (math.nan,))])
-
-
 def _nights_of(rng: random.Random, boot_sd: float, nights: int) -> SpreadSoFar:
     """A host's past boot pairs: `nights` nights of three, every boot with an offset of SD `boot_sd`."""
     learned = SpreadSoFar()
@@ -123,6 +104,25 @@ def _nights_of(rng: random.Random, boot_sd: float, nights: int) -> SpreadSoFar:
         night = [_pair(rng, 0.0, a_boot=rng.gauss(0, boot_sd), b_boot=rng.gauss(0, boot_sd)) for _ in range(3)]
         learned = learned.plus([pair.difference() for pair in night])
     return learned
+
+
+def test_the_boot_spread_is_pooled_from_the_prior_the_hosts_nights_and_tonight() -> None:
+    """A host whose boots spread 3 % (B/A's SD 4.2 %) against a file that says 2.8 %: the prior alone says 2.8 %;
+    twenty nights of three boot pairs teach the host's own, and the source says where it came from."""
+    rng = random.Random(11)
+    prior = pooled_spread(0.028, SpreadSoFar(), [])
+    assert prior.spread == pytest.approx(0.028) and prior.source == "the file's 2.8% worth 8 pairs"
+    learned = _nights_of(rng, 0.03, 20)
+    assert (learned.df, learned.nights) == (40, 20)
+    tonight = [_pair(rng, 0.0, a_boot=rng.gauss(0, 0.03), b_boot=rng.gauss(0, 0.03)) for _ in range(2)]
+    pooled = pooled_spread(0.028, learned, tonight)
+    assert pooled.spread == pytest.approx(0.03 * math.sqrt(2), rel=0.25)
+    assert pooled.source == (
+        "the file's 2.8% worth 8 pairs, this host's 40 from 20 nights, tonight's 1, this host's own taken alone: "
+        "wider than the pool"
+    )  # its 41 degrees of freedom spread wider than the prior: taken alone (the next test)
+    with pytest.raises(ValueError, match="positive, finite"):
+        pooled_spread(0.028, SpreadSoFar(), [BootPair((1.0,), (math.nan,))])
 
 
 def test_a_host_whose_own_pairs_spread_wider_than_the_pool_is_judged_by_its_own_spread() -> None:
