@@ -8,7 +8,8 @@ The runner's profile holds one server at a time, as a Spark does. Night 1 is goo
 build that is slower in every engine step (sized on what night 1 measured on this host, so it is as deep on any
 host), judged against this host's own first night whatever the thresholds file says, which boot pairs in turns
 against night 1's build (kept in the state) fail, opening one issue that lists every cell it moved, while the
-process table never shows two servers of the entry at once; night 3 serves the good build again and closes it.
+process table never shows two servers of the entry at once; night 3 serves the good build again, judged against
+night 1 and the boots of that build in night 2's boot pairs, and closes it.
 """
 
 from __future__ import annotations
@@ -17,12 +18,15 @@ import json
 import os
 import re
 import shutil
+import socket
 import sqlite3
+import statistics
 from pathlib import Path
 
 import pytest
 
 from pipeline.infra.confirmed import ConfirmedBook, series_key
+from pipeline.infra.pair_book import PairBook
 from tests.fakes.github import StandIn
 from tests.integration.census import census
 from tests.integration.conftest import (
@@ -139,7 +143,16 @@ def test_three_nights_of_the_workflow_keep_their_state_and_raise_one_issue(
 
     shutil.copy(tmp_path / "models.good.yaml", config / "models.yaml")
     recovered = _night(emulator, tmp_path / "artifacts-3")
-    assert recovered.result("publish") == "success"
+    report = tmp_path / "artifacts-3" / _report_name(recovered)
+    entry = json.loads((report / "entries" / f"{CPU_ENTRY}.json").read_text())
+    assert recovered.result("publish") == "success", (entry["status"], entry["reason"])
+    # night 3 serves A itself: its yardstick is night 1 and A's boots in night 2's boot pairs (one fast boot on a
+    # host whose boots spread wide would otherwise keep an unchanged build from ever passing)
+    for name, cell in entry["numbers"]["cells"].items():
+        a_boots = PairBook(state / "pairs.json").a_boots(socket.gethostname(), _series(name), good_build)
+        assert len(a_boots) >= 2, name  # night 2's boot pairs booted A at least twice
+        boots = [night_1["numbers"]["cells"][name]["value"]] + [statistics.median(b.values) for b in a_boots]
+        assert cell["ref"] == pytest.approx(statistics.median(boots), rel=1e-3), (name, boots, entry["reason"])
     (issue,) = stand_in.state.issues.values()  # the same issue: commented on and closed, never a second one
     assert issue["state"] == "closed" and any("closing" in c["body"] for c in issue["comments"]), issue
     assert len(stand_in.state.releases) == 2
@@ -150,8 +163,12 @@ def test_three_nights_of_the_workflow_keep_their_state_and_raise_one_issue(
     assert not (spark.workspace / "runs").exists() or len(list((spark.workspace / "runs").iterdir())) == 1
 
 
+def _series(cell: str) -> str:
+    return series_key("cpu-x86", CPU_ENTRY, cell, "tg_tps" if cell.startswith("tg") else "pp_tps")
+
+
 def _a_of(state: Path, cell: str) -> str:
-    found = ConfirmedBook(state / "confirmed.json").last_good(series_key("cpu-x86", CPU_ENTRY, cell, "tg_tps"))
+    found = ConfirmedBook(state / "confirmed.json").last_good(_series(cell))
     assert found is not None
     return found[0].id
 

@@ -21,7 +21,7 @@ from pipeline.detect.sequential import FAIL_AT, PASS_AT, decide_sequential
 from pipeline.errors import EngineError, HostUnhealthy
 from pipeline.infra.confirmed import BuildRef
 from pipeline.infra.openai_client import Generation, Scored
-from pipeline.infra.pair_book import Carried, PairBook, SpreadSoFar
+from pipeline.infra.pair_book import ABoot, Carried, PairBook, SpreadSoFar
 from pipeline.stages.prove import judge, pairs, perf_run, turns
 from pipeline.stages.prove.boot import Restartable
 from pipeline.stages.prove.paired_verdict import CellOutcome, InTurn
@@ -522,6 +522,55 @@ def test_the_last_confirmed_build_that_trips_in_turns_is_measured_again_on_a_fre
     fresh.clear()
     no_boot = night("2026-11-23", 19.8, 0)
     assert no_boot.status == Status.INCONCLUSIVE and not fresh and "no boot left" in no_boot.reason
+
+
+def test_the_last_confirmed_build_is_judged_against_its_boots_as_a_not_only_its_one_fast_accepted_night(
+    tmp_path: Path,
+) -> None:
+    """The CI host's and the GPU's good night after a slower build: the host's one accepted night was a fast boot
+    (20 t/s), the slower build's boot pairs booted A twice at 16.5, and tonight A itself measures 16.4, 18 % under
+    that night, on its bench boot and on a fresh one. Judged against the accepted night alone it could never PASS
+    (the alert it should close stays open); against that night and A's two boots (median 16.5) it PASSes on the
+    bench boot. Where A's boots measured what the night did (20), the slow night is still the host's: INCONCLUSIVE.
+    A changed build tonight is judged against the accepted nights alone."""
+
+    def nights(folder: str, a_measured: float, tonight: str = "2026-11-01") -> CellOutcome:
+        root = tmp_path / folder
+        root.mkdir()
+        _seed(_book_ctx(root, "2026-11-01"), root, 20.0, nights=1)  # night 1: the first accepted night, A
+        pair = BootPair((a_measured,) * 3, (9.0,) * 3)
+        slower = _judge(_case(9.0), _book_ctx(root, "2026-11-20"), paired=InTurn(lambda r, m, n, a: [pair] * n))  # type: ignore[arg-type]
+        assert next(o for o in slower if o.cell == "tg32").status == Status.FAIL
+        ctx = replace(_book_ctx(root, "2026-11-21"), build=_build(tonight))
+        fresh = lambda result: _case(16.0)  # noqa: E731 -- a fresh boot, as slow again
+        outcomes = _judge(_case(16.4), ctx, remeasure=fresh, paired=InTurn(lambda *a: None, lambda: 4))  # type: ignore[arg-type]
+        return next(o for o in outcomes if o.cell == "tg32")
+
+    judged_by_its_boots = nights("slower-a-boots", 16.5)
+    assert judged_by_its_boots.status == Status.PASS, judged_by_its_boots.reason
+    assert "this host's 1 accepted night and 2 boots of this build as A in boot pairs: 16.5 t/s" in (
+        judged_by_its_boots.reason
+    )
+    host_slower_tonight = nights("fast-a-boots", 20.0)
+    assert host_slower_tonight.status == Status.INCONCLUSIVE, host_slower_tonight.reason
+    assert "this host's 1 accepted night and 2 boots of this build as A in boot pairs: 20 t/s" in (
+        host_slower_tonight.reason
+    )
+    assert "points at the host or the night" in host_slower_tonight.reason
+    changed = nights("changed-build", 16.5, tonight="2026-11-21")
+    assert changed.status == Status.FAIL and "still regressed: tonight -17.17% vs median of 1 night," in changed.reason
+
+
+def test_the_pair_book_keeps_the_latest_boots_of_the_current_a_and_forgets_them_when_a_moves(tmp_path: Path) -> None:
+    book = PairBook(tmp_path / "pairs.json")
+    boots = [ABoot(f"2026-11-{day:02d}", f"run-{day}", (float(day),) * 3) for day in range(1, 6)]
+    book.record("host", "k", [0.01, -0.01], None, a="a1", a_boots=boots[:3], keep=4)
+    book.record("host", "k", [0.02, -0.02], None, a="a1", a_boots=boots[3:], keep=4)
+    assert book.a_boots("host", "k", "a1") == boots[1:]  # the latest four, oldest first
+    assert book.a_boots("host", "k", "a2") == [] and book.a_boots("other", "k", "a1") == []
+    book.record("host", "k", [0.0, 0.0], None, a="a2", a_boots=boots[:1], keep=4)
+    assert book.a_boots("host", "k", "a1") == [] and book.a_boots("host", "k", "a2") == boots[:1]
+    assert book.spread("host", "k").df == 3  # the spread goes on learning whichever A the pairs were against
 
 
 def test_the_nightlys_rerun_in_turns_is_one_fresh_boot_that_measures_every_case(

@@ -80,6 +80,7 @@ class CellOutcome:
     in_turn: bool = False  # the pairs were boots in turn
     gap: str | None = None  # a difference to a reference measured on another build: reported, never blamed
     differences: tuple[float, ...] = ()  # tonight's boot pair differences (log B/A), for the host's boot spread
+    a_boots: tuple[tuple[float, ...], ...] = ()  # what each of tonight's boots of A measured (its runs), for the book
     carry: Carried | None = None  # undecided evidence for the next night against the same A
 
     @property
@@ -187,6 +188,7 @@ def boot_pairs_verdict(
         pairs_measured=len(boots),
         in_turn=True,
         differences=tuple(pair.difference() for pair in boots),
+        a_boots=tuple(pair.a for pair in boots),
         carry=decision.carry,
     )
 

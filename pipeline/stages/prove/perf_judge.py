@@ -35,7 +35,7 @@ from pipeline.detect.steps import (
 from pipeline.errors import HostUnhealthy
 from pipeline.infra.confirmed import Acceptance, BuildRef, ConfirmedBook, series_key
 from pipeline.infra.history import ACCEPTED_VERDICTS, History, Night, Sample
-from pipeline.infra.pair_book import PairBook
+from pipeline.infra.pair_book import ABoot, PairBook
 from pipeline.places import StateDir
 from pipeline.stages.prove.gate import CellVerdict, judge_cell
 from pipeline.stages.prove.health import HealthReport, health_facts_for_history
@@ -209,12 +209,21 @@ def _in_judging_order(
 
 def _record_pairs(outcomes: Sequence[CellOutcome], ctx: PerfContext) -> None:
     """Tonight's boot pairs join the host's boot spread; an undecided night's evidence is carried, a decided one
-    clears it."""
+    clears it; tonight's boots of A are kept with the ones before (a night serving A itself is judged by them)."""
     if ctx.pair_book is None:
         return
     for outcome in outcomes:
         if outcome.in_turn:
-            ctx.pair_book.record(ctx.host, ctx.series(outcome.cell, outcome.metric), outcome.differences, outcome.carry)
+            a_boots = [ABoot(ctx.night, ctx.run_id, values) for values in outcome.a_boots]
+            ctx.pair_book.record(
+                ctx.host,
+                ctx.series(outcome.cell, outcome.metric),
+                outcome.differences,
+                outcome.carry,
+                a=outcome.last_good.id if outcome.last_good is not None else None,
+                a_boots=a_boots,
+                keep=BASELINE_NIGHTS,
+            )
 
 
 def _judge_cell(
@@ -227,13 +236,15 @@ def _judge_cell(
     remeasure: Remeasure,
     paired: PairedMeasure | InTurn,
 ) -> tuple[CellOutcome, CaseResult]:
-    nights = [n.values for n in _nights(ctx, cell, metric, accepted_only=True)]
-    reference, floor = host_reference(thresholds, cell, nights), _floor(thresholds, cell, nights)
+    a = _last_good(ctx, cell, metric)
+    same_build = a is not None and ctx.build is not None and a[0].id == ctx.build.id
+    nights, boots_of_a = _yardstick(ctx, cell, metric, a[0].id if a is not None and same_build else None)
+    reference = host_reference(thresholds, cell, nights, boots_of_a=boots_of_a)
+    floor = _floor(thresholds, cell, nights)
 
     def judge(values: Sequence[float]) -> CellVerdict:
         return _gate(reference, floor, values)
 
-    a = _last_good(ctx, cell, metric)
     in_turn = isinstance(paired, InTurn)
     # in turns each night is one boot, so the history's noise carries the boot spread: it never narrows the screen
     least = SCREEN_FLOOR if in_turn else 0.0
@@ -248,7 +259,6 @@ def _judge_cell(
         return pairs_decide(
             CellOutcome(cell, metric, Status.INCONCLUSIVE, "asked for pairs", gate, screened), result
         ), result
-    same_build = a is not None and ctx.build is not None and a[0].id == ctx.build.id
     since = None if same_build else _open_regression(ctx, cell, metric)
     if since is not None:
         # A clean screen cannot close a regression: a good night of the regressed build would pass it and make
@@ -322,6 +332,20 @@ def _evidence(ctx: PerfContext, cell: str, metric: str) -> Evidence:
     return Evidence(ctx.pair_book.carried(ctx.host, key), ctx.pair_book.spread(ctx.host, key))
 
 
+def _yardstick(ctx: PerfContext, cell: str, metric: str, a_itself: str | None) -> tuple[list[tuple[float, ...]], int]:
+    """What tonight is judged against, oldest first: this host's accepted nights, and where tonight's build is A
+    itself (`a_itself`, its id), each boot of it as A in boot pairs too, with how many of those there are.
+
+    A night in turns is one boot, and boots of one build spread (on an H200 a 135M model's by over 20 %): an unchanged
+    build judged against one fast accepted night trips however often it is booted again, while the boots it made as
+    A since measured what it measures here. A changed build is never judged against them: its screen only decides
+    whether boot pairs are spent, and those compare it with A's boots directly."""
+    accepted = _nights(ctx, cell, metric, accepted_only=True)
+    as_a = ctx.pair_book.a_boots(ctx.host, ctx.series(cell, metric), a_itself) if a_itself and ctx.pair_book else []
+    dated = [((n.night, n.run_id, 0), n.values) for n in accepted] + [((b.night, b.run_id, 1), b.values) for b in as_a]
+    return [values for _, values in sorted(dated, key=lambda item: item[0])], len(as_a)
+
+
 def _open_regression(ctx: PerfContext, cell: str, metric: str) -> tuple[str, list[Night], int] | None:
     """When this cell's last decided night (PASS, XFAIL or FAIL) FAILed, its alert is open: the night it first
     failed, the undecided nights since the last FAIL (pairs that could not decide, an A that could not be served),
@@ -367,22 +391,33 @@ def _recovery(
     return replace(base, status=Status.INCONCLUSIVE, reason=still)
 
 
-def host_reference(thresholds: Thresholds, cell: str, nights: Sequence[Sequence[float]]) -> Reference:
+def host_reference(
+    thresholds: Thresholds, cell: str, nights: Sequence[Sequence[float]], *, boots_of_a: int = 0
+) -> Reference:
     """The cell's yardstick tonight. From its first accepted night on this host it is the host's own: the median of
     its accepted nights (the last BASELINE_NIGHTS), with the file's warn and fail levels, whatever the file says
     (hosts of one class differ up to 2x, and a file may have been measured on another build). Before that night,
-    the file's reference, named as such."""
+    the file's reference, named as such. Where tonight's build is A itself, `nights` ends with its `boots_of_a`
+    boots as A in boot pairs, and the yardstick says so."""
     reference = thresholds.cells[cell]
     recent = [statistics.median(values) for values in nights[-BASELINE_NIGHTS:] if values]
     if not recent:
         return replace(reference, origin=reference.origin or FILE_ORIGIN)
     own = statistics.median(recent)
-    origin = f"this host's {len(recent)} accepted night{'s' if len(recent) > 1 else ''}: {own:.4g} {reference.unit}"
+    boots = min(boots_of_a, len(recent))
+    origin = _plural(len(recent) - boots, "accepted night")
+    if boots:
+        origin += f" and {_plural(boots, 'boot')} of this build as A in boot pairs"
+    origin = f"this host's {origin}: {own:.4g} {reference.unit}"
     if reference.ref is not None and thresholds.another_build:
         origin += f"; the file's {reference.ref:g} was measured on another build"
     elif reference.ref is not None:
         origin += f", {own / reference.ref - 1:+.0%} from the file's {reference.ref:g}"
     return replace(reference, ref=own, pending=None, origin=origin)
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'s' if count != 1 else ''}"
 
 
 def _floor(thresholds: Thresholds, cell: str, nights: Sequence[Sequence[float]]) -> Reference | None:
