@@ -441,6 +441,39 @@ def test_undecided_pairs_are_kept_and_pair_the_next_night_even_when_its_screen_i
     assert book.carried("host", key) is None and book.spread("host", key).df == 2
 
 
+def test_a_night_of_a_itself_spends_no_boot_on_evidence_carried_against_it(tmp_path: Path) -> None:
+    """The GPU's good night after a slower one whose pp128 pairs were carried undecided: tonight's build is A itself,
+    so there is nothing to pair, and a fresh boot of it cannot add to that evidence. A clean screen PASSes it on its
+    bench boot (an H200 spent 60-70 s a night booting it again before)."""
+    _seed(_ctx(tmp_path), tmp_path, 20.0)
+    leaning = [BootPair((20.0,) * 3, (20.0 * f,) * 3) for f in (0.955, 0.96)]
+    asked: list[int] = []
+
+    def measure(result: Any, metric: str, wanted: int, a: BuildRef) -> list[BootPair]:
+        asked.append(wanted)
+        return leaning[:wanted]
+
+    undecided = next(
+        o
+        for o in _judge(
+            _case(17.0),
+            _book_ctx(tmp_path, "2026-11-20"),
+            paired=InTurn(measure, lambda: 4 - 2 * len(asked)),  # a budget of two boot pairs
+            pairs=SPARK_RULES,
+        )  # type: ignore[arg-type]
+        if o.cell == "tg32"
+    )
+    assert undecided.status == Status.INCONCLUSIVE and "carried to the next night" in undecided.reason
+
+    def no_fresh_boot(result: Any) -> Any:
+        raise AssertionError("A itself was booted again for evidence carried against it")
+
+    ctx = replace(_book_ctx(tmp_path, "2026-11-21"), build=_build("2026-11-01"))  # A itself
+    outcomes = _judge(_case(20.0), ctx, remeasure=no_fresh_boot, paired=InTurn(lambda *a: None, lambda: 4))  # type: ignore[arg-type]
+    tonight = next(o for o in outcomes if o.cell == "tg32")
+    assert tonight.status == Status.PASS and "tripped" not in tonight.reason, tonight.reason
+
+
 def test_a_moves_only_where_the_boot_pairs_interval_rules_out_any_loss(tmp_path: Path) -> None:
     """Two boot pairs 4 % faster PASS tonight's build, but with the boot spread their interval reaches just below 1
     (within the 1 % slack pairs side by side have): A stays. Two 10 % faster rule any loss out: A moves."""

@@ -277,7 +277,14 @@ def _judge_cell(
         opened = f"a regression is open since {since[0]} and {outcome.reason}"
         recovery = _recovery(replace(outcome, reason=opened), judge, since[1], nights, result.values(metric))
         return recovery, result
-    carried = evidence is not None and evidence.carried is not None and a is not None and evidence.carried.a == a[0].id
+    # evidence carried against A is another build's: A itself adds nothing to it (pairs of a build with itself)
+    carried = (
+        evidence is not None
+        and evidence.carried is not None
+        and a is not None
+        and evidence.carried.a == a[0].id
+        and not same_build
+    )
     if not (gate.tripped or _history_trips(screened) or carried):
         status = Status.XFAIL if gate.status == "XFAIL" else Status.PASS
         reason = f"{gate.reason}; {screened.reason}{_first_note(a, ctx)}"
