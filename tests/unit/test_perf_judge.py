@@ -19,6 +19,8 @@ from pipeline.stages.prove.health import HealthReport, HostFacts
 from pipeline.stages.prove.paired_verdict import CellOutcome, PairedMeasure
 from pipeline.stages.prove.perf import CaseResult, RequestSample, RunSample
 from pipeline.stages.prove.perf_judge import PerfContext, Remeasure, judge_results
+from pipeline.stages.prove.perf_run import JudgedPerf
+from pipeline.stages.prove.perf_verdict import perf_verdict
 from pipeline.status import Status
 
 PP, TG = Cell("pp128", "pp", 128, 32, 0, 1), Cell("tg32", "tg", 128, 32, 0, 1)
@@ -107,11 +109,18 @@ def test_a_steady_night_passes_and_is_recorded(tmp_path: Path) -> None:
     assert len(ctx.history.nights(hardware="cpu-x86", entry="m", cell="tg32", metric="tg_tps", limit=100)) == 9
 
 
-def test_a_trip_that_does_not_survive_the_rerun_passes(tmp_path: Path) -> None:
+def test_a_trip_that_does_not_survive_the_rerun_passes_and_the_entry_says_which_cell_was_measured_again(
+    tmp_path: Path,
+) -> None:
     _seed(_ctx(tmp_path), tmp_path, 20.0)
     outcomes = _judge(_case(18.0), _ctx(tmp_path), remeasure=lambda r: _case(20.0))
     decode = next(o for o in outcomes if o.cell == "tg32")
     assert decode.status == Status.PASS and "passed on rerun" in decode.reason
+    verdict = perf_verdict("m", JudgedPerf([], HEALTHY, outcomes), HEALTHY)
+    assert verdict["reason"] == "2 cells within their references (tg32 tripped, and passed measured again)"
+    tg32, pp128 = verdict["cells"]["tg32"], verdict["cells"]["pp128"]
+    assert (tg32["value"], tg32["rerun_value"]) == (18.0, 20.0) and tg32["reason"] == decode.reason
+    assert "rerun_value" not in pp128 and "vs median of 8 nights" in pp128["reason"]  # a clean cell says why too
 
 
 def test_a_confirmed_slowdown_fails_and_an_unconfirmed_one_is_inconclusive(tmp_path: Path) -> None:

@@ -89,6 +89,13 @@ def test_the_body_says_what_changed_the_matrix_what_is_absent_and_how_to_install
     assert "spark-nightly install --from nights/nightly-20261125 --venv .venv-vllm" in body
 
 
+def test_a_cell_that_passed_measured_again_is_headlined_with_the_value_that_decided_it() -> None:
+    manifest = _manifest("b" * 40)
+    manifest["entries"][0]["numbers"]["cells"]["tg32"] = {"value": 49.0, "rerun_value": 60.6, "ref": 60.0}
+    body = release_notes("nightly-20261125", manifest, None, count=lambda repo, old, new: None)
+    assert "tg32 60.6 t/s (ref 60, +1.0 %), measured again (first 49)" in body
+
+
 def test_the_first_night_and_a_pip_night_say_so() -> None:
     first = release_notes("nightly-20261125", _manifest("b" * 40), None)
     assert "### What this night built" in first and "the first published night" in first

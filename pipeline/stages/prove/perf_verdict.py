@@ -22,10 +22,17 @@ def perf_verdict(entry_id: str, judged: JudgedPerf, before: HealthReport) -> dic
         for o in bad
         if o.status == Status.FAIL
     )
-    reason = "; ".join(f"{o.cell}: {o.reason}" for o in bad) or f"{len(outcomes)} cells within their references"
-    gaps = [f"{o.cell} {o.gap}" for o in outcomes if o.gap]
-    if gaps and not bad:
-        reason = f"{len(outcomes) - len(gaps)} cells within their references; gaps, not regressions: {'; '.join(gaps)}"
+    reason = "; ".join(f"{o.cell}: {o.reason}" for o in bad)
+    if not bad:
+        gaps = [f"{o.cell} {o.gap}" for o in outcomes if o.gap]
+        # a cell that tripped and passed measured again (a rerun, or in turns a fresh boot) is said in the summary: on a
+        # host whose boots spread, how often that happens is the morning's news, not only the cell's own reason
+        again = [o.cell for o in outcomes if o.status == Status.PASS and o.rerun_gate is not None]
+        reason = f"{len(outcomes) - len(gaps)} cells within their references"
+        if again:
+            reason += f" ({', '.join(again)} tripped, and passed measured again)"
+        if gaps:
+            reason += f"; gaps, not regressions: {'; '.join(gaps)}"
     health = {"before": health_facts_for_history(before), "measurement": health_facts_for_history(judged.health)}
     return {"status": status, "reason": reason, "cells": cells, "failures": failures, "health": health}
 
@@ -33,9 +40,12 @@ def perf_verdict(entry_id: str, judged: JudgedPerf, before: HealthReport) -> dic
 def cell_numbers(outcome: CellOutcome) -> dict[str, Any]:
     numbers: dict[str, Any] = {
         "status": outcome.status.value,
-        "value": round(outcome.gate.value, 3),
+        "value": round(outcome.gate.value, 3),  # as first measured tonight
         "ref": outcome.gate.ref,
+        "reason": outcome.reason,  # what it was judged against and how it ended, for every cell, PASS included
     }
+    if outcome.rerun_gate is not None:  # measured again (a rerun, or in turns a fresh boot): the value that decided
+        numbers["rerun_value"] = round(outcome.rerun_gate.value, 3)
     if outcome.gap:
         numbers["gap"] = outcome.gap
     if outcome.confirmation is not None:

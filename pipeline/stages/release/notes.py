@@ -84,16 +84,25 @@ def _matrix(manifest: Mapping[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
+def deciding_value(found: Mapping[str, Any]) -> float | None:
+    """A cell's tokens/s that its verdict stands on: measured again where it tripped first (`rerun_value`), else as
+    first measured; the history keeps the same."""
+    value = found.get("rerun_value", found.get("value"))
+    return float(value) if isinstance(value, int | float) else None
+
+
 def _headline(numbers: Mapping[str, Any]) -> str:
     """Each cell's tokens/s against its reference; the pairs' B/A where the night paired it with the last build."""
     parts = []
     for cell, found in sorted((numbers.get("cells") or {}).items()):
-        value, ref = found.get("value"), found.get("ref")
+        value, ref = deciding_value(found), found.get("ref")
         if value is None:
             continue
         text = f"{cell} {value:g} t/s"
         if ref:
             text += f" (ref {ref:g}, {100 * (value / ref - 1):+.1f} %)"
+        if "rerun_value" in found:
+            text += f", measured again (first {found['value']:g})"
         if "b_over_a" in found:
             text += f", B/A {found['b_over_a']:.3f} over {found.get('pairs', '?')} pairs"
         parts.append(text)

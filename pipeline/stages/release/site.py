@@ -19,6 +19,7 @@ from typing import Any
 from pipeline.errors import StoreContentError
 from pipeline.infra.releases import ReleaseStore
 from pipeline.progress import Say, quiet
+from pipeline.stages.release.notes import deciding_value
 from pipeline.stages.release.publish import MANIFEST, MANIFEST_SCHEMA, parse_store_json, read_index
 from pipeline.status import STATUS_COLOURS
 
@@ -156,7 +157,7 @@ def _trends(nights: Sequence[PublishedNight]) -> list[str]:
     for night in nights:
         for entry_id, entry in night.entries.items():
             for cell, found in ((entry.get("numbers") or {}).get("cells") or {}).items():
-                if isinstance(found.get("value"), int | float):
+                if deciding_value(found) is not None:
                     series.setdefault((entry_id, cell), []).append((str(night.manifest["night"]), found))
     return [_chart(entry_id, cell, points) for (entry_id, cell), points in sorted(series.items())]
 
@@ -164,7 +165,7 @@ def _trends(nights: Sequence[PublishedNight]) -> list[str]:
 def _chart(entry_id: str, cell: str, points: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
     """One cell's values, the noise band around their median, the latest reference, the A build's night marked."""
     caption = html.escape(f"{entry_id} {cell} (tokens/s)")
-    values = [float(found["value"]) for _, found in points]
+    values = [value for _, found in points if (value := deciding_value(found)) is not None]
     centre = statistics.median(values)
     sd = MAD_TO_SD * statistics.median(abs(v - centre) for v in values) if len(values) > 2 else 0.0
     band = (centre - BAND_SDS * sd, centre + BAND_SDS * sd)
