@@ -444,7 +444,7 @@ def test_undecided_pairs_are_kept_and_pair_the_next_night_even_when_its_screen_i
 def test_a_night_of_a_itself_spends_no_boot_on_evidence_carried_against_it(tmp_path: Path) -> None:
     """The GPU's good night after a slower one whose pp128 pairs were carried undecided: tonight's build is A itself,
     so there is nothing to pair, and a fresh boot of it cannot add to that evidence. A clean screen PASSes it on its
-    bench boot (an H200 spent 60-70 s a night booting it again before)."""
+    bench boot (an H200 spent 73 s booting it again before)."""
     _seed(_ctx(tmp_path), tmp_path, 20.0)
     leaning = [BootPair((20.0,) * 3, (20.0 * f,) * 3) for f in (0.955, 0.96)]
     asked: list[int] = []
