@@ -594,6 +594,24 @@ def test_the_last_confirmed_build_is_judged_against_its_boots_as_a_not_only_its_
     assert changed.status == Status.FAIL and "still regressed: tonight -17.17% vs median of 1 night," in changed.reason
 
 
+def test_an_unchanged_builds_yardstick_is_the_latest_fourteen_of_its_accepted_nights_and_boots_as_a(
+    tmp_path: Path,
+) -> None:
+    _seed(_book_ctx(tmp_path, "2026-11-01"), tmp_path, 20.0, nights=14)
+    pair = BootPair((20.0,) * 3, (9.0,) * 3)
+    _judge(_case(9.0), _book_ctx(tmp_path, "2026-11-20"), paired=InTurn(lambda r, m, n, a: [pair] * n))  # type: ignore[arg-type]
+
+    def a_itself(night: str) -> str:
+        ctx = replace(_book_ctx(tmp_path, night), build=_build("2026-11-01"))
+        outcomes = _judge(_case(20.0), ctx, paired=InTurn(lambda *a: None, lambda: 4))  # type: ignore[arg-type]
+        return next(o for o in outcomes if o.cell == "tg32").reason
+
+    assert "this host's 12 accepted nights and 2 boots of this build as A in boot pairs: " in a_itself("2026-11-21")
+    reasons = [a_itself(f"2026-12-{day:02d}") for day in range(1, 15)]  # 14 more accepted nights of A itself
+    assert "this host's 13 accepted nights and 1 boot of this build as A in boot pairs: " in reasons[-2]
+    assert "this host's 14 accepted nights: " in reasons[-1]  # A's boots now older than the latest 14
+
+
 def test_the_pair_book_keeps_the_latest_boots_of_the_current_a_and_forgets_them_when_a_moves(tmp_path: Path) -> None:
     book = PairBook(tmp_path / "pairs.json")
     boots = [ABoot(f"2026-11-{day:02d}", f"run-{day}", (float(day),) * 3) for day in range(1, 6)]

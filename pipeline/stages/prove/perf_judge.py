@@ -341,7 +341,8 @@ def _evidence(ctx: PerfContext, cell: str, metric: str) -> Evidence:
 
 def _yardstick(ctx: PerfContext, cell: str, metric: str, a_itself: str | None) -> tuple[list[tuple[float, ...]], int]:
     """What tonight is judged against, oldest first: this host's accepted nights, and where tonight's build is A
-    itself (`a_itself`, its id), each boot of it as A in boot pairs too, with how many of those there are.
+    itself (`a_itself`, its id), each boot of it as A in boot pairs too (then the latest BASELINE_NIGHTS of both
+    together), with how many of those boots are among them.
 
     A night in turns is one boot, and boots of one build spread (on an H200 a 135M model's by over 20 %): an unchanged
     build judged against one fast accepted night trips however often it is booted again, while the boots it made as
@@ -349,8 +350,11 @@ def _yardstick(ctx: PerfContext, cell: str, metric: str, a_itself: str | None) -
     whether boot pairs are spent, and those compare it with A's boots directly."""
     accepted = _nights(ctx, cell, metric, accepted_only=True)
     as_a = ctx.pair_book.a_boots(ctx.host, ctx.series(cell, metric), a_itself) if a_itself and ctx.pair_book else []
+    if not as_a:
+        return [n.values for n in accepted], 0
     dated = [((n.night, n.run_id, 0), n.values) for n in accepted] + [((b.night, b.run_id, 1), b.values) for b in as_a]
-    return [values for _, values in sorted(dated, key=lambda item: item[0])], len(as_a)
+    latest = sorted(dated, key=lambda item: item[0])[-BASELINE_NIGHTS:]
+    return [values for _, values in latest], sum(1 for (_, _, is_boot), _ in latest if is_boot)
 
 
 def _open_regression(ctx: PerfContext, cell: str, metric: str) -> tuple[str, list[Night], int] | None:
@@ -404,8 +408,8 @@ def host_reference(
     """The cell's yardstick tonight. From its first accepted night on this host it is the host's own: the median of
     its accepted nights (the last BASELINE_NIGHTS), with the file's warn and fail levels, whatever the file says
     (hosts of one class differ up to 2x, and a file may have been measured on another build). Before that night,
-    the file's reference, named as such. Where tonight's build is A itself, `nights` ends with its `boots_of_a`
-    boots as A in boot pairs, and the yardstick says so."""
+    the file's reference, named as such. Where tonight's build is A itself, `boots_of_a` of `nights` are boots of it
+    as A in boot pairs (see _yardstick), and the yardstick says so."""
     reference = thresholds.cells[cell]
     recent = [statistics.median(values) for values in nights[-BASELINE_NIGHTS:] if values]
     if not recent:
