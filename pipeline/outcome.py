@@ -16,6 +16,13 @@ def perf_alert_key(entry_id: str) -> str:
     return f"{entry_id}:perf"
 
 
+def deciding_value(cell: Mapping[str, Any]) -> float | None:
+    """The value a perf cell's verdict stands on, from the numbers an outcome carries for it: measured again where it
+    tripped first (`rerun_value`), else as first measured (`value`); the history keeps the same."""
+    value = cell.get("rerun_value", cell.get("value"))
+    return float(value) if isinstance(value, int | float) else None
+
+
 @dataclass(frozen=True)
 class Failure:
     """One failing check or cell: the alert key it is tracked by, what failed, why, and the evidence.

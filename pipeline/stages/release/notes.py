@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from pipeline.outcome import deciding_value
+
 # How many commits lie between two of a source's commits (its mirror knows), or None where it cannot tell
 CommitCounter = Callable[[str, str, str], int | None]
 SHORT = 12
@@ -82,13 +84,6 @@ def _matrix(manifest: Mapping[str, Any]) -> list[str]:
         reason = f" ({entry['reason']})" if entry.get("status") != "PASS" and entry.get("reason") else ""
         lines.append(f"| {entry['id']} | {entry['status']}{_cell_text(reason)} | {numbers or '-'} |")
     return [*lines, ""]
-
-
-def deciding_value(found: Mapping[str, Any]) -> float | None:
-    """A cell's tokens/s that its verdict stands on: measured again where it tripped first (`rerun_value`), else as
-    first measured; the history keeps the same."""
-    value = found.get("rerun_value", found.get("value"))
-    return float(value) if isinstance(value, int | float) else None
 
 
 def _headline(numbers: Mapping[str, Any]) -> str:

@@ -18,8 +18,8 @@ from typing import Any
 
 from pipeline.errors import StoreContentError
 from pipeline.infra.releases import ReleaseStore
+from pipeline.outcome import deciding_value
 from pipeline.progress import Say, quiet
-from pipeline.stages.release.notes import deciding_value
 from pipeline.stages.release.publish import MANIFEST, MANIFEST_SCHEMA, parse_store_json, read_index
 from pipeline.status import STATUS_COLOURS
 
