@@ -34,6 +34,7 @@ from pipeline.stages.aftermath.report import write_reports
 from pipeline.stages.aftermath.report_html import Series, collect_series, render_html
 from pipeline.stages.aftermath.suspects import describe_main_suspects, record_last_good
 from pipeline.stages.build.build_plan import BuildPlan
+from pipeline.stages.build.night_build import build_tonight
 from pipeline.stages.prove.boot import Candidate
 from pipeline.stages.prove.candidate import NightCandidate, prepare_night_candidate
 from pipeline.stages.prove.entry_run import EntryContext, run_entry
@@ -172,6 +173,10 @@ def _stage_candidate(state: NightRun) -> None:
     with state.progress.step("candidate", state.durations.expected("candidate")):
         started = time.monotonic()
         require_supplies(state.supply, state.plan.profile, state.plan.entries, state.settings.places.cache)
+        run = state.plan.run
+        if state.plan.profile.candidate_from == "build" and not run.build_record.exists() and not state.merge:
+            # no `spark-nightly build` ran for this run: the night builds its own candidate
+            build_tonight(state.settings, state.plan.profile, run, say=state.progress.say)
         state.night = prepare_night_candidate(
             state.plan.profile,
             run=state.plan.run,

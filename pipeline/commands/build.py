@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pipeline.config.bundle import Config
+from pipeline.config.matrix import Profile
 from pipeline.errors import UsageError
 from pipeline.infra.git import mirror_dir
 from pipeline.infra.pypi import download_sdist
@@ -26,7 +27,14 @@ from pipeline.stages.build.build_wheels import (
 from pipeline.stages.build.builders import BUILD_ORDER, BUILDERS
 from pipeline.stages.build.builders.base import BuildSource, Paths, Toolchain
 from pipeline.stages.build.inspect import ArtifactReport
-from pipeline.stages.build.night_build import build_inspect_lock, sources_from, toolchain_for
+from pipeline.stages.build.native_inputs import NATIVE_INPUTS
+from pipeline.stages.build.night_build import (
+    OVERLAY_FAMILIES,
+    build_inspect_lock,
+    build_tonight,
+    sources_from,
+    toolchain_for,
+)
 from pipeline.stages.build.resolve import parse_pull_request, resolve_sources
 from pipeline.status import Status
 
@@ -51,7 +59,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser], co
 def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
     profile = config.matrix.profiles[settings.profile]
     families = args.source or list(BUILD_ORDER)
-    for source in sources_from(settings):  # a bad PR selection stops the run before anything is fetched
+    for source in sources_from(settings, profile):  # a bad PR selection stops the run before anything is fetched
         for spec in source.prs:
             parse_pull_request(spec, source)
     if args.sdist and len(families) != 1:
@@ -62,25 +70,28 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
         return 0
     toolchain = toolchain_for(profile, settings)
     if args.dry_run:
-        _print_dry_run(families, settings, toolchain)
+        _print_dry_run(families, settings, toolchain, profile)
         return 0
     run_id = args.run_id or time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     run = settings.places.run(run_id)
     run.root.mkdir(parents=True, exist_ok=True)
-    cache_dir = settings.places.cache
-    sources = _build_sources(args, families, settings, run)
-    built = build_inspect_lock(
-        sources,
-        profile,
-        toolchain,
-        run=run,
-        out_dir=settings.places.wheels / run_id,
-        cache_dir=cache_dir,
-        expect_families=not args.sdist,
-        lock=not args.no_lock,
-        min_free_gib=settings.build_min_free_gib,
-        say=to_stderr,
-    )
+    if not args.sdist and not args.plan and not args.source:
+        built = build_tonight(settings, profile, run, lock=not args.no_lock, say=to_stderr)
+    else:
+        built = build_inspect_lock(
+            _build_sources(args, families, settings, run),
+            profile,
+            toolchain,
+            run=run,
+            out_dir=settings.places.wheels / run_id,
+            cache_dir=settings.places.cache,
+            expect_families=not args.sdist,
+            lock=not args.no_lock,
+            min_free_gib=settings.build_min_free_gib,
+            say=to_stderr,
+        )
+    for result in built.results:
+        print(f"{result.family}: {'cached: ' if result.cached else ''}{result.why} ({result.build_seconds:.0f} s)")
     print_report(built.report)
     folder = built.wheels[0].parent if built.wheels else "-"
     if built.report.status == Status.FAIL:
@@ -119,6 +130,19 @@ def _build_sources(
     ]
 
 
+def _build_rule(family: str, profile: Profile) -> str:
+    """How tonight's build of the family is chosen, in one line."""
+    if family not in OVERLAY_FAMILIES:
+        return "built from its tree every night (an unchanged tree is a cache hit)"
+    pin = profile.native_bases.get(family)
+    bases = "this runner's own native builds" + (
+        f" and {pin.project}=={pin.version} ({pin.sha256[:12]})" if pin else ""
+    )
+    inputs = ", ".join(NATIVE_INPUTS[family][:6])
+    fallback = "a native build" if profile.builds_natively else "refused (this profile cannot compile natives)"
+    return f"an overlay on {bases} where no native input ({inputs}, ...) differs, else {fallback}"
+
+
 def print_report(report: ArtifactReport, say: Say = print) -> None:
     # names inside a wheel are the wheel author's: control characters are shown escaped, never sent to the terminal
     for wheel in report.wheels:
@@ -140,14 +164,15 @@ def print_report(report: ArtifactReport, say: Say = print) -> None:
     say(f"inspection: {report.status.value}")
 
 
-def _print_dry_run(families: Sequence[str], settings: Settings, toolchain: Toolchain) -> None:
+def _print_dry_run(families: Sequence[str], settings: Settings, toolchain: Toolchain, profile: Profile) -> None:
     """The exact commands of a night, with the commits shown as what resolve will pin them to."""
     cache_dir = settings.places.cache
     if toolchain.ccache_dir is None:
         print("# ccache is not installed: builds run without a compiler cache")
-    for source in sources_from(settings):
+    for source in sources_from(settings, profile):
         if source.name not in families:
             continue
+        print(f"# {source.name}: {_build_rule(source.name, profile)}")
         mirror = mirror_dir(cache_dir, source.repo)
         prs = [f"refs/pull/{parse_pull_request(spec, source).number}/head" for spec in source.prs]
         # values from settings are shown quoted, as a shell would need them: what is printed can be pasted

@@ -35,6 +35,18 @@ class MemoryRules:
 
 
 @dataclass(frozen=True)
+class PinnedBase:
+    """A compiled wheel a profile's builds may overlay on: a release file pinned by sha256, and the git tree its
+    natives were compiled from (so the night can place it in tonight's history)."""
+
+    project: str
+    version: str
+    filename: str
+    sha256: str
+    tree: str
+
+
+@dataclass(frozen=True)
 class BootBudget:
     """The boots made in turns a night may spend (one server at a time). An entry's boot pairs stop at `entry` boots
     when they lean to no slowdown, and may go on to `suspected` while they lean to one; all entries of a night share
@@ -77,6 +89,15 @@ class Profile:
     # a folder here) or "last-confirmed" (the entry's last confirmed build, always on a GPU profile).
     golden_judge: Literal["transformers", "last-confirmed"] = "transformers"
     boot_budget: BootBudget = field(default_factory=BootBudget)
+    # A built profile's sources (vllm, flashinfer) and the wheels they may overlay on when only Python changed
+    build_sources: tuple[str, ...] = ("flashinfer", "vllm")
+    native_bases: Mapping[str, PinnedBase] = field(default_factory=dict)
+    entries_of: str | None = None  # serve the entries of another profile (the same host kind, built another way)
+
+    @property
+    def builds_natively(self) -> bool:
+        """Whether tonight's natives can be compiled here: vLLM's builder targets a CUDA architecture."""
+        return self.arch is not None
 
 
 @dataclass(frozen=True)
@@ -200,7 +221,9 @@ class Matrix:
         raise KeyError(entry_id)
 
     def for_profile(self, profile: str) -> tuple[ModelEntry, ...]:
-        return tuple(e for e in self.entries if e.profile == profile)
+        known = self.profiles.get(profile)
+        serves = known.entries_of if known is not None and known.entries_of else profile
+        return tuple(e for e in self.entries if e.profile == serves)
 
     def select(self, profile: str, only: Sequence[str] = ()) -> tuple[ModelEntry, ...]:
         """The profile's entries, or just those named by `--only`; a name the profile lacks is a usage error."""
@@ -237,6 +260,11 @@ def _profile(name: str, raw: Mapping[str, Any]) -> Profile:
         servers_at_once=raw.get("servers_at_once", 1),
         golden_judge=raw.get("golden_judge", "transformers"),
         boot_budget=BootBudget(**raw.get("boot_budget", {})),
+        build_sources=tuple(candidate.get("sources", ("flashinfer", "vllm"))),
+        native_bases=MappingProxyType(
+            {family: PinnedBase(**pin) for family, pin in raw.get("native_base", {}).items()}
+        ),
+        entries_of=raw.get("entries_of"),
     )
 
 

@@ -232,6 +232,41 @@ def install_runtime(
     return Runtime(root, key, tuple(requirements), tuple(lock))
 
 
+OVERLAY_PTH = "spark-nightly-companion.pth"
+
+
+def overlay_runtime(
+    name: str, companion: Runtime, wheels: Sequence[Path], cache_dir: Path, log_dir: Path, *, say: Say = quiet
+) -> Runtime:
+    """Tonight's overlay wheels in a venv of their own, layered over the companion runtime (the base wheel's
+    dependencies and the profile's other requirements, without the base itself): one wheel installed, nothing
+    resolved. An overlay's requirements are its base's by construction (they are native inputs), so the companion's
+    files are exactly what it needs. The lock is the companion's files and the overlay's."""
+    ours = tuple(LockedFile(*parse_filename(w.name), w.name, sha256_of(w)) for w in wheels)
+    key = hashlib.sha256(json.dumps([companion.key, [asdict(f) for f in ours]]).encode()).hexdigest()[:16]
+    root = cache_dir / "runtimes" / f"{name}-{key}"
+    with exclusive(root):
+        existing = load_runtime(root)
+        if existing is not None:
+            say(f"runtime {root.name}: cached (over {companion.root.name})")
+            return existing
+        create_venv(root, sys.executable, log_dir, say=say)
+        (root / "wheels").mkdir()
+        for wheel in wheels:
+            shutil.copy2(wheel, root / "wheels" / wheel.name)
+        (site,) = root.glob("lib/python*/site-packages")
+        (companion_site,) = companion.root.glob("lib/python*/site-packages")
+        (site / OVERLAY_PTH).write_text(f"{companion_site}\n")
+        requirements = tuple(str(w) for w in wheels)
+        install_runtime(root, key, requirements, (), ours, log_dir, say=say)
+        whole = tuple(sorted((*companion.lock, *ours), key=lambda f: f.name))
+        (root / "lock.txt").write_text(render_lock(whole))  # what a user installs: the whole environment
+        meta = json.loads((root / "runtime.json").read_text()) | {"lock": [asdict(f) for f in whole]}
+        meta["companion"] = companion.root.name
+        write_atomically(root / "runtime.json", json.dumps(meta, indent=2, sort_keys=True) + "\n")
+        return Runtime(root, key, requirements, whole)
+
+
 # A whole lock's install or download: minutes for a large one (vLLM and its CUDA libraries)
 LOCKED_PIP_TIMEOUT_S = 3600.0
 

@@ -144,6 +144,7 @@ def place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Place:
     monkeypatch.setenv("SPARK_NIGHTLY_PATHS_STATE", str(tmp_path / "history"))
     monkeypatch.setenv("SPARK_NIGHTLY_PATHS_CONFIG", str(config))
     monkeypatch.setenv("SPARK_NIGHTLY_PUBLISH_LOCAL_DIR", str(tmp_path / "releases"))
+    monkeypatch.setenv("SPARK_NIGHTLY_PATHS_WHEELS", str(tmp_path / "wheels"))
     return place
 
 

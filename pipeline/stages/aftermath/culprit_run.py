@@ -78,7 +78,7 @@ class SparkTrials:
         cache_dir = self.settings.places.cache
         wheels_dir = self.settings.places.wheels
         try:
-            sources = subset_sources(self.plan, subset, sources_from(self.settings))
+            sources = subset_sources(self.plan, subset, sources_from(self.settings, self.profile))
             plan = resolve_sources(sources, cache_dir=cache_dir, work_dir=trial.root, created=self.plan.created)
             plan.save(trial.plan)
             ordered = sorted(plan.sources, key=lambda source: BUILD_ORDER.index(source.name))

@@ -12,17 +12,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.errors import SparkNightlyError
+from pipeline.infra import git as gitlib
 from pipeline.infra import procs
 from pipeline.infra.runtime import ensure_pip_runtime
 from pipeline.infra.wheel_cache import WheelCache, cache_key, copy_out
 from pipeline.infra.wheels import read_metadata
 from pipeline.progress import Say, quiet
 from pipeline.stages.build.builders.base import Builder, BuildSource, Paths, Step, Toolchain
+from pipeline.stages.build.native_base import BuildDecision, BuildKind
+from pipeline.stages.build.overlay import OverlayInputs, make_overlay
 from pipeline.stages.build.preflight import build_checks, require
 
 _SILENCE_S = 1800.0  # nvcc on one large kernel file can be quiet for many minutes
 _IMAGE_PYTHON = "/opt/build/bin/python"
 _IMAGE_UV = "/opt/build/bin/uv"
+OVERLAY_REVISION = 1  # bump when the overlay's rules change: part of an overlay's cache key
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,9 @@ class BuildResult:
     wheels: tuple[Path, ...]
     seconds: float  # this run's time: the whole build on a miss, the look-up and copy on a hit
     build_seconds: float  # what the build itself took when it ran
+    kind: BuildKind = "native"
+    why: str = ""
+    decision: BuildDecision | None = None
 
 
 def host_identity() -> dict[str, str]:
@@ -46,8 +53,26 @@ def host_identity() -> dict[str, str]:
     return identity
 
 
-def source_key(builder: Builder, source: BuildSource, toolchain: Toolchain, host: dict[str, str]) -> str:
-    """The cache key: the source's bytes, the builder's steps, the toolchain; never a date or a branch name."""
+def source_key(
+    builder: Builder,
+    source: BuildSource,
+    toolchain: Toolchain,
+    host: dict[str, str],
+    decision: BuildDecision | None = None,
+) -> str:
+    """The cache key: the source's bytes, the builder's steps, the toolchain; never a date or a branch name. An
+    overlay's key is its tree and its base wheel's bytes: no compiler touches it."""
+    if decision is not None and decision.base is not None:
+        return cache_key(
+            {
+                "overlay": OVERLAY_REVISION,
+                "family": builder.family,
+                "source": source.identity,
+                "commit": source.commit,
+                "base": decision.base.sha256,
+                "base_commit": decision.base.commit,
+            }
+        )
     return cache_key(
         {
             "builder": builder.family,
@@ -69,18 +94,30 @@ def build_source(  # noqa: PLR0913 -- the build's folders and limits, by keyword
     out_dir: Path,
     cache_dir: Path,
     min_free_gib: int = 0,
+    decision: BuildDecision | None = None,
     say: Say = quiet,
 ) -> BuildResult:
-    """Wheels for one source: from the cache when its key is there, else built (once the runner has what the build
-    needs: see preflight), checked and stored."""
+    """Wheels for one source: from the cache when its key is there, else built (an overlay on its native base where
+    `decision` says so; else natively, once the runner has what the build needs: see preflight), checked and
+    stored."""
     started = time.monotonic()
-    key = source_key(builder, source, toolchain, host_identity())
+    work_dir = work_dir.absolute()  # git runs in the mirror: a relative worktree path would be the mirror's
+    overlay = decision is not None and decision.kind == "overlay"
+    key = source_key(builder, source, toolchain, host_identity(), decision if overlay else None)
+    kind: BuildKind = "overlay" if overlay else "native"
+    why = decision.why if decision is not None else "native build"
     entry = cache.lookup(key)
     if entry is not None:
         wheels = copy_out(entry, out_dir)
         say(f"{builder.family}: cache hit {key}: nothing to build ({', '.join(w.name for w in wheels)})")
-        return BuildResult(builder.family, key, True, tuple(wheels), time.monotonic() - started, entry.build_seconds)
-    say(f"{builder.family}: no cached build for {key}: building {source.identity}")
+        seconds = time.monotonic() - started
+        return BuildResult(builder.family, key, True, tuple(wheels), seconds, entry.build_seconds, kind, why, decision)
+    if overlay:
+        assert decision is not None
+        return _build_overlay(
+            builder, source, decision, key=key, cache=cache, work_dir=work_dir, out_dir=out_dir, say=say
+        )
+    say(f"{builder.family}: no cached build for {key}: building {source.identity} ({why})")
     root = source.materialize(work_dir / f"src-{builder.family}")
     staging = work_dir / f"out-{builder.family}"
     shutil.rmtree(staging, ignore_errors=True)
@@ -128,7 +165,47 @@ def build_source(  # noqa: PLR0913 -- the build's folders and limits, by keyword
     wheels = copy_out(stored, out_dir)
     shutil.rmtree(staging, ignore_errors=True)
     say(f"{builder.family}: built {', '.join(w.name for w in wheels)} in {build_seconds:.0f} s (cached as {key})")
-    return BuildResult(builder.family, key, False, tuple(wheels), time.monotonic() - started, build_seconds)
+    seconds = time.monotonic() - started
+    return BuildResult(builder.family, key, False, tuple(wheels), seconds, build_seconds, "native", why, decision)
+
+
+def _build_overlay(
+    builder: Builder,
+    source: BuildSource,
+    decision: BuildDecision,
+    *,
+    key: str,
+    cache: WheelCache,
+    work_dir: Path,
+    out_dir: Path,
+    say: Say,
+) -> BuildResult:
+    """Tonight's Python tree over the base wheel's natives: no compiler, no build environment."""
+    started = time.monotonic()
+    base = decision.base
+    assert base is not None and source.mirror is not None and source.commit is not None
+    say(f"{builder.family}: {decision.why}: making the overlay ({key})")
+    mirror = gitlib.Git(source.mirror)
+    base_files = frozenset(mirror("ls-tree", "-r", "--name-only", "--full-tree", base.commit).splitlines())
+    root = source.materialize(work_dir / f"src-{builder.family}")
+    staging = work_dir / f"out-{builder.family}"
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        inputs = OverlayInputs(base.wheel, root, base_files, source.commit, base.commit, source.epoch or 0)
+        built = [make_overlay(inputs, staging)]
+    finally:
+        source.release(work_dir / f"src-{builder.family}")
+    build_seconds = time.monotonic() - started
+    stored = cache.store(
+        key, built, {"source": source.identity, "overlay_on": base.sha256, "why": decision.why}, build_seconds
+    )
+    wheels = copy_out(stored, out_dir)
+    shutil.rmtree(staging, ignore_errors=True)
+    say(f"{builder.family}: overlay {wheels[0].name} in {build_seconds:.0f} s (cached as {key})")
+    seconds = time.monotonic() - started
+    return BuildResult(
+        builder.family, key, False, tuple(wheels), seconds, build_seconds, "overlay", decision.why, decision
+    )
 
 
 def _build_in_image(

@@ -215,6 +215,8 @@ def _torch_requirement(requires: Sequence[str], target: Target) -> tuple[list[st
     notes: list[str] = []
     problems: list[str] = []
     pinned = Version(target.torch_version)
+    # a CPU profile's pinned torch is PyTorch's CPU build of that version: 2.13.0 is installed as 2.13.0+cpu
+    builds = [pinned] if target.gpu or pinned.local else [pinned, Version(f"{pinned}+cpu")]
     torch = []
     for line in requires:
         try:
@@ -229,7 +231,7 @@ def _torch_requirement(requires: Sequence[str], target: Target) -> tuple[list[st
     for requirement in torch:
         if target.gpu and "+cpu" in str(requirement.specifier):
             problems.append(f"requires {requirement}: a +cpu torch on a GPU profile")
-        elif not requirement.specifier.contains(pinned, prereleases=True):
+        elif not any(requirement.specifier.contains(build, prereleases=True) for build in builds):
             problems.append(f"requires {requirement}, which the pinned torch {pinned} does not satisfy")
         else:
             notes.append(f"requires {requirement}: the pinned torch {pinned} satisfies it")

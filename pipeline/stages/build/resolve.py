@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import re
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Literal
@@ -17,6 +17,8 @@ from pipeline.progress import Say, quiet
 from pipeline.stages.build.build_plan import BuildPlan, PullRequestPlan, SourcePlan
 
 GraftStatus = Literal["grafted", "skipped", "dropped"]
+# Asked of each PR with its family and the paths it changes: why the night cannot take it, or None.
+Refusal = Callable[[str, Sequence[str]], str | None]
 
 # A conflict confined to these keeps main's side: tests and docs never change what the wheel does.
 _NON_CODE_DIRS = frozenset({"tests", "test", "docs", "doc"})
@@ -75,20 +77,30 @@ def is_non_code(path: str) -> bool:
 
 
 def resolve_sources(
-    sources: Sequence[Source], *, cache_dir: Path, work_dir: Path, created: str, say: Say = quiet
+    sources: Sequence[Source],
+    *,
+    cache_dir: Path,
+    work_dir: Path,
+    created: str,
+    refuse: Refusal | None = None,
+    say: Say = quiet,
 ) -> BuildPlan:
-    """Fetch each source once into its mirror, pin every commit, graft the PRs, and return the plan."""
+    """Fetch each source once into its mirror, pin every commit, graft the PRs (but those `refuse` names a reason
+    for: dropped with it), and return the plan."""
     requests = {source.name: [parse_pull_request(spec, source) for spec in source.prs] for source in sources}
+    work_dir = work_dir.absolute()  # git runs in the mirror: a relative worktree path would be the mirror's
     return BuildPlan(
         created=created,
         sources=tuple(
-            _resolve_one(source, requests[source.name], cache_dir=cache_dir, work_dir=work_dir, say=say)
+            _resolve_one(source, requests[source.name], cache_dir=cache_dir, work_dir=work_dir, refuse=refuse, say=say)
             for source in sources
         ),
     )
 
 
-def _resolve_one(source: Source, prs: list[PullRequest], *, cache_dir: Path, work_dir: Path, say: Say) -> SourcePlan:
+def _resolve_one(
+    source: Source, prs: list[PullRequest], *, cache_dir: Path, work_dir: Path, refuse: Refusal | None, say: Say
+) -> SourcePlan:
     mirror = gitlib.ensure_mirror(source.repo, cache_dir)
     base_is_commit = bool(SHA_RE.match(source.ref))
     base_ref = source.ref if source.ref.startswith("refs/") else f"refs/heads/{source.ref}"
@@ -112,7 +124,10 @@ def _resolve_one(source: Source, prs: list[PullRequest], *, cache_dir: Path, wor
     shutil.rmtree(worktree, ignore_errors=True)
     tree = gitlib.add_worktree(mirror, worktree, main_sha)
     try:
-        results = [_graft(tree, mirror, pr, main_sha, found, date=date, say=say) for pr in prs]
+        results = [
+            _graft(tree, mirror, pr, main_sha, found, date=date, refusal=_asker(refuse, source.name), say=say)
+            for pr in prs
+        ]
         head = tree("rev-parse", "HEAD")
     finally:
         gitlib.remove_worktree(mirror, worktree)
@@ -129,8 +144,20 @@ def _resolve_one(source: Source, prs: list[PullRequest], *, cache_dir: Path, wor
     )
 
 
+def _asker(refuse: Refusal | None, family: str) -> Callable[[Sequence[str]], str | None] | None:
+    return None if refuse is None else (lambda changed: refuse(family, changed))
+
+
 def _graft(
-    tree: Git, mirror: Git, pr: PullRequest, main_sha: str, found: dict[str, str], *, date: str, say: Say
+    tree: Git,
+    mirror: Git,
+    pr: PullRequest,
+    main_sha: str,
+    found: dict[str, str],
+    *,
+    date: str,
+    refusal: Callable[[Sequence[str]], str | None] | None = None,
+    say: Say,
 ) -> PullRequestPlan:
     current = found.get(f"refs/pull/{pr.number}/head")
     head = pr.pinned_head or current
@@ -148,6 +175,8 @@ def _graft(
     if mirror.is_ancestor(head, main_sha):
         return outcome("skipped", f"head {head[:12]} is already contained in main")
     merge_base = mirror("merge-base", main_sha, head)
+    if refusal is not None and (why := refusal(mirror("diff", "--name-only", merge_base, head).splitlines())):
+        return outcome("dropped", why, merge_base)
     # The PR as one change from its merge-base: cherry-picking that replays exactly its diff, three-way.
     squashed = mirror.commit_as_us(
         "commit-tree", f"{head}^{{tree}}", "-p", merge_base, "-m", f"#{pr.number} at {head}", date=date

@@ -15,8 +15,10 @@ from pipeline.infra.files import sha256_of, write_atomically
 from pipeline.infra.image import build_image, image_tag, write_context
 from pipeline.infra.runtime import download_locked, lock_directory
 from pipeline.infra.supply import ONLINE, Supply
+from pipeline.infra.wheel_cache import WheelCache
 from pipeline.places import RunDir
 from pipeline.progress import Say, quiet
+from pipeline.stages.build.night_build import built_runtime, serves_locally
 from pipeline.stages.prove.boot import Candidate, prepare_candidate
 from pipeline.stages.prove.last_good import image_build, runtime_build
 
@@ -52,10 +54,12 @@ def prepare_night_candidate(
         write_atomically(lock, (candidate.runtime.root / "lock.txt").read_text())
         say(f"candidate: {' '.join(profile.candidate_requirements)}, {len(candidate.runtime.lock)} locked files")
         return NightCandidate(candidate, lock, (), None)
-    return _ingest_build(profile, run=run, wheels_dir=wheels_dir, say=say)
+    return _ingest_build(profile, run=run, wheels_dir=wheels_dir, cache_dir=cache_dir, supply=supply, say=say)
 
 
-def _ingest_build(profile: Profile, *, run: RunDir, wheels_dir: Path, say: Say) -> NightCandidate:
+def _ingest_build(
+    profile: Profile, *, run: RunDir, wheels_dir: Path, cache_dir: Path, supply: Supply, say: Say
+) -> NightCandidate:
     """Tonight's built wheels (from `spark-nightly build --run-id` of the same run), checked, then their image."""
     needed = [run.build_record, run.inspection, run.plan]
     if missing := [p.name for p in needed if not p.exists()]:
@@ -77,8 +81,23 @@ def _ingest_build(profile: Profile, *, run: RunDir, wheels_dir: Path, say: Say) 
     lock = run.lock
     if not lock.exists():
         raise UsageError(f"{run.root} has no lock.txt: run `spark-nightly build --run-id {run.id}` without --no-lock")
+    if serves_locally(profile):
+        cache = WheelCache(cache_dir / "wheels")
+        cached = [path for build in record["builds"] for path in _cache_paths(cache, build["cache_key"])]
+        bases = [Path(b["decision"]["base"]["path"]) for b in record["builds"] if "base" in b.get("decision", {})]
+        runtime = built_runtime(profile, cached, cache_dir, run.root, bases=bases, supply=supply, say=say)
+        write_atomically(lock, (runtime.root / "lock.txt").read_text())
+        say(f"candidate: tonight's {', '.join(p.name for p in cached)} in runtime {runtime.root.name}")
+        return NightCandidate(Candidate(profile, runtime=runtime), lock, tuple(wheels), plan)
     image = build_runtime_image(profile, lock=lock, wheels=wheels, context=run.image_context, say=say)
     return NightCandidate(Candidate(profile, image=image), lock, tuple(wheels), plan)
+
+
+def _cache_paths(cache: WheelCache, key: str) -> list[Path]:
+    entry = cache.lookup(key)
+    if entry is None:
+        raise EngineError(f"the wheel cache lost build {key} since the build recorded it: run the build again")
+    return entry.paths()
 
 
 def build_runtime_image(profile: Profile, *, lock: Path, wheels: list[Path], context: Path, say: Say) -> str:

