@@ -92,3 +92,34 @@ def test_an_entry_point_that_cannot_start_is_a_finding_not_a_crash(tmp_path: Pat
     assert not report.passed
     assert "vllm --version" in report.reason and "cannot start" in report.reason
     assert procs.owned_processes(owner) == []
+
+
+def test_a_native_module_that_does_not_load_fails_smoke_naming_it_and_the_build(tmp_path: Path, owner: str) -> None:
+    """What an overlay on the wrong base does: vLLM's Python over a `_C` compiled against other symbols."""
+    root = tmp_path / "runtime"
+    runtime = _runtime(root, python_body='PYTHONPATH={site} exec {python} "$@"\n', vllm_body="echo 0.32.0\n")
+    site = root / "site"
+    (site / "vllm.py").unlink()
+    package = site / "vllm"
+    package.mkdir()
+    (package / "__init__.py").write_text('__version__ = "0.32.0+gaaaaaaaaa.d20261127.base.gbbbbbbbbb"\n')
+    source = tmp_path / "c.c"
+    source.write_text("extern int spark_nightly_gone(void);\nint PyInit__C(void) { return spark_nightly_gone(); }\n")
+    procs.run(
+        ["gcc", "-shared", "-fPIC", "-o", str(package / "_C.abi3.so"), str(source)], tmp_path / "cc.log", timeout_s=60
+    )
+    info = site / "vllm-0.32.0+gaaaaaaaaa.d20261127.base.gbbbbbbbbb.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: vllm\nVersion: 0.32.0+gaaaaaaaaa.d20261127.base.gbbbbbbbbb\n"
+    )
+    (info / "RECORD").write_text(
+        f"vllm/__init__.py,,\nvllm/_C.abi3.so,,\n{info.name}/METADATA,,\n{info.name}/RECORD,,\n"
+    )
+    report = smoke(runtime, CPU, tmp_path / "logs", entry_point_needed=True)
+    assert not report.passed
+    assert report.reason == (
+        "native modules: vllm._C does not import in vllm 0.32.0+gaaaaaaaaa.d20261127.base.gbbbbbbbbb: ImportError: "
+        f"{package / '_C.abi3.so'}: undefined symbol: spark_nightly_gone"
+    )
+    assert procs.owned_processes(owner) == []

@@ -35,11 +35,20 @@ facts["vllm_distribution"] = next(({"name": n, "version": dists[n]} for n in ("v
 import subprocess, sys
 natives = []
 if facts["vllm_distribution"]:
-    files = md.distribution(facts["vllm_distribution"]["name"]).files or []
-    natives = sorted(str(f)[:-3].split(".")[0].replace("/", ".") for f in files if str(f).endswith(".so"))
-code = "import importlib, sys, torch; importlib.import_module(sys.argv[1])"
-started = [(m, subprocess.Popen([sys.executable, "-c", code, m], stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE, text=True)) for m in natives]
+    dist = md.distribution(facts["vllm_distribution"]["name"])
+    natives = sorted((str(f)[:-3].split(".")[0].replace("/", "."), str(dist.locate_file(f)))
+                     for f in dist.files or [] if str(f).endswith(".so"))
+# a library of torch ops has no Python module (no PyInit_): it is loaded as vLLM loads it, through torch
+code = '''import importlib, sys, torch
+try:
+    importlib.import_module(sys.argv[1])
+except ImportError as exc:
+    if "module export function" not in str(exc):
+        raise
+    torch.ops.load_library(sys.argv[2])
+'''
+started = [(m, subprocess.Popen([sys.executable, "-c", code, m, path], stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE, text=True)) for m, path in natives]
 facts["native_modules"] = {}
 for module, process in started:
     _, err = process.communicate(timeout=240)
@@ -157,9 +166,9 @@ def smoke(runtime: Runtime, profile: Profile, log_dir: Path, *, entry_point_need
     facts = _read_probe(log)
     checks = (
         check_vllm_import(facts),
-        check_native_modules(facts),
         check_entry_point(*entry_point, blocking=entry_point_needed),
         check_torch(profile, facts),
+        check_native_modules(facts),
     )
     return SmokeReport(checks, facts)
 
