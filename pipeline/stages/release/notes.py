@@ -44,8 +44,11 @@ def _changes(
     before = {s["name"]: s for s in ((previous[1].get("plan") or {}).get("sources", []) if previous else [])}
     heading = f"### What changed since {previous[0]}" if previous else "### What this night built"
     lines = [heading, ""]
+    built = {b["family"]: b for b in (manifest.get("inspection") or {}).get("builds", [])}
     for source in sources:
         lines.append(f"- {_source_line(source, before.get(source['name']), count)}")
+        if (how := built.get(source["name"])) is not None:
+            lines.append(f"  - built: {how['why']}" + (" (from the cache)" if how["cached"] else ""))
         lines += [f"  - {line}" for line in _pull_requests(source)]
     if previous is None:
         lines.append("- the first published night: nothing earlier to compare with")

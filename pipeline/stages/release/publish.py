@@ -47,8 +47,9 @@ class Night:
 
 
 def inspection_summary(run: RunDir) -> dict[str, Any] | None:
-    """What inspection and the lock said of a built night (inspect.json, lock-notes.json in its run directory): per
-    wheel its status, the libraries absent on the target by design and its notes; the pins the lock replaced."""
+    """What the build, inspection and the lock said of a built night (build.json, inspect.json, lock-notes.json in
+    its run directory): how each source was built and why; per wheel its status, the libraries absent on the target
+    by design and its notes; the pins the lock replaced."""
     inspected = run.inspection
     if not inspected.exists():
         return None  # a runtime installed from pip: nothing was built or inspected
@@ -64,7 +65,14 @@ def inspection_summary(run: RunDir) -> dict[str, Any] | None:
     ]
     notes = run.lock_notes
     lock_notes = json.loads(notes.read_text())["notes"] if notes.exists() else []
-    return {"wheels": wheels, "notes": report.get("notes", []), "lock_notes": lock_notes}
+    summary = {"wheels": wheels, "notes": report.get("notes", []), "lock_notes": lock_notes}
+    if run.build_record.exists():
+        builds = json.loads(run.build_record.read_text())["builds"]
+        summary["builds"] = [
+            {"family": b["family"], "kind": b.get("kind", "native"), "why": b.get("why", ""), "cached": b["cached"]}
+            for b in builds
+        ]
+    return summary
 
 
 def build_manifest(  # noqa: PLR0913 -- the manifest's fields, each by keyword
