@@ -57,6 +57,9 @@ class NightPlan:
     run: RunDir
     profile: Profile
     entries: tuple[ModelEntry, ...]
+    # a run this command started under a name of its own: a built profile builds its candidate in the night (a named
+    # run is the workflow's, whose build job ran `spark-nightly build --run-id` first)
+    unnamed: bool = False
 
 
 def plan_night(
@@ -75,13 +78,14 @@ def plan_night(
         entries = config.matrix.select(profile.name, only or started.get("entries", ()))
         return NightPlan(resume, started["night"], resumed, profile, entries)
     entries = config.matrix.select(profile.name, only)
+    named = run_id is not None
     run_id = run_id or time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     night = time.strftime("%Y-%m-%d", time.gmtime())
     run = places.run(run_id)
     run.root.mkdir(parents=True, exist_ok=True)
     started = {"run_id": run_id, "night": night, "profile": profile.name, "entries": [e.id for e in entries]}
     write_atomically(run.night, json.dumps(started))
-    return NightPlan(run_id, night, run, profile, entries)
+    return NightPlan(run_id, night, run, profile, entries, unnamed=not named)
 
 
 @dataclass
@@ -174,8 +178,8 @@ def _stage_candidate(state: NightRun) -> None:
         started = time.monotonic()
         require_supplies(state.supply, state.plan.profile, state.plan.entries, state.settings.places.cache)
         run = state.plan.run
-        if state.plan.profile.candidate_from == "build" and not run.build_record.exists() and not state.merge:
-            # no `spark-nightly build` ran for this run: the night builds its own candidate
+        if state.plan.profile.candidate_from == "build" and not run.build_record.exists() and state.plan.unnamed:
+            # a plain `spark-nightly nightly` of a built profile: the night builds its own candidate
             build_tonight(state.settings, state.plan.profile, run, say=state.progress.say)
         state.night = prepare_night_candidate(
             state.plan.profile,

@@ -182,6 +182,9 @@ def _print_dry_run(families: Sequence[str], settings: Settings, toolchain: Toolc
             f"{shlex.join(['git', '-C', str(mirror), 'fetch', '--no-tags', '--progress', 'origin'])} <each ref found>"
         )
         print("# each PR: git cherry-pick --no-commit <its tree on its merge-base with main> in a worktree of main")
+        if source.name in OVERLAY_FAMILIES and not profile.builds_natively:
+            print(f"# {source.name}: the overlay is written by spark-nightly itself; no build command runs")
+            continue
         placeholder = BuildSource(
             source.name,
             f"git-tree:<{source.name} tree>",

@@ -8,6 +8,7 @@ files PyPI ships (tests/vllm_repo.py), with PRs that are real diffs to vLLM's Py
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +101,11 @@ def test_a_guilty_pr_among_three_fails_the_night_and_the_culprit_search_names_it
     for trial in trials:
         (trial_build,) = _builds(trial)
         assert trial_build["kind"] == "overlay", trial_build  # every trial an overlay: no compiler anywhere
+    table = search["trials"]
+    assert all(re.fullmatch(r"vllm: (cached overlay|overlay \(\d+ s\))", t["build"]) for t in table), table
+    assert all(t["seconds"] > 0 for t in table), table
+    summary_md = (run / "summary.md").read_text()
+    assert "| trial | main plus | built | time | verdict | detail |" in summary_md
     alerts = sorted((run / "alerts").glob("*.md"))
     assert any("#202" in a.read_text() for a in alerts), [a.name for a in alerts]
 

@@ -101,6 +101,10 @@ def test_build_dry_run_on_a_spark_prints_the_exact_commands_of_the_night(capsys:
     ):
         assert expected in out
     assert out.index("# flashinfer:") < out.index("# vllm:")  # FlashInfer's wheels first, then vLLM
+    assert (
+        "# vllm: an overlay on this runner's own native builds where no native input (csrc/, cmake/, CMakeLists.txt, "
+        "setup.py, setup.cfg, pyproject.toml, ...) differs, else a native build\n" in out
+    )
 
 
 def test_build_on_the_cpu_profile_says_its_candidate_comes_from_pip(capsys: pytest.CaptureFixture[str]) -> None:

@@ -92,7 +92,7 @@ def test_the_record_round_trips_to_json() -> None:
         {"pr": "flashinfer#102", "why": "main + flashinfer#100 + vllm#101 passes; adding flashinfer#102 fails"}
     ]
     assert data["passing"] == ["flashinfer#100", "vllm#101"] and data["conclusion"] == "culprits"
-    assert data["trials"][0] == {"subset": [], "verdict": "PASS", "detail": "ok"}
+    assert data["trials"][0] == {"subset": [], "verdict": "PASS", "detail": "ok", "build": "", "seconds": 0.0}
 
 
 def test_suspects_link_to_github_and_name_each_culprit_with_its_evidence() -> None:
@@ -131,9 +131,25 @@ def test_the_summary_shows_the_suspect_and_every_trial_of_the_search() -> None:
     assert summary.endswith(
         "Suspect change: vllm#6\n\n## Culprit search\n\n"
         "culprits: 1 of 2 PR(s) break the failing entries (2 of at most 6 extra builds).\n\n"
-        "| trial | main plus | verdict | detail |\n| --- | --- | --- | --- |\n"
-        "| 1 | (main alone) | PASS | ok |\n| 2 | vllm#5 | PASS | ok |\n"
+        "| trial | main plus | built | time | verdict | detail |\n| --- | --- | --- | --- | --- | --- |\n"
+        "| 1 | (main alone) | - | - | PASS | ok |\n| 2 | vllm#5 | - | - | PASS | ok |\n"
     )
+
+
+def test_each_trial_shows_how_its_wheels_were_built_and_what_it_took() -> None:
+    prs = [PullRef("vllm", 5), PullRef("vllm", 6)]
+
+    def trial(subset: tuple[PullRef, ...]) -> TrialResult:
+        if not subset:
+            return TrialResult(Status.PASS, "ok", "vllm: cached overlay", 98.2)
+        status = Status.FAIL if prs[1] in subset else Status.PASS
+        return TrialResult(status, "x | y", "vllm: overlay (21 s)", 136.4)
+
+    search = find_culprits(prs, trial, max_builds=6)
+    run = {"night": "2026-11-22", "verdict": "FAIL", "run_id": "r", "profile": "cpu-built", "publish": ""}
+    summary = render_summary(run | {"suspects": "vllm#6", "culprits": search.to_json()}, [])
+    assert "| 1 | (main alone) | vllm: cached overlay | 98 s | PASS | ok |\n" in summary
+    assert "| 2 | vllm#5 | vllm: overlay (21 s) | 136 s | PASS | x \\| y |\n" in summary
 
 
 def test_a_trial_result_that_is_not_a_trials_status_is_refused_naming_it() -> None:

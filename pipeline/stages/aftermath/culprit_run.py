@@ -8,8 +8,9 @@ the history read but never written. Its files live in runs/<run>/culprit/<trial>
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pipeline.config.bundle import Config
@@ -23,6 +24,7 @@ from pipeline.settings import Settings
 from pipeline.stages.aftermath.culprit import CulpritSearch, PullRef, TrialResult, find_culprits
 from pipeline.stages.aftermath.suspects import describe_main_suspects, grafted_prs, pull_url, subset_sources
 from pipeline.stages.build.build_plan import BuildPlan
+from pipeline.stages.build.build_wheels import BuildResult
 from pipeline.stages.build.builders import BUILD_ORDER
 from pipeline.stages.build.builders.base import BuildSource
 from pipeline.stages.build.night_build import build_inspect_lock, sources_from, toolchain_for
@@ -73,6 +75,11 @@ class SparkTrials:
         self.outcomes: dict[tuple[PullRef, ...], list[Outcome]] = {}
 
     def __call__(self, subset: tuple[PullRef, ...]) -> TrialResult:
+        started = time.monotonic()
+        result, built = self._try(subset)
+        return replace(result, build=built, seconds=time.monotonic() - started)
+
+    def _try(self, subset: tuple[PullRef, ...]) -> tuple[TrialResult, str]:
         trial_id = f"{self.night.run_id}-try{len(self.candidates) + 1}"
         trial = self.night.run.culprit_trial(trial_id)
         cache_dir = self.settings.places.cache
@@ -92,17 +99,18 @@ class SparkTrials:
                 min_free_gib=self.settings.build_min_free_gib,
                 say=self.say,
             )
+            how = "; ".join(_build_text(r) for r in built.results)
             if built.report.status == Status.FAIL:
-                return TrialResult(Status.FAIL, f"inspection refused the wheels (see {trial.inspection})")
+                return TrialResult(Status.FAIL, f"inspection refused the wheels (see {trial.inspection})"), how
             candidate = prepare_night_candidate(
                 self.profile, run=trial, wheels_dir=wheels_dir, cache_dir=cache_dir, say=self.say
             )
         except SparkNightlyError as exc:
-            return TrialResult(Status.INCONCLUSIVE, f"{type(exc).__name__}: {exc}")
+            return TrialResult(Status.INCONCLUSIVE, f"{type(exc).__name__}: {exc}"), "not built"
         self.candidates[subset] = candidate
         outcomes = [self._run(entry, candidate, trial) for entry in self.failing]
         self.outcomes[subset] = outcomes
-        return _judge(outcomes)
+        return _judge(outcomes), how
 
     def _run(self, entry: ModelEntry, candidate: NightCandidate, trial: RunDir) -> Outcome:
         ctx = EntryContext(
@@ -117,6 +125,13 @@ class SparkTrials:
             record=False,
         )
         return run_entry(entry, ctx)
+
+
+def _build_text(result: BuildResult) -> str:
+    """One source of a trial as the trial table shows it: "vllm: overlay (20 s)", "vllm: cached overlay"."""
+    if result.cached:
+        return f"{result.family}: cached {result.kind}"
+    return f"{result.family}: {result.kind} ({result.build_seconds:.0f} s)"
 
 
 def _judge(outcomes: Sequence[Outcome]) -> TrialResult:

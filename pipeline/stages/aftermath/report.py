@@ -89,13 +89,15 @@ def _culprit_section(culprits: Mapping[str, Any]) -> list[str]:
         f"{culprits['conclusion']}: {culprits['why']} ({len(culprits['trials'])} of at most "
         f"{culprits['max_builds']} extra builds).",
         "",
-        "| trial | main plus | verdict | detail |",
-        "| --- | --- | --- | --- |",
+        "| trial | main plus | built | time | verdict | detail |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
     for number, trial in enumerate(culprits["trials"], 1):
         subset = ", ".join(trial["subset"]) or "(main alone)"
         detail = str(trial["detail"]).replace("|", "\\|").replace("\n", " ")
-        lines.append(f"| {number} | {subset} | {trial['verdict']} | {detail} |")
+        built = str(trial.get("build") or "-").replace("|", "\\|")
+        took = f"{trial['seconds']:.0f} s" if trial.get("seconds") else "-"  # records before 2026-11-27 have none
+        lines.append(f"| {number} | {subset} | {built} | {took} | {trial['verdict']} | {detail} |")
     return lines
 
 
