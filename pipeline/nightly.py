@@ -425,6 +425,7 @@ def _stage_reports(state: NightRun) -> None:
         "alert_problems": state.alert_problems,
         "suspects": findings.suspects if findings is not None else None,
         "culprits": findings.search.to_json() if findings is not None and findings.search is not None else None,
+        "bisection": findings.bisection.to_json() if findings is not None and findings.bisection is not None else None,
     }
     write_reports(plan.run, run, state.outcomes)
     series = [s for e in plan.entries for s in _series_of(state, e.id)]

@@ -170,6 +170,12 @@ class Settings:
         key="culprit.max_builds",
         minimum=0,
     )
+    culprit_max_bisect_steps: int = _setting(
+        8,
+        "builds a failing night whose main alone fails may spend bisecting main since the last good night (0: none)",
+        key="culprit.max_bisect_steps",
+        minimum=0,
+    )
     culprit_publish: str = _setting(
         "nothing",
         "what a failing night whose culprit PRs were found publishes: nothing, or main plus the PRs that passed",

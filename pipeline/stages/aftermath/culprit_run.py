@@ -21,6 +21,8 @@ from pipeline.outcome import Outcome
 from pipeline.places import RunDir
 from pipeline.progress import Say
 from pipeline.settings import Settings
+from pipeline.stages.aftermath.bisect import Bisection
+from pipeline.stages.aftermath.bisect_run import bisect_failing_main
 from pipeline.stages.aftermath.culprit import CulpritSearch, PullRef, TrialResult, find_culprits
 from pipeline.stages.aftermath.suspects import describe_main_suspects, grafted_prs, pull_url, subset_sources
 from pipeline.stages.build.build_plan import BuildPlan
@@ -53,6 +55,7 @@ class CulpritFindings:
     search: CulpritSearch | None
     replacement: NightCandidate | None  # main plus the PRs that passed, when a trial proved it
     replacement_outcomes: tuple[Outcome, ...] = ()  # the failing entries as that trial ran them
+    bisection: Bisection | None = None  # main's commits halved, where main alone fails
 
 
 class SparkTrials:
@@ -176,7 +179,21 @@ def find_culprit(
     last_good = settings.places.state.last_good
     main_suspects = describe_main_suspects(last_good, plan, settings.places.cache)
     prs = grafted_prs(plan)
-    if not prs or settings.culprit_max_builds < 1:
+
+    def bisected(why: str, search: CulpritSearch | None) -> CulpritFindings:
+        """main itself broke: its commits since the last good night halved, where the night can afford it."""
+        found = None
+        if settings.culprit_max_bisect_steps > 0:
+            found = bisect_failing_main(
+                settings, config, profile, plan, run=night.run, run_id=night.run_id, night=night.night,
+                outcomes=outcomes, say=say,
+            )  # fmt: skip
+        named = f"{found.describe()}; " if found is not None else ""
+        return CulpritFindings(f"{why}{named}{main_suspects}", search, None, bisection=found)
+
+    if not prs:
+        return bisected("", None)
+    if settings.culprit_max_builds < 1:
         return CulpritFindings(main_suspects, None, None)
     failing_ids = {o.entry for o in outcomes if o.status == Status.FAIL}
     failing = [e for e in config.matrix.entries if e.id in failing_ids]  # the wheels pseudo-entry needs no boot
@@ -187,7 +204,7 @@ def find_culprit(
     search = find_culprits(prs, trials, max_builds=settings.culprit_max_builds, say=say)
     _save(night.run.culprit_search, search)
     if search.conclusion == "main-fails":
-        return CulpritFindings(f"main itself ({search.why}); {main_suspects}", search, None)
+        return bisected(f"main itself ({search.why}); ", search)
     suspects = describe_search(search, plan)
     if search.conclusion != "culprits" or settings.culprit_publish != "without-culprits" or search.passing is None:
         return CulpritFindings(suspects, search, None)

