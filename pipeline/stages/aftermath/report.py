@@ -66,7 +66,7 @@ def _bisection_section(bisection: Mapping[str, Any]) -> list[str]:
         "",
         f"## Bisection of {bisection['source']} main",
         "",
-        f"{found}: {bisection['why']} ({len(bisection['steps'])} step(s) over {bisection['commits']} commits).",
+        f"{found}: {bisection['why']}.",
         "",
         "| step | commit | built | time | verdict | detail |",
         "| --- | --- | --- | --- | --- | --- |",
