@@ -115,6 +115,11 @@ class RunDir:
     def culprit_search(self) -> Path:
         return self.root / "culprit" / "search.json"
 
+    @property
+    def bisection(self) -> Path:
+        """The bisection of main's commits, where main alone failed."""
+        return self.root / "culprit" / "bisect.json"
+
     def culprit_trial(self, trial_id: str) -> RunDir:
         """A culprit trial's own run folder inside this run's."""
         return RunDir(self.root / "culprit" / trial_id)

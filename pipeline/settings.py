@@ -170,10 +170,10 @@ class Settings:
         key="culprit.max_builds",
         minimum=0,
     )
-    culprit_max_bisect_steps: int = _setting(
+    culprit_bisect_steps: int = _setting(
         8,
         "builds a failing night whose main alone fails may spend bisecting main since the last good night (0: none)",
-        key="culprit.max_bisect_steps",
+        key="culprit.bisect_steps",
         minimum=0,
     )
     culprit_publish: str = _setting(

@@ -164,10 +164,10 @@ def bisect_failing_main(  # noqa: PLR0913 -- the night's context, by keyword
         failing=[e for e in config.matrix.entries if e.id in failing_ids],
         say=say,
     )
-    bound = min(settings.culprit_max_bisect_steps, step_bound(len(commits)))
+    bound = min(settings.culprit_bisect_steps, step_bound(len(commits)))
     say(f"bisect: {source.name} main {good[:12]}..{source.main_commit[:12]}, {len(commits)} commits, at most {bound}")
     found = bisect_main(source.name, good, commits, steps, max_steps=bound, say=say)
-    save(run.root / "culprit" / "bisect.json", found)
+    save(run.bisection, found)
     return found
 
 

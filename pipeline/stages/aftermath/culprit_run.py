@@ -183,7 +183,7 @@ def find_culprit(
     def bisected(why: str, search: CulpritSearch | None) -> CulpritFindings:
         """main itself broke: its commits since the last good night halved, where the night can afford it."""
         found = None
-        if settings.culprit_max_bisect_steps > 0:
+        if settings.culprit_bisect_steps > 0:
             found = bisect_failing_main(
                 settings, config, profile, plan, run=night.run, run_id=night.run_id, night=night.night,
                 outcomes=outcomes, say=say,
