@@ -10,7 +10,7 @@ frontend, and the folders the wheel takes from its native build (the vendored Fl
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
@@ -126,8 +126,3 @@ def commit_with_tree(mirror: Git, tree: str, tip: str) -> str | None:
         if commit_tree == tree:
             found = commit
     return found
-
-
-def changed_since(family: str, mirror: Git, commits: Sequence[str]) -> list[TreeChange]:
-    """The change of each commit against its first parent (a day of main, for the path rule's month table)."""
-    return [tree_change(family, mirror, f"{commit}^", commit) for commit in commits]
