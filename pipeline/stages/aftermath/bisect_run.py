@@ -78,10 +78,7 @@ class CommitSteps:
             return StepResult(Status.SKIPPED, str(exc), "not built", time.monotonic() - started)
         except SparkNightlyError as exc:
             return StepResult(Status.INCONCLUSIVE, f"{type(exc).__name__}: {exc}", "", time.monotonic() - started)
-        how = "; ".join(
-            f"{r.family}: cached {r.kind}" if r.cached else f"{r.family}: {r.kind} ({r.build_seconds:.0f} s)"
-            for r in built.results
-        )
+        how = "; ".join(r.short() for r in built.results)
         if built.report.status == Status.FAIL:
             return StepResult(Status.FAIL, "inspection refused the wheels", how, time.monotonic() - started)
         try:

@@ -26,7 +26,6 @@ from pipeline.stages.aftermath.bisect_run import bisect_failing_main
 from pipeline.stages.aftermath.culprit import CulpritSearch, PullRef, TrialResult, find_culprits
 from pipeline.stages.aftermath.suspects import describe_main_suspects, grafted_prs, pull_url, subset_sources
 from pipeline.stages.build.build_plan import BuildPlan
-from pipeline.stages.build.build_wheels import BuildResult
 from pipeline.stages.build.builders import BUILD_ORDER
 from pipeline.stages.build.builders.base import BuildSource
 from pipeline.stages.build.night_build import build_inspect_lock, sources_from, toolchain_for
@@ -102,7 +101,7 @@ class SparkTrials:
                 min_free_gib=self.settings.build_min_free_gib,
                 say=self.say,
             )
-            how = "; ".join(_build_text(r) for r in built.results)
+            how = "; ".join(r.short() for r in built.results)
             if built.report.status == Status.FAIL:
                 return TrialResult(Status.FAIL, f"inspection refused the wheels (see {trial.inspection})"), how
             candidate = prepare_night_candidate(
@@ -128,13 +127,6 @@ class SparkTrials:
             record=False,
         )
         return run_entry(entry, ctx)
-
-
-def _build_text(result: BuildResult) -> str:
-    """One source of a trial as the trial table shows it: "vllm: overlay (20 s)", "vllm: cached overlay"."""
-    if result.cached:
-        return f"{result.family}: cached {result.kind}"
-    return f"{result.family}: {result.kind} ({result.build_seconds:.0f} s)"
 
 
 def _judge(outcomes: Sequence[Outcome]) -> TrialResult:

@@ -43,6 +43,12 @@ class BuildResult:
     why: str = ""
     decision: BuildDecision | None = None
 
+    def short(self) -> str:
+        """As a trial's or a bisection step's row says it: "vllm: overlay (20 s)", "vllm: cached overlay"."""
+        if self.cached:
+            return f"{self.family}: cached {self.kind}"
+        return f"{self.family}: {self.kind} ({self.build_seconds:.0f} s)"
+
 
 def host_identity() -> dict[str, str]:
     """The host toolchain that decides a wheel's bytes: interpreter, machine, and nvcc when there is one."""
