@@ -16,6 +16,11 @@ def perf_alert_key(entry_id: str) -> str:
     return f"{entry_id}:perf"
 
 
+def golden_alert_key(entry_id: str) -> str:
+    """The one alert that every failing golden check of an entry is tracked by (a broken build fails a dozen)."""
+    return f"{entry_id}:golden"
+
+
 def deciding_value(cell: Mapping[str, Any]) -> float | None:
     """The value a perf cell's verdict stands on, from the numbers an outcome carries for it: measured again where it
     tripped first (`rerun_value`), else as first measured (`value`); the history keeps the same."""
@@ -28,7 +33,8 @@ class Failure:
     """One failing check or cell: the alert key it is tracked by, what failed, why, and the evidence.
 
     Failures of one key on one night are one alert: the perf cells of an entry share `<entry>:perf`, each named by
-    its `subject` (the cell), so one regression that moves several cells raises one alert listing them all.
+    its `subject` (the cell), so one regression that moves several cells raises one alert listing them all; its
+    golden checks share `<entry>:golden`, each named by its check and prompt ("drift capital-of-france").
     """
 
     key: str

@@ -103,7 +103,8 @@ def _site(args: argparse.Namespace, settings: Settings, config: Config) -> int:
 
     out = Path(args.out)
     written = build_site(nights, out, release_url=release_url if public else None)
-    print(f"site: {len(nights)} published nights, {len(written)} files in {out} (open {out / 'index.html'})")
+    counted = f"{len(nights)} published night" + ("" if len(nights) == 1 else "s")
+    print(f"site: {counted}, {len(written)} files in {out} (open {out / 'index.html'})")
     return 0
 
 

@@ -2,8 +2,11 @@
 one folder with an index, so that a night without the network installs from it alone.
 
 Each set is one runtime's requirements resolved for the target's Python, less what the target's base environment
-already provides: the resolver runs in a scratch venv of that Python where the base's distributions are present
-(as metadata only), so pip reports just what must be installed over the base.
+already provides: the resolver sees the base's distributions (as metadata only), so it reports just what must be
+installed over the base. For this machine's own platform pip resolves in a scratch venv of the target's Python; for a
+named target (another Python or platform, a Spark's aarch64 from an x86-64 host) uv resolves, evaluating every
+marker for the target, and pip downloads the target's wheels alone: a package with no wheel for the target is named,
+never built here for the wrong platform.
 
     DIR/wheelhouse.json   the index: sets, their locked files, the base they were resolved over, the total size
     DIR/files/            the files themselves
@@ -14,7 +17,9 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import json
+import re
 import shutil
+import sys
 import tempfile
 import zipfile
 from collections.abc import Iterable, Mapping, Sequence
@@ -23,11 +28,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from pipeline.errors import EngineError, UsageError
+from packaging.version import InvalidVersion, Version
+
+from pipeline.errors import EngineError, ProcessError, UsageError
 from pipeline.infra import procs
 from pipeline.infra.base_env import BaseEnv, normalize, python_version
 from pipeline.infra.files import sha256_of, write_atomically
 from pipeline.infra.runtime import LockedFile, parse_filename
+from pipeline.infra.wheel_target import Target
 from pipeline.progress import Say, quiet
 
 INDEX = "wheelhouse.json"
@@ -76,6 +84,29 @@ class Wheelhouse:
     @property
     def files(self) -> Path:
         return self.root / FILES
+
+    @property
+    def target(self) -> Target | None:
+        """The runner it was made for (None for an index older than targets: its Python alone is known)."""
+        found = self.index.get("target")
+        return Target(found["python"], found["platform"]) if found else None
+
+    def refuses(self, runner: Target) -> str | None:
+        """Why this wheelhouse cannot install on `runner`, naming both; None where it can."""
+        target = self.target
+        if target is None:
+            python = self.index.get("python")
+            if python and python != runner.python:
+                return f"the wheelhouse {self.root} holds wheels for Python {python}, the runner's is {runner.python}"
+            return None
+        why = target.refuses(runner)
+        if why is None:
+            return None
+        return (
+            f"the wheelhouse {self.root} was made for {target.describe()}, this runner is {runner.describe()}: {why}; "
+            f"make one for it with `spark-nightly wheelhouse ... --target-python {runner.python} "
+            f"--target-platform {runner.platform}`"
+        )
 
     def locked(self, wheel_set: WheelSet, base: BaseEnv | None) -> tuple[LockedFile, ...] | None:
         """The set's locked files, or None when the wheelhouse was not made for it (or over another base)."""
@@ -148,12 +179,14 @@ def make_wheelhouse(  # noqa: PLR0913 -- what to fetch, for which Python and bas
     log_dir: Path,
     index_urls: Sequence[str] = (),
     strip: Sequence[str] = (),
+    target: Target | None = None,
     say: Say = quiet,
 ) -> Wheelhouse:
     """Resolve and fetch every set into `dest`; files already there with their sha256 are kept (a second run fetches
     nothing), a damaged one is named and fetched again. `strip`: members (globs inside wheels, such as a library the
-    runner's GPU never loads) taken out of the fetched wheels, each recorded with the wheel's original sha256. The
-    index is written last."""
+    runner's GPU never loads) taken out of the fetched wheels, each recorded with the wheel's original sha256.
+    `target`: a runner unlike this machine (resolved by uv for it, no interpreter of its Python needed); else this
+    machine's platform and `resolver_python`'s version. The index is written last."""
     files_dir = dest / FILES
     files_dir.mkdir(parents=True, exist_ok=True)
     previous = _previous_hashes(dest)
@@ -162,14 +195,27 @@ def make_wheelhouse(  # noqa: PLR0913 -- what to fetch, for which Python and bas
     index_sets: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="wheelhouse-") as scratch_dir:
         scratch = Path(scratch_dir)
-        resolver = _resolver(resolver_python, base, scratch, log_dir)
-        target_version = base.version if base else python_version(str(resolver))
+        resolver: Path | None = None
+        if target is not None:
+            _check_base_version(base, target.python, f"--target-python {target.python}")
+        else:
+            resolver = _resolver(resolver_python, base, scratch, log_dir)
+            target = Target.here(base.version if base else python_version(str(resolver)))
+        kept = _previous_files(dest, target)
         for wheel_set in sets:
             dropped = {normalize(n) for n in wheel_set.remove}
-            pins = [
-                p for p in _resolve(resolver, wheel_set, base, scratch, log_dir, index_urls) if p.name not in dropped
-            ]
-            _fetch(resolver, pins, files_dir, previous, log_dir, index_urls, say=say)
+            if resolver is None:
+                wanted = _resolve_for(target, wheel_set, base, scratch, log_dir, index_urls)
+                pins = _fetch_for(
+                    target, [w for w in wanted if w[0] not in dropped], files_dir, kept, log_dir, index_urls, say=say
+                )
+            else:
+                pins = [
+                    p
+                    for p in _resolve(resolver, wheel_set, base, scratch, log_dir, index_urls)
+                    if p.name not in dropped
+                ]
+                _fetch(resolver, pins, files_dir, previous, log_dir, index_urls, say=say)
             stripped.update(_strip(pins, files_dir, strip, previous_stripped, say=say))
             locked = _lock(pins, files_dir)
             index_sets[wheel_set.key(base)] = {
@@ -187,7 +233,8 @@ def make_wheelhouse(  # noqa: PLR0913 -- what to fetch, for which Python and bas
     index = {
         "version": WHEELHOUSE_FORMAT,
         "command": command,
-        "python": target_version,
+        "python": target.python,
+        "target": target.to_json(),
         "base": base.to_json() if base else None,
         "sets": index_sets,
         "stripped": stripped,
@@ -260,20 +307,154 @@ def _resolver(python: str, base: BaseEnv | None, scratch: Path, log_dir: Path) -
     procs.run([python, "-m", "venv", str(venv)], log_dir / "wheelhouse-venv.log", timeout_s=300)
     resolver = venv / "bin" / "python"
     if base is not None:
-        version = python_version(str(resolver))
-        if version != base.version:
-            raise UsageError(
-                f"{python} is Python {version}, the base is {base.version}: give --python of the base's version"
-            )
+        _check_base_version(base, python_version(str(resolver)), python)
         (site,) = venv.glob("lib/python*/site-packages")
-        own = {normalize(p.name.split("-")[0]) for p in site.glob("*.dist-info")}
-        for name, version in base.packages.items():
-            if name not in own:
-                info = site / f"{name.replace('-', '_')}-{version}.dist-info"
-                info.mkdir()
-                (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
-                (info / "RECORD").write_text("")
+        _as_installed(base, site, skip={normalize(p.name.split("-")[0]) for p in site.glob("*.dist-info")})
     return resolver
+
+
+def _check_base_version(base: BaseEnv | None, version: str, given: str) -> None:
+    if base is not None and version != base.version:
+        raise UsageError(
+            f"{given} is Python {version}, the base is {base.version}: give --target-python {base.version}"
+        )
+
+
+def _as_installed(base: BaseEnv, site: Path, skip: Iterable[str] = ()) -> None:
+    """The base's distributions written into `site` as metadata alone, so a resolver counts them installed."""
+    skip = set(skip)
+    for name, version in base.packages.items():
+        if name not in skip:
+            info = site / f"{name.replace('-', '_')}-{version}.dist-info"
+            info.mkdir()
+            (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+            (info / "RECORD").write_text("")
+
+
+def _previous_files(dest: Path, target: Target) -> dict[tuple[str, str], tuple[str, str]]:
+    """(name, version) -> (file name, sha256) of the files an earlier run made for the same target."""
+    try:
+        index = json.loads((dest / INDEX).read_text())
+    except (OSError, ValueError):
+        return {}
+    if index.get("target") != target.to_json():
+        return {}
+    return {
+        _key(f["name"], f["version"]): (f["filename"], f["sha256"])
+        for s in index.get("sets", {}).values()
+        for f in s["files"]
+    }
+
+
+def _key(name: str, version: str) -> tuple[str, str]:
+    """A distribution as two spellings of it compare equal (uv prints versions normalised, files may not be)."""
+    try:
+        return normalize(name), str(Version(version))
+    except InvalidVersion:
+        return normalize(name), version
+
+
+# uv's plan, one line a distribution: " + name==version" (installed) or " - name==version" (removed)
+_PLANNED = re.compile(r"^ (?P<sign>[+-]) (?P<name>[A-Za-z0-9._-]+)==(?P<version>\S+)$", re.MULTILINE)
+
+
+def _uv() -> str:
+    from uv import find_uv_bin  # noqa: PLC0415 -- only a wheelhouse for another target needs it
+
+    return str(find_uv_bin())
+
+
+def _resolve_for(
+    target: Target,
+    wheel_set: WheelSet,
+    base: BaseEnv | None,
+    scratch: Path,
+    log_dir: Path,
+    index_urls: Sequence[str],
+) -> list[tuple[str, str]]:
+    """(name, version) of what the target must install for the set over the base, resolved by uv for the target's
+    Python and platform (its markers too) with wheels alone; a set that needs a package with no wheel for the target,
+    or that would replace the base's torch, is refused, naming it."""
+    site = scratch / f"target-{wheel_set.name}"
+    site.mkdir()
+    if base is not None and not wheel_set.no_deps:
+        _as_installed(base, site)
+    argv = [_uv(), "pip", "install", "--dry-run", "--target", str(site), "--python", sys.executable]
+    argv += ["--python-version", target.python, "--python-platform", target.uv_platform(), "--only-binary", ":all:"]
+    argv += ["--index-strategy", "unsafe-best-match"]  # the best version across indexes, as pip chooses
+    argv += [arg for url in index_urls for arg in ("--extra-index-url", url)]
+    argv += ["--no-deps"] if wheel_set.no_deps else []
+    log = log_dir / f"wheelhouse-resolve-{wheel_set.name}.log"
+    start = log.stat().st_size if log.exists() else 0  # a log is appended to: read this run's part alone
+    try:
+        procs.run([*argv, *wheel_set.over(base)], log, timeout_s=_PIP_TIMEOUT_S)
+    except ProcessError:
+        said = log.read_bytes()[start:].decode(errors="replace")
+        raise EngineError(f"{wheel_set.name} cannot be made for {target.describe()}: {_no_solution(said)}") from None
+    said = log.read_bytes()[start:].decode(errors="replace")
+    planned = [(m["sign"], normalize(m["name"]), m["version"]) for m in _PLANNED.finditer(said)]
+    if base is not None and not wheel_set.tool:
+        for sign, name, version in planned:
+            kept = base.provides(name)
+            if sign == "+" and name in KEPT_FROM_BASE and kept is not None:
+                raise EngineError(
+                    f"{wheel_set.name} for {target.describe()} needs {name} {version}, {base.describe()} has "
+                    f"{name} {kept}: this candidate does not run on this base"
+                )
+    return [(name, version) for sign, name, version in planned if sign == "+"]
+
+
+def _no_solution(log: str) -> str:
+    """uv's reason, in one line: which package has no wheel for the target, or what conflicts."""
+    lines = [line.strip(" ╰─▶×") for line in log.splitlines()]
+    reason = [line for line in lines if line and not line.startswith(("$", "Using ", "hint:", "Resolved"))]
+    because = [i for i, line in enumerate(reason) if "Because" in line]
+    reason = reason[because[0] :] if because else reason
+    text = " ".join(reason).replace("cause: ", "")
+    return text[-1200:] or "uv found no solution (see its log)"
+
+
+def _fetch_for(
+    target: Target,
+    wanted: Sequence[tuple[str, str]],
+    files_dir: Path,
+    kept: Mapping[tuple[str, str], tuple[str, str]],
+    log_dir: Path,
+    index_urls: Sequence[str],
+    *,
+    say: Say,
+) -> list[_Pin]:
+    """The target's wheel of each (name, version): kept from an earlier run where intact, else downloaded by pip for
+    the target's tags alone (never an sdist, never this machine's)."""
+    pins = []
+    missing = []
+    for name, version in wanted:
+        filename, sha256 = kept.get(_key(name, version), ("", ""))
+        path = files_dir / filename
+        if filename and path.is_file() and sha256_of(path) == sha256:
+            pins.append(_Pin(name, version, filename, sha256))
+        else:
+            missing.append((name, version))
+    if not missing:
+        return pins
+    say(f"wheelhouse: fetching {len(missing)} files for {target.describe()}")
+    with tempfile.TemporaryDirectory(prefix="fetch-", dir=files_dir.parent) as fetched_dir:
+        fetched = Path(fetched_dir)
+        argv = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:"]
+        argv += ["--python-version", target.python, "--implementation", "cp"]
+        argv += [arg for abi in (target.abi, "abi3", "none") for arg in ("--abi", abi)]
+        argv += [arg for tag in target.platform_tags() for arg in ("--platform", tag)]
+        argv += [arg for url in index_urls for arg in ("--extra-index-url", url)]
+        argv += ["--dest", str(fetched), *(f"{name}=={version}" for name, version in missing)]
+        procs.run(argv, log_dir / "wheelhouse-download.log", timeout_s=_PIP_TIMEOUT_S, inactivity_s=900)
+        by_key = {_key(*parse_filename(path.name)): path for path in fetched.iterdir()}
+        for name, version in missing:
+            found = by_key.get(_key(name, version))
+            if found is None:
+                raise EngineError(f"pip fetched no wheel of {name} {version} for {target.describe()}")
+            found.replace(files_dir / found.name)
+            pins.append(_Pin(name, version, found.name, None))
+    return pins
 
 
 def _resolve(

@@ -26,7 +26,7 @@ def _serve_broken_weights(place: Place, cpu_engine: CpuEngine) -> None:
         entry["weights"] = {"from": "path", "path": str(broken)}
 
 
-def test_a_broken_model_fails_at_golden_alerts_once_per_check_and_a_good_night_closes_them(
+def test_a_broken_model_fails_at_golden_opens_one_alert_for_its_checks_and_a_good_night_closes_it(
     place: Place, cpu_engine: CpuEngine
 ) -> None:
     bench_one_case(place)  # keeps the good night short; the judgement is the same for every case
@@ -37,9 +37,11 @@ def test_a_broken_model_fails_at_golden_alerts_once_per_check_and_a_good_night_c
     run = place.last_run()
     alerts = run["alerts"]
     assert run["verdict"] == "FAIL" and isinstance(alerts, list)
-    opened = sorted(a["key"] for a in alerts)  # one alert per failing check (a second night updates them: unit tests)
-    assert opened and {a["action"] for a in alerts} == {"opened"}
-    assert all(":golden:" in key for key in opened), opened
+    opened = sorted(a["key"] for a in alerts)  # one alert for every failing golden check (a second night updates it)
+    assert opened == [f"{CPU_ENTRY}:golden"] and {a["action"] for a in alerts} == {"opened"}
+    (alert,) = place.alerts().values()
+    subjects = alert["subjects"]  # the broken weights fail several prompts: one alert lists them
+    assert isinstance(subjects, dict) and len(subjects) > 1, subjects
     assert place.store.releases() == []  # nothing bad published
 
     shutil.copy(place.root / "models.good.yaml", place.root / "config" / "models.yaml")

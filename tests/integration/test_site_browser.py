@@ -34,8 +34,8 @@ def _entries(index: int, night: str) -> list[dict[str, Any]]:
     return [{"id": ENTRY, "status": "PASS", "numbers": {"cells": cells}}, optional]
 
 
-def _publish_nights(store: LocalReleaseStore, tmp_path: Path) -> None:
-    for index, night in enumerate(NIGHTS):
+def _publish_nights(store: LocalReleaseStore, tmp_path: Path, nights: tuple[str, ...] = NIGHTS) -> None:
+    for index, night in enumerate(nights):
         _, files = night_files(tmp_path / night, night, ["vllm-0.33.0-py3-none-any.whl"], run_id=f"run-{index}")
         wheels, lock = files[:-1], files[-1]
         manifest = build_manifest(
@@ -82,3 +82,28 @@ def test_the_site_of_several_nights_draws_the_grid_and_the_trends_in_a_real_brow
     procs.run([_chromium(), *shot], tmp_path / "chromium-shot.log", timeout_s=120)
     image = Image.open(screenshot)
     assert _count(image, LINE) > 300 and _count(image, BAND) > 1000 and _count(image, A_BUILD) > 20
+
+
+def test_a_store_of_one_night_draws_its_point_on_every_chart_and_counts_it_as_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A newcomer's finding: with one published night the charts drew the band and no point, and the page said
+    "1 nights"."""
+    store = LocalReleaseStore(tmp_path / "store")
+    _publish_nights(store, tmp_path / "nights", NIGHTS[:1])
+    monkeypatch.setenv("SPARK_NIGHTLY_PUBLISH_LOCAL_DIR", str(tmp_path / "store"))
+    site = tmp_path / "site"
+    assert main(["site", "--out", str(site)]) == 0
+    assert "site: 1 published night," in capsys.readouterr().out
+    page = site / "index.html"
+    text = page.read_text()
+    assert "1 night, newest first" in text and "1 nights" not in text
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run"]
+    flags += ["--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars"]
+    flags += [f"--user-data-dir={tmp_path / 'profile'}"]
+    screenshot = tmp_path / "site.png"
+    shot = [*flags, "--window-size=1200,1600", f"--screenshot={screenshot}", page.as_uri()]
+    procs.run([_chromium(), *shot], tmp_path / "chromium-shot.log", timeout_s=120)
+    image = Image.open(screenshot)
+    assert text.count("<svg") == 2
+    assert _count(image, LINE) > 2 * 60  # two charts, a point of radius 5 on each (about 78 pixels a point)

@@ -4,6 +4,8 @@ named with the command that fetches it, a base's torch is never replaced, and a 
 from __future__ import annotations
 
 import json
+import platform
+import sys
 import zipfile
 from dataclasses import replace
 from pathlib import Path
@@ -20,6 +22,7 @@ from pipeline.infra.files import sha256_of
 from pipeline.infra.runtime import LockedFile
 from pipeline.infra.supply import Supply, runtime_folder
 from pipeline.infra.weights import ensure_package_weights, package_folder, package_set
+from pipeline.infra.wheel_target import Target
 from pipeline.infra.wheelhouse import (
     INDEX,
     Wheelhouse,
@@ -223,3 +226,68 @@ def test_golden_against_a_running_server_offline_names_what_to_fetch_and_starts_
     code = main(["golden", "smollm2-135m-instruct", "--url", "http://127.0.0.1:9"])  # no process may start (conftest)
     assert code == 3
     assert "offline, and no wheelhouse holds weights-smollm2-135m-instruct" in capsys.readouterr().err
+
+
+def test_a_target_names_every_tag_its_wheels_may_carry_and_refuses_a_bad_spelling_with_the_form() -> None:
+    spark = Target.parse("3.12", "manylinux_2_39_aarch64")
+    tags = spark.platform_tags()
+    assert tags[0] == "manylinux_2_39_aarch64" and "manylinux_2_17_aarch64" in tags and "manylinux2014_aarch64" in tags
+    assert not [t for t in tags if "x86_64" in t] and spark.abi == "cp312"
+    assert spark.uv_platform() == "aarch64-manylinux_2_39"
+    assert Target.profile_platform("linux_aarch64", "2.39") == "manylinux_2_39_aarch64"
+    assert Target.profile_platform("linux_x86_64", None) is None
+    with pytest.raises(UsageError, match=r"--target-platform 'linux_aarch64': give manylinux_2_<glibc minor>_<arch>"):
+        Target.parse("3.12", "linux_aarch64")
+    with pytest.raises(UsageError, match=r"--target-python '312': give the runner's Python as X.Y"):
+        Target.parse("312", "manylinux_2_39_aarch64")
+
+
+def _targeted(root: Path, target: Target) -> Wheelhouse:
+    house = _wheelhouse(root, {}, base=None)
+    index = dict(house.index, target=target.to_json(), python=target.python)
+    (root / INDEX).write_text(json.dumps(index))
+    return open_wheelhouse(root)
+
+
+def test_a_wheelhouse_for_another_python_or_platform_is_refused_naming_both_and_the_command(tmp_path: Path) -> None:
+    house = _targeted(tmp_path / "wh", Target("3.12", "manylinux_2_39_aarch64"))
+    why = house.refuses(Target("3.11", "manylinux_2_36_x86_64"))
+    assert why is not None
+    assert (
+        "was made for Python 3.12 on manylinux_2_39_aarch64, this runner is Python 3.11 on manylinux_2_36_x86_64" in why
+    )
+    assert "--target-python 3.11 --target-platform manylinux_2_36_x86_64" in why
+    assert "for aarch64, the runner is x86_64" in (house.refuses(Target("3.12", "manylinux_2_39_x86_64")) or "")
+    assert "may need glibc 2.39, the runner has 2.35" in (house.refuses(Target("3.12", "manylinux_2_35_aarch64")) or "")
+    assert house.refuses(Target("3.12", "manylinux_2_41_aarch64")) is None  # a newer glibc runs older wheels
+
+
+def test_an_offline_night_on_a_runner_unlike_the_wheelhouse_s_target_is_refused_before_anything_is_installed(
+    tmp_path: Path, config: Config
+) -> None:
+    here = Target.here(f"{sys.version_info.major}.{sys.version_info.minor}")
+    other_arch = "aarch64" if here.arch == "x86_64" else "x86_64"
+    house = _targeted(tmp_path / "wh", Target(here.python, f"manylinux_2_17_{other_arch}"))
+    environ = {
+        "SPARK_NIGHTLY_NETWORK_OFFLINE": "true",
+        "SPARK_NIGHTLY_PATHS_WHEELHOUSE": str(house.root),
+        "SPARK_NIGHTLY_PATHS_CACHE": str(tmp_path / "cache"),
+    }
+    settings = resolve(settings_file=None, environ=environ, cli=[]).settings
+    with pytest.raises(UsageError, match=f"holds wheels for {other_arch}, the runner is {here.arch}"):
+        night_supply(settings, config.matrix.profiles["cpu"])
+    assert not (tmp_path / "cache").exists()  # nothing made, nothing installed
+    (house.root / INDEX).write_text(json.dumps(dict(house.index, target=here.to_json())))  # made for this runner
+    assert night_supply(settings, config.matrix.profiles["cpu"]).wheelhouse is not None
+
+
+def test_a_profile_of_another_platform_asks_for_the_runner_s_python_by_its_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if platform.machine() == "aarch64":
+        pytest.skip("this host is the Spark's platform")
+    code = main(["--profile", "spark", "wheelhouse", "--dest", str(tmp_path / "wh")])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "profile spark runs on manylinux_2_39_aarch64, not this machine" in err and "--target-python X.Y" in err
+    assert not (tmp_path / "wh").exists()

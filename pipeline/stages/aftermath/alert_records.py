@@ -1,5 +1,5 @@
-"""One alert's record and its Markdown: what it tracks (one check, or every cell of one regression), how each night
-changes it, and the text a person reads when it opens, is updated or closes."""
+"""One alert's record and its Markdown: what it tracks (one check, every cell of one perf regression, or every golden
+check of one entry), how each night changes it, and the text a person reads when it opens, is updated or closes."""
 
 from __future__ import annotations
 
@@ -8,14 +8,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from pipeline.outcome import Failure, Outcome, perf_alert_key
+from pipeline.outcome import Failure, Outcome, golden_alert_key, perf_alert_key
 
 PIPELINE_KEY = "pipeline"
 BLIND_KEY = "pipeline:blind"  # the gate measured nothing it can judge: the pipeline's own alert, not a regression
 Action = Literal["opened", "updated", "closed"]
 RECOVERED = frozenset({"PASS", "XFAIL"})  # a cell measured with one of these statuses has recovered
-# the key of an alert of the earlier form, one per failing perf cell: `<entry>:perf:<cell>`
-_CELL_ALERT = re.compile(r"^(?P<entry>[^:]+):perf:(?P<cell>.+)$", re.DOTALL)
+# the key of an alert of the earlier forms, one per failing perf cell (`<entry>:perf:<cell>`) or golden check
+# (`<entry>:golden:<check>:<prompt>`)
+_CELL_ALERT = re.compile(r"^(?P<entry>[^:]+):(?P<kind>perf|golden):(?P<cell>.+)$", re.DOTALL)
+GOLDEN = "golden"  # an alert's kind: it tracks golden checks (its subjects), not perf cells
 
 
 @dataclass(frozen=True)
@@ -47,10 +49,21 @@ def new_alert(outcome: Outcome, failures: Sequence[Failure], *, night: str, last
     subjects = [f.subject for f in failures if f.subject]
     if subjects:
         record["subjects"] = {s: {"since": night, "recovered": None} for s in subjects}
+    if _is_golden(failures):
+        record["kind"] = GOLDEN
     return record
 
 
+def _is_golden(failures: Sequence[Failure]) -> bool:
+    return bool(failures) and failures[0].key.endswith(":" + GOLDEN)
+
+
 def _title(entry: str, failures: Sequence[Failure]) -> str:
+    if _is_golden(failures):
+        named = ", ".join(f.subject for f in failures[:3]) + (
+            f" and {len(failures) - 3} more" if len(failures) > 3 else ""
+        )
+        return f"{entry}: {len(failures)} golden check(s) failed: {named}"
     if any(f.subject for f in failures):
         return f"{entry}: performance regressed in {', '.join(f.what for f in failures)}"
     return f"{entry}: {failures[0].what} regressed"
@@ -60,6 +73,16 @@ def open_body(
     outcome: Outcome, failures: Sequence[Failure], *, night: str, run_id: str, alert: Mapping[str, Any], suspects: str
 ) -> str:
     """What an opened alert says: what failed, by how much, since when, and the suspect change."""
+    if _is_golden(failures):
+        lines = [
+            f"**Golden checks of {outcome.entry}** failed on {night} (run `{run_id}`): {len(failures)} check(s).",
+            "",
+            *_check_table(failures),
+            "",
+            f"- last good night: {alert.get('last_good') or 'none recorded'}",
+            f"- suspect change: {suspects}",
+        ]
+        return "\n".join(lines) + "\n"
     if not any(f.subject for f in failures):
         return _single_open_body(failures[0], outcome, night=night, run_id=run_id, alert=alert, suspects=suspects)
     lines = [
@@ -116,6 +139,15 @@ def _cell_table(failures: Sequence[Failure]) -> list[str]:
     return rows
 
 
+def _check_table(failures: Sequence[Failure]) -> list[str]:
+    """One row per failing golden check: the check and prompt, and why."""
+    rows = ["| check | why |", "| --- | --- |"]
+    for failure in failures:
+        cells = [failure.subject, failure.reason]
+        rows.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |")
+    return rows
+
+
 def _number(value: object) -> str:
     return f"{value:g}" if isinstance(value, int | float) else "-"
 
@@ -151,7 +183,7 @@ def track_cells(alert: dict[str, Any], outcome: Outcome, failures: Sequence[Fail
     again = tuple(s for s in failing if s in subjects and subjects[s]["recovered"])
     for subject in (*joined, *again):
         subjects[subject] = {"since": subjects.get(subject, {}).get("since", night), "recovered": None}
-    recovered = tuple(_mark_recovered(subjects, outcome, night, exclude=failing))
+    recovered = tuple(_mark_recovered(alert, outcome, night, exclude=failing))
     return CellNews(joined, again, recovered)
 
 
@@ -162,20 +194,25 @@ def update_body(
     head = f"Still failing on {night} (run `{run_id}`), night {len(alert['nights'])} since {alert['opened']}"
     if "subjects" not in alert:
         return f"{head}: {failures[0].reason}\n"
-    lines = [f"{head}.", "", *_cell_table(failures), "", *news.lines()]
+    table = _check_table(failures) if alert.get("kind") == GOLDEN else _cell_table(failures)
+    lines = [f"{head}.", "", *table, "", *news.lines()]
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-def _mark_recovered(
-    subjects: dict[str, dict[str, Any]], outcome: Outcome, night: str, exclude: Sequence[str]
-) -> list[str]:
-    """Mark the tracked cells that tonight measured within their references; returns those newly recovered."""
+def _mark_recovered(alert: dict[str, Any], outcome: Outcome, night: str, exclude: Sequence[str]) -> list[str]:
+    """Mark the tracked subjects that passed tonight (a cell measured within its reference; a golden check of a
+    golden stage that ran through); returns those newly recovered."""
+    subjects: dict[str, dict[str, Any]] = alert["subjects"]
     cells: Mapping[str, Any] = outcome.numbers.get("cells", {})
+    golden_ran = "golden_s" in outcome.numbers  # every check was judged tonight; those not failing passed
     newly = []
     for subject, record in subjects.items():
-        measured = cells.get(subject)
-        status = measured.get("status") if isinstance(measured, Mapping) else None
-        if subject not in exclude and record["recovered"] is None and status in RECOVERED:
+        if alert.get("kind") == GOLDEN:
+            passed = golden_ran
+        else:
+            measured = cells.get(subject)
+            passed = isinstance(measured, Mapping) and measured.get("status") in RECOVERED
+        if subject not in exclude and record["recovered"] is None and passed:
             record["recovered"] = night
             newly.append(subject)
     return newly
@@ -187,45 +224,48 @@ def record_recoveries(alert: dict[str, Any], outcome: Outcome, night: str) -> bo
     subjects: dict[str, dict[str, Any]] | None = alert.get("subjects")
     if not subjects:
         return False
-    _mark_recovered(subjects, outcome, night, exclude=())
+    _mark_recovered(alert, outcome, night, exclude=())
     return all(record["recovered"] for record in subjects.values())
 
 
 def close_body(alert: Mapping[str, Any], night: str, run_id: str) -> str:
-    """The closing comment: the night it passed, and when each tracked cell recovered."""
+    """The closing comment: the night it passed, and when each tracked cell or check recovered."""
     subjects: Mapping[str, Mapping[str, Any]] = alert.get("subjects") or {}
     when = ", ".join(f"{s} on {r['recovered'] or night}" for s, r in sorted(subjects.items()))
-    recovered = f" Every cell recovered: {when}." if when else ""
+    what = "check" if alert.get("kind") == GOLDEN else "cell"
+    recovered = f" Every {what} recovered: {when}." if when else ""
     return f"Passed again on {night} (run `{run_id}`): closing.{recovered}\n"
 
 
 def carry_over_cell_alerts(alerts: dict[str, Any], night: str, run_id: str) -> list[AlertEvent]:
-    """Open alerts of the earlier one-per-cell form become one alert per entry: the oldest (with its issue) tracks
-    every cell, the others close with a pointer to it. Closed ones stay as they are."""
-    by_entry: dict[str, list[tuple[str, str]]] = {}
+    """Open alerts of the earlier one-per-cell (or one-per-check) form become one alert per entry and kind: the oldest
+    (with its issue) tracks every cell or check, the others close with a pointer to it. Closed ones stay as they
+    are."""
+    by_entry: dict[tuple[str, str], list[tuple[str, str]]] = {}
     for key, known in alerts.items():
         found = _CELL_ALERT.match(key)
         if found and known["open"]:
-            by_entry.setdefault(found["entry"], []).append((key, found["cell"]))
+            subject = found["cell"].replace(":", " ", 1) if found["kind"] == GOLDEN else found["cell"]
+            by_entry.setdefault((found["entry"], found["kind"]), []).append((key, subject))
     events: list[AlertEvent] = []
-    for entry, old in sorted(by_entry.items()):
+    for (entry, kind), old in sorted(by_entry.items()):
         old.sort(key=lambda item: (alerts[item[0]]["opened"], item[0]))
-        target = perf_alert_key(entry)
+        target = golden_alert_key(entry) if kind == GOLDEN else perf_alert_key(entry)
         tracked = {cell: {"since": alerts[key]["opened"], "recovered": None} for key, cell in old}
         if target not in alerts or not alerts[target]["open"]:
             first_key, _ = old.pop(0)
-            alerts[target] = alerts.pop(first_key) | {"subjects": tracked}
-            cells = ", ".join(sorted(alerts[target]["subjects"]))
-            body = (
-                f"From {night} one alert tracks every cell of one regression of {entry}: this one now tracks {cells}.\n"
+            alerts[target] = (
+                alerts.pop(first_key) | {"subjects": tracked} | ({"kind": GOLDEN} if kind == GOLDEN else {})
             )
+            cells = ", ".join(sorted(alerts[target]["subjects"]))
+            body = f"From {night} one alert tracks every {kind} failure of {entry}: this one now tracks {cells}.\n"
             events.append(AlertEvent(target, "updated", alerts[target]["title"], body, night, run_id))
         kept = alerts[target]
         where = f"#{kept['issue']} ({kept['title']})" if kept.get("issue") else f"the alert '{kept['title']}'"
         for key, cell in old:
             alerts[key]["open"] = False
             kept.setdefault("subjects", {}).setdefault(cell, tracked[cell])
-            body = f"One alert now tracks every cell of a regression: {cell} continues in {where}.\n"
+            body = f"One alert now tracks every {kind} failure of an entry: {cell} continues in {where}.\n"
             events.append(AlertEvent(key, "closed", alerts[key]["title"], body, night, run_id))
     return events
 

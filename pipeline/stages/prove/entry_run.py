@@ -17,7 +17,7 @@ from pipeline.infra.cpu_class import cpu_class
 from pipeline.infra.references import ReferenceStore
 from pipeline.infra.supply import ONLINE, Supply
 from pipeline.infra.weights import model_reference
-from pipeline.outcome import Failure, Outcome
+from pipeline.outcome import Failure, Outcome, golden_alert_key
 from pipeline.places import RunDir, StateDir
 from pipeline.progress import Say, quiet
 from pipeline.stages.prove.boot import Candidate, Restartable, restartable
@@ -328,13 +328,14 @@ def _turns(turns: Turns) -> dict[str, Any]:
 
 
 def _golden_failures(entry: ModelEntry, golden: GoldenResult) -> tuple[str, tuple[Failure, ...]]:
-    """The reason line and one alert-ready failure per failing check."""
+    """The reason line and one failure per failing check, all under the entry's one golden alert."""
     failures = tuple(
         Failure(
-            f"{entry.id}:golden:{v.check}:{v.subject}",
+            golden_alert_key(entry.id),
             f"golden {v.check} {v.subject}",
             v.reason,
             {k: str(x)[:300] for k, x in v.evidence.items()},
+            subject=f"{v.check} {v.subject}",
         )
         for v in golden.failures
     )

@@ -3,14 +3,16 @@ it comes from on this runner: the one Supply the night, `golden`, `bench` and `w
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from pipeline.config.matrix import ModelEntry, Profile
-from pipeline.errors import EngineError
+from pipeline.errors import EngineError, UsageError
 from pipeline.infra.base_env import BaseEnv, read_base
 from pipeline.infra.supply import Supply
 from pipeline.infra.weights import CONVERTER_SET, package_set
+from pipeline.infra.wheel_target import Target
 from pipeline.infra.wheelhouse import WheelSet, open_wheelhouse
 from pipeline.settings import Settings
 from pipeline.stages.prove.boot import candidate_set
@@ -32,10 +34,16 @@ def base_of(settings: Settings, profile: Profile) -> BaseEnv | None:
 
 
 def night_supply(settings: Settings, profile: Profile) -> Supply:
-    """This runner's supply for the profile, read once: its wheelhouse, whether it is offline, its base."""
+    """This runner's supply for the profile, read once: its wheelhouse, whether it is offline, its base. A wheelhouse
+    made for another Python or platform than this runner's is refused here, before anything is installed."""
     where = settings.places.wheelhouse
     wheelhouse = open_wheelhouse(where) if where is not None else None
-    return Supply(wheelhouse, settings.offline, base_of(settings, profile), profile.name)
+    base = base_of(settings, profile)
+    if wheelhouse is not None:
+        runner = Target.here(base.version if base else f"{sys.version_info.major}.{sys.version_info.minor}")
+        if why := wheelhouse.refuses(runner):
+            raise UsageError(why)
+    return Supply(wheelhouse, settings.offline, base, profile.name)
 
 
 def require_supplies(supply: Supply, profile: Profile, entries: Sequence[ModelEntry], cache_dir: Path) -> None:

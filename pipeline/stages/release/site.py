@@ -102,7 +102,8 @@ def _index_page(nights: Sequence[PublishedNight]) -> str:
         return _page("spark-nightly", "<h1>spark-nightly</h1><p>No night has been published yet.</p>")
     rows = "\n".join(_night_row(n) for n in newest)
     body = f"""<h1>spark-nightly: every published night</h1>
-<p>{len(nights)} nights, newest first: {html.escape(newest[0].tag)} is the latest. Each links to its evidence.</p>
+<p>{_count_of(len(nights), "night")}, newest first: {html.escape(newest[0].tag)} is the latest. Each links to its
+evidence.</p>
 <h2>Nights</h2>
 <table id="nights"><tr><th>night</th><th>verdict</th><th>commits</th><th>entries</th></tr>
 {rows}
@@ -115,6 +116,10 @@ SDs (1.4826 &times; MAD)</span>; <span style="color:{REFERENCE}">dashed: the ref
 <span style="color:{A_BUILD}">diamond: the build the latest night was paired against (A)</span>.</p>
 {"".join(_trends(nights))}"""
     return _page("spark-nightly: every published night", body)
+
+
+def _count_of(count: int, noun: str) -> str:
+    return f"{count} {noun}" + ("" if count == 1 else "s")
 
 
 def _night_row(night: PublishedNight) -> str:
@@ -190,6 +195,8 @@ def _chart(entry_id: str, cell: str, points: Sequence[tuple[str, Mapping[str, An
         f' fill="{BAND}"/>',
         f'<polyline points="{" ".join(f"{x(i):.1f},{y(v):.1f}" for i, v in enumerate(values))}" fill="none" '
         f'stroke="{LINE}" stroke-width="3"/>',
+        # a point per night: a line needs two, and a store's first night must show its value too
+        *(f'<circle cx="{x(i):.1f}" cy="{y(v):.1f}" r="5" fill="{LINE}"/>' for i, v in enumerate(values)),
     ]
     if reference:
         parts.append(
