@@ -9,7 +9,12 @@
 # printed and kept in WORK/summary.txt.
 #   benchmarks/gpu_nights.sh WHEELHOUSE [WORK] [STEPS]
 #   STEPS (default all, in this order): good,slower,again,nan,grammar,kernel,variants,spread; `reference` records
-#   the golden reference the variants need without a whole night (`spark-nightly golden ENTRY --record`)
+#   the golden reference the variants need without a whole night (`spark-nightly golden ENTRY --record`).
+#   Built nights (`--profile gpu-built`, their own history under WORK/state-built), from the repository tarball
+#   VLLM_REPO made by `python -m benchmarks.gpu_built_repo` (vLLM 0.26.0's tree, PRs 301-303, a day of main):
+#   built (main alone), guilty (main with PRs 301,302,303: 302 shifts the logits), built-again (main alone: closes
+#   the guilty night's alert), day (main moved to the day's 16
+#   commits, the 11th a 2 ms sleep per engine step: the night fails on main alone and bisects it)
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 wheelhouse=$(realpath "$1") work=${2:-/tmp/gpu-nights}
@@ -58,14 +63,15 @@ PY
     echo "$work/config-$name"
 }
 
-night() {  # night NAME [CONFIG]: one nightly, its verdict and stage times
+night() {  # night NAME [CONFIG [ARGS...]]: one nightly (NIGHT_PROFILE, default gpu), its verdict and stage times
     local name=$1 config=${2:-$here} started rc
+    shift $(( $# < 2 ? $# : 2 ))
     started=$(date +%s)
-    gate --set "paths.config=$config" nightly --profile gpu > "$work/night-$name.log" 2>&1
+    gate --set "paths.config=$config" nightly --profile "${NIGHT_PROFILE:-gpu}" "$@" > "$work/night-$name.log" 2>&1
     rc=$?
     say "night $name: exit $rc in $(( $(date +%s) - started )) s"
-    grep -E "^nightly |^release: |$entry: (PASS|FAIL|XFAIL|ABORTED|SKIPPED) at|boots|error:" "$work/night-$name.log" \
-        | tail -6 | tee -a "$summary"
+    grep -E "^nightly |^release: |$entry: (PASS|FAIL|XFAIL|ABORTED|SKIPPED) at|boots|error:|vllm: |culprit|bisect" \
+        "$work/night-$name.log" | tail -24 | tee -a "$summary"
     local run
     run=$(ls -td "$work"/runs/*/ | head -1)
     "$work/gate/bin/python" - "$run" <<'PY' | tee -a "$summary"
@@ -83,8 +89,39 @@ for path in sorted(pathlib.Path(sys.argv[1]).glob("entries/*.json")):
 PY
 }
 
+built_night() {  # built_night NAME [PRS]: a night of the gpu-built profile over the carried vLLM repository
+    local prs=${2:-}
+    if [ ! -d "$work/vllm-repo" ]; then
+        mkdir -p "$work/vllm-repo" && tar -xzf "${VLLM_REPO:?the tarball of python -m benchmarks.gpu_built_repo}" \
+            -C "$work/vllm-repo"
+    fi
+    local args=(--set "sources.vllm.repo=file://$work/vllm-repo/o/upstream.git" --set sources.vllm.ref=main)
+    [ -n "$prs" ] && args+=(--set "sources.vllm.prs=$prs")
+    SPARK_NIGHTLY_PATHS_STATE=$work/state-built NIGHT_PROFILE=gpu-built night "$1" "$here" "${args[@]}"
+    local run
+    run=$(ls -td "$work"/runs/*/ | head -1)
+    for found in "$run/build.json" "$run/culprit/search.json" "$run/culprit/bisect.json"; do
+        [ -f "$found" ] && "$work/gate/bin/python" - "$found" <<'PY' | tee -a "$summary"
+import json, sys
+data = json.load(open(sys.argv[1]))
+if "builds" in data:
+    for b in data["builds"]:
+        print(f"  build {b['family']}: {b.get('kind')} ({b.get('build_seconds', 0):.0f} s, cached {b.get('cached')}): {b.get('why')}")
+else:
+    print(f"  {sys.argv[1].rsplit('/', 1)[-1]}: {json.dumps({k: v for k, v in data.items() if k not in ('trials', 'steps')})[:600]}")
+    for row in data.get("trials", data.get("steps", [])):
+        print(f"    {json.dumps(row)[:300]}")
+PY
+    done
+}
+
 for step in ${steps//,/ }; do
     case $step in
+        built|built-again) built_night "$step" ;;
+        guilty) built_night guilty 301,302,303 ;;
+        day)
+            git -C "$work/vllm-repo/o/upstream.git" update-ref refs/heads/main refs/heads/day
+            built_night day ;;
         good|again) night "$step" ;;
         slower)
             config=$(variant slower remove:planted-slowdown)

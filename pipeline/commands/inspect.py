@@ -41,7 +41,9 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
     except ValueError as exc:
         raise UsageError(f"--driver-cuda: {exc}") from None
     with tempfile.TemporaryDirectory(prefix="spark-nightly-inspect-") as logs:
-        cuobjdump = ensure_cuobjdump(settings.places.cache, Path(logs), say=to_stderr) if target.gpu else None
+        cuobjdump = (
+            ensure_cuobjdump(settings.places.cache, Path(logs), say=to_stderr) if target.gpu and target.arch else None
+        )
         report = inspect_wheels(wheels, target, cuobjdump, say=to_stderr)
     if args.json:
         write_report(Path(args.json), report)

@@ -16,12 +16,15 @@ from pathlib import Path
 
 from pipeline.errors import CapturedFailure, EngineError
 from pipeline.infra import procs
-from pipeline.infra.runtime import ensure_pip_runtime
+from pipeline.infra.supply import ONLINE, Supply, ensure_runtime
+from pipeline.infra.wheelhouse import WheelSet
 from pipeline.infra.wheels import extract_to, native_infos
 from pipeline.progress import Say, quiet
 
 # cuobjdump ships on PyPI from 13.2 on; any of them reads what nvcc 12.x and 13.x write (checked on 13.2-13.5).
 CUOBJDUMP = ("nvidia-cuda-cuobjdump==13.4.92",)
+# its runtime as a set a wheelhouse can hold: an offline runner that inspects GPU wheels installs it from there
+CUOBJDUMP_SET = WheelSet("cuobjdump", CUOBJDUMP, tool=True)
 _TIMEOUT_S = 300.0
 _NO_DEVICE_CODE = 255  # cuobjdump's exit code for an ordinary library: "does not contain device code"
 _LIST_ELF = re.compile(r"^ELF file\s+\d+: .*\.(sm_\d+[af]?)\.cubin$")
@@ -105,9 +108,9 @@ def _parse_headers(lines: list[str]) -> list[Image]:
     return images
 
 
-def ensure_cuobjdump(cache_dir: Path, log_dir: Path, *, say: Say = quiet) -> Cuobjdump:
-    """cuobjdump from its pinned PyPI wheel, installed once into a runtime of its own."""
-    runtime = ensure_pip_runtime("cuobjdump", CUOBJDUMP, (), cache_dir, log_dir, say=say)
+def ensure_cuobjdump(cache_dir: Path, log_dir: Path, *, supply: Supply = ONLINE, say: Say = quiet) -> Cuobjdump:
+    """cuobjdump from its pinned PyPI wheel, installed once into a runtime of its own (from the night's supply)."""
+    runtime = ensure_runtime(CUOBJDUMP_SET, supply, cache_dir, log_dir, say=say)
     found = sorted(runtime.root.glob("lib/python*/site-packages/nvidia/cu*/bin/cuobjdump"))
     if not found:
         raise EngineError(f"{CUOBJDUMP[0]} installed no cuobjdump binary under {runtime.root}")

@@ -256,7 +256,9 @@ def overlay_runtime(
             shutil.copy2(wheel, root / "wheels" / wheel.name)
         (site,) = root.glob("lib/python*/site-packages")
         (companion_site,) = companion.root.glob("lib/python*/site-packages")
-        (site / OVERLAY_PTH).write_text(f"{companion_site}\n")
+        # the companion's folder as a site of its own, so its own .pth files hold too (a companion layered over a
+        # base environment finds the base's torch through one)
+        (site / OVERLAY_PTH).write_text(f"import site; site.addsitedir({str(companion_site)!r})\n")
         requirements = tuple(str(w) for w in wheels)
         install_runtime(root, key, requirements, (), ours, log_dir, say=say)
         whole = tuple(sorted((*companion.lock, *ours), key=lambda f: f.name))

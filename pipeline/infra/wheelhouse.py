@@ -202,6 +202,7 @@ def make_wheelhouse(  # noqa: PLR0913 -- what to fetch, for which Python and bas
             resolver = _resolver(resolver_python, base, scratch, log_dir)
             target = Target.here(base.version if base else python_version(str(resolver)))
         kept = _previous_files(dest, target)
+        index_sets.update(_other_sets(dest, target, base, sets))
         for wheel_set in sets:
             dropped = {normalize(n) for n in wheel_set.remove}
             if resolver is None:
@@ -230,6 +231,7 @@ def make_wheelhouse(  # noqa: PLR0913 -- what to fetch, for which Python and bas
     for unused in sorted(set(p.name for p in files_dir.iterdir()) - used):  # left by an earlier set or a failed run
         (files_dir / unused).unlink()
     total = sum((files_dir / name).stat().st_size for name in used)
+    stripped = {name: found for name, found in (previous_stripped | stripped).items() if name in used}
     index = {
         "version": WHEELHOUSE_FORMAT,
         "command": command,
@@ -352,6 +354,24 @@ def _key(name: str, version: str) -> tuple[str, str]:
         return normalize(name), str(Version(version))
     except InvalidVersion:
         return normalize(name), version
+
+
+def _other_sets(dest: Path, target: Target, base: BaseEnv | None, sets: Sequence[WheelSet]) -> dict[str, Any]:
+    """The sets an earlier run made for the same runner (target and base) that this run does not remake: kept with
+    their files, so one wheelhouse serves several profiles of one runner (`gpu` and `gpu-built`)."""
+    try:
+        index = json.loads((dest / INDEX).read_text())
+    except (OSError, ValueError):
+        return {}
+    same_base = (index.get("base") or {}).get("listing_sha256") == (base.listing_sha256 if base else None)
+    if index.get("target") != target.to_json() or not same_base:
+        return {}
+    remade = {wheel_set.key(base) for wheel_set in sets}
+    return {
+        key: found
+        for key, found in index.get("sets", {}).items()
+        if key not in remade and all((dest / FILES / f["filename"]).is_file() for f in found["files"])
+    }
 
 
 # uv's plan, one line a distribution: " + name==version" (installed) or " - name==version" (removed)

@@ -16,10 +16,11 @@ from typing import Any
 import pytest
 
 from pipeline.config.bundle import ConfigPaths, load_config
+from pipeline.infra.supply import ONLINE
 from pipeline.outcome import Outcome
 from pipeline.places import RunDir
 from pipeline.settings import Settings
-from pipeline.stages.aftermath import culprit_run
+from pipeline.stages.aftermath import trial_bench
 from pipeline.stages.aftermath.culprit_run import NightRef, find_culprit
 from pipeline.stages.build.inspect import ArtifactReport
 from pipeline.stages.build.night_build import BuiltNight
@@ -83,9 +84,9 @@ def _fake_spark(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         status = Status.PASS if good else Status.FAIL
         return Outcome(entry.id, status, "golden", "answers" if good else "wrong answer", True, 1.0)
 
-    monkeypatch.setattr(culprit_run, "build_inspect_lock", build)
-    monkeypatch.setattr(culprit_run, "prepare_night_candidate", candidate)
-    monkeypatch.setattr(culprit_run, "run_entry", run_entry)
+    monkeypatch.setattr(trial_bench, "build_inspect_lock", build)
+    monkeypatch.setattr(trial_bench, "prepare_night_candidate", candidate)
+    monkeypatch.setattr(trial_bench, "run_entry", run_entry)
     return built
 
 
@@ -114,6 +115,7 @@ def test_a_failing_spark_night_names_its_culprit_and_offers_main_plus_the_passin
         config.matrix.profiles["spark"],
         NightRef(run_dir.name, "2026-11-22", RunDir(run_dir)),
         failed,
+        supply=ONLINE,
         say=said.append,
     )
 
@@ -144,10 +146,14 @@ def test_without_the_setting_nothing_is_offered_for_publishing_and_no_search_wit
     )  # fmt: skip
     failed = [Outcome(entry.id, Status.FAIL, "golden", "wrong answer", True, 1.0)]
     ref = NightRef(run_dir.name, "2026-11-22", RunDir(run_dir))
-    findings = find_culprit(settings, config, config.matrix.profiles["spark"], ref, failed, say=lambda _: None)
+    findings = find_culprit(
+        settings, config, config.matrix.profiles["spark"], ref, failed, supply=ONLINE, say=lambda _: None
+    )
     assert findings.search is not None and findings.replacement is None
 
     no_search = dataclasses.replace(settings, culprit_max_builds=0)
-    findings = find_culprit(no_search, config, config.matrix.profiles["spark"], ref, failed, say=lambda _: None)
+    findings = find_culprit(
+        no_search, config, config.matrix.profiles["spark"], ref, failed, supply=ONLINE, say=lambda _: None
+    )
     assert findings.search is None
     assert findings.suspects == "main's commits since the last good night (no good night recorded yet)"

@@ -17,7 +17,7 @@ from pipeline.commands.wheelhouse import gate_set
 from pipeline.errors import EngineError
 from pipeline.infra.base_env import normalize
 from pipeline.infra.wheel_target import Target
-from pipeline.infra.wheelhouse import WheelSet, make_wheelhouse
+from pipeline.infra.wheelhouse import Wheelhouse, WheelSet, make_wheelhouse
 
 pytestmark = pytest.mark.integration
 SPARK = Target("3.12", "manylinux_2_39_aarch64")
@@ -38,9 +38,14 @@ def test_the_gate_s_own_set_for_a_spark_is_aarch64_or_pure_and_installs_offline_
 ) -> None:
     dest = tmp_path / "wh"
     sets = [gate_set(), MARKED]
-    house = make_wheelhouse(
-        sets, dest, resolver_python=sys.executable, base=None, command="test", log_dir=tmp_path / "logs", target=SPARK
-    )
+
+    def make(chosen: list[WheelSet], target: Target = SPARK) -> Wheelhouse:
+        logs = tmp_path / "logs"
+        return make_wheelhouse(
+            chosen, dest, resolver_python=sys.executable, base=None, command="test", log_dir=logs, target=target
+        )
+
+    house = make(sets)
     assert house.index["target"] == {"python": "3.12", "platform": "manylinux_2_39_aarch64"}
     files = sorted((dest / "files").iterdir())
     assert files
@@ -67,10 +72,13 @@ def test_the_gate_s_own_set_for_a_spark_is_aarch64_or_pure_and_installs_offline_
         report = json.loads((tmp_path / "report.json").read_text())
         installed = {normalize(i["metadata"]["name"]) for i in report["install"]}
         assert installed == {normalize(p.split("==")[0]) for p in pins}, wheel_set.name
-    again = make_wheelhouse(
-        sets, dest, resolver_python=sys.executable, base=None, command="test", log_dir=tmp_path / "logs", target=SPARK
-    )
+    again = make(sets)
     assert again.index["sets"] == house.index["sets"]  # nothing fetched twice: the same files, the same digests
+    other = make([MARKED])  # another profile's sets for the same runner: the earlier ones are kept beside them
+    assert other.index["sets"] == house.index["sets"]
+    for_x86 = make([MARKED], Target("3.12", "manylinux_2_28_x86_64"))
+    assert [s["name"] for s in for_x86.index["sets"].values()] == ["marked"]  # another runner: nothing kept
+    assert all("x86_64" in f or "-any" in f for f in (p.name for p in (dest / "files").iterdir())), "left over"
 
 
 def test_a_package_without_a_wheel_for_the_target_is_named_and_nothing_is_built(tmp_path: Path) -> None:

@@ -9,101 +9,47 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from pipeline.config.bundle import Config
-from pipeline.config.matrix import ModelEntry, Profile
+from pipeline.config.matrix import ModelEntry
 from pipeline.errors import SparkNightlyError
 from pipeline.infra.git import Git, mirror_dir
 from pipeline.outcome import Outcome
 from pipeline.places import RunDir
-from pipeline.progress import Say
-from pipeline.settings import Settings
 from pipeline.stages.aftermath.bisect import Bisection, Commit, StepResult, bisect_main, step_bound
+from pipeline.stages.aftermath.trial_bench import TrialBench
 from pipeline.stages.build.build_plan import BuildPlan, SourcePlan
-from pipeline.stages.build.builders import BUILD_ORDER
-from pipeline.stages.build.builders.base import BuildSource
-from pipeline.stages.build.night_build import NativeBuildNeeded, build_inspect_lock, toolchain_for
-from pipeline.stages.build.resolve import Source, resolve_sources
-from pipeline.stages.prove.boot import Candidate
-from pipeline.stages.prove.candidate import prepare_night_candidate
-from pipeline.stages.prove.entry_run import EntryContext, run_entry
+from pipeline.stages.build.night_build import NativeBuildNeeded
+from pipeline.stages.build.resolve import Source
 from pipeline.status import Status
 
 
 class CommitSteps:
     """Builds and tests one commit of the bisected source, the other sources at tonight's main."""
 
-    def __init__(  # noqa: PLR0913 -- the night's context, by keyword
-        self,
-        *,
-        settings: Settings,
-        config: Config,
-        profile: Profile,
-        plan: BuildPlan,
-        bisected: str,
-        run: RunDir,
-        run_id: str,
-        night: str,
-        failing: Sequence[ModelEntry],
-        say: Say,
+    def __init__(
+        self, bench: TrialBench, *, plan: BuildPlan, bisected: str, run: RunDir, failing: Sequence[ModelEntry]
     ) -> None:
-        self.settings, self.config, self.profile, self.plan = settings, config, profile, plan
-        self.bisected, self.run, self.run_id, self.night = bisected, run, run_id, night
-        self.failing, self.say = failing, say
+        self.bench, self.plan, self.bisected, self.run, self.failing = bench, plan, bisected, run, failing
         self.count = 0
 
     def __call__(self, commit: Commit) -> StepResult:
         started = time.monotonic()
         self.count += 1
-        trial = self.run.culprit_trial(f"{self.run_id}-bisect{self.count}")
-        cache_dir = self.settings.places.cache
+        trial = self.run.culprit_trial(f"{self.run.id}-bisect{self.count}")
         sources = [
             Source(s.name, s.repo, commit.sha if s.name == self.bisected else s.main_commit, (), f"sources.{s.name}")
             for s in self.plan.sources
         ]
         try:
-            plan = resolve_sources(sources, cache_dir=cache_dir, work_dir=trial.root, created=self.plan.created)
-            plan.save(trial.plan)
-            ordered = sorted(plan.sources, key=lambda source: BUILD_ORDER.index(source.name))
-            built = build_inspect_lock(
-                [BuildSource.from_plan(s, mirror_dir(cache_dir, s.repo)) for s in ordered],
-                self.profile,
-                toolchain_for(self.profile, self.settings),
-                run=trial,
-                out_dir=self.settings.places.wheels / trial.id,
-                cache_dir=cache_dir,
-                min_free_gib=self.settings.build_min_free_gib,
-                say=self.say,
-            )
+            built = self.bench.build(trial, sources)
         except NativeBuildNeeded as exc:
             return StepResult(Status.SKIPPED, str(exc), "not built", time.monotonic() - started)
         except SparkNightlyError as exc:
             return StepResult(Status.INCONCLUSIVE, f"{type(exc).__name__}: {exc}", "", time.monotonic() - started)
-        how = "; ".join(r.short() for r in built.results)
-        if built.report.status == Status.FAIL:
-            return StepResult(Status.FAIL, "inspection refused the wheels", how, time.monotonic() - started)
-        try:
-            candidate = prepare_night_candidate(
-                self.profile, run=trial, wheels_dir=self.settings.places.wheels, cache_dir=cache_dir, say=self.say
-            )
-        except SparkNightlyError as exc:
-            return StepResult(Status.INCONCLUSIVE, f"{type(exc).__name__}: {exc}", how, time.monotonic() - started)
-        outcomes = [self._run(entry, candidate.candidate, trial) for entry in self.failing]
+        if built.candidate is None:
+            return StepResult(Status.FAIL, built.refused, built.how, time.monotonic() - started)
+        outcomes = self.bench.run(self.failing, built.candidate, trial)
         status, detail = _judge(outcomes)
-        return StepResult(status, detail, how, time.monotonic() - started)
-
-    def _run(self, entry: ModelEntry, candidate: Candidate, trial: RunDir) -> Outcome:
-        ctx = EntryContext(
-            self.config,
-            candidate,
-            self.settings.places.cache,
-            self.settings.places.state,
-            trial,
-            self.night,
-            {},
-            self.say,
-            record=False,
-        )
-        return run_entry(entry, ctx)
+        return StepResult(status, detail, built.how, time.monotonic() - started)
 
 
 def _judge(outcomes: Sequence[Outcome]) -> tuple[Status, str]:
@@ -121,20 +67,12 @@ def main_commits(mirror: Git, good: str, tonight: str) -> list[Commit]:
     return [Commit(*line.split("\x1f")) for line in out.splitlines() if line]
 
 
-def bisect_failing_main(  # noqa: PLR0913 -- the night's context, by keyword
-    settings: Settings,
-    config: Config,
-    profile: Profile,
-    plan: BuildPlan,
-    *,
-    run: RunDir,
-    run_id: str,
-    night: str,
-    outcomes: Sequence[Outcome],
-    say: Say,
+def bisect_failing_main(
+    bench: TrialBench, plan: BuildPlan, *, run: RunDir, outcomes: Sequence[Outcome]
 ) -> Bisection | None:
     """The bisection of the one source whose main moved since the last good night (None when there is no record,
     no move, or more than one source moved: then the range is what the night names)."""
+    settings, say = bench.settings, bench.say
     last_good = settings.places.state.last_good
     if not last_good.exists():
         return None
@@ -149,18 +87,8 @@ def bisect_failing_main(  # noqa: PLR0913 -- the night's context, by keyword
         return None
     commits = main_commits(mirror, good, source.main_commit)
     failing_ids = {o.entry for o in outcomes if o.status == Status.FAIL}
-    steps = CommitSteps(
-        settings=settings,
-        config=config,
-        profile=profile,
-        plan=plan,
-        bisected=source.name,
-        run=run,
-        run_id=run_id,
-        night=night,
-        failing=[e for e in config.matrix.entries if e.id in failing_ids],
-        say=say,
-    )
+    failing = [e for e in bench.config.matrix.entries if e.id in failing_ids]
+    steps = CommitSteps(bench, plan=plan, bisected=source.name, run=run, failing=failing)
     bound = min(settings.culprit_bisect_steps, step_bound(len(commits)))
     say(f"bisect: {source.name} main {good[:12]}..{source.main_commit[:12]}, {len(commits)} commits, at most {bound}")
     found = bisect_main(source.name, good, commits, steps, max_steps=bound, say=say)

@@ -16,7 +16,7 @@ from pathlib import Path
 from pipeline.config.bundle import Config
 from pipeline.config.matrix import ModelEntry, Profile
 from pipeline.errors import SparkNightlyError
-from pipeline.infra.git import mirror_dir
+from pipeline.infra.supply import Supply
 from pipeline.outcome import Outcome
 from pipeline.places import RunDir
 from pipeline.progress import Say
@@ -25,13 +25,10 @@ from pipeline.stages.aftermath.bisect import Bisection
 from pipeline.stages.aftermath.bisect_run import bisect_failing_main
 from pipeline.stages.aftermath.culprit import CulpritSearch, PullRef, TrialResult, find_culprits
 from pipeline.stages.aftermath.suspects import describe_main_suspects, grafted_prs, pull_url, subset_sources
+from pipeline.stages.aftermath.trial_bench import TrialBench
 from pipeline.stages.build.build_plan import BuildPlan
-from pipeline.stages.build.builders import BUILD_ORDER
-from pipeline.stages.build.builders.base import BuildSource
-from pipeline.stages.build.night_build import build_inspect_lock, sources_from, toolchain_for
-from pipeline.stages.build.resolve import resolve_sources
-from pipeline.stages.prove.candidate import NightCandidate, prepare_night_candidate
-from pipeline.stages.prove.entry_run import EntryContext, run_entry
+from pipeline.stages.build.night_build import sources_from
+from pipeline.stages.prove.candidate import NightCandidate
 from pipeline.status import Status
 
 WHEELS_ENTRY = "wheels"  # the pseudo-entry of a night whose wheels inspection refused
@@ -60,19 +57,8 @@ class CulpritFindings:
 class SparkTrials:
     """Runs one trial per subset; remembers each trial's candidate so a passing one can be published."""
 
-    def __init__(
-        self,
-        *,
-        settings: Settings,
-        config: Config,
-        profile: Profile,
-        plan: BuildPlan,
-        night: NightRef,
-        failing: Sequence[ModelEntry],
-        say: Say,
-    ) -> None:
-        self.settings, self.config, self.profile, self.plan = settings, config, profile, plan
-        self.night, self.failing, self.say = night, failing, say
+    def __init__(self, bench: TrialBench, *, plan: BuildPlan, night: NightRef, failing: Sequence[ModelEntry]) -> None:
+        self.bench, self.plan, self.night, self.failing = bench, plan, night, failing
         self.candidates: dict[tuple[PullRef, ...], NightCandidate] = {}
         self.outcomes: dict[tuple[PullRef, ...], list[Outcome]] = {}
 
@@ -82,51 +68,18 @@ class SparkTrials:
         return replace(result, build=built, seconds=time.monotonic() - started)
 
     def _try(self, subset: tuple[PullRef, ...]) -> tuple[TrialResult, str]:
-        trial_id = f"{self.night.run_id}-try{len(self.candidates) + 1}"
-        trial = self.night.run.culprit_trial(trial_id)
-        cache_dir = self.settings.places.cache
-        wheels_dir = self.settings.places.wheels
+        trial = self.night.run.culprit_trial(f"{self.night.run_id}-try{len(self.candidates) + 1}")
         try:
-            sources = subset_sources(self.plan, subset, sources_from(self.settings, self.profile))
-            plan = resolve_sources(sources, cache_dir=cache_dir, work_dir=trial.root, created=self.plan.created)
-            plan.save(trial.plan)
-            ordered = sorted(plan.sources, key=lambda source: BUILD_ORDER.index(source.name))
-            built = build_inspect_lock(
-                [BuildSource.from_plan(source, mirror_dir(cache_dir, source.repo)) for source in ordered],
-                self.profile,
-                toolchain_for(self.profile, self.settings),
-                run=trial,
-                out_dir=wheels_dir / trial_id,
-                cache_dir=cache_dir,
-                min_free_gib=self.settings.build_min_free_gib,
-                say=self.say,
-            )
-            how = "; ".join(r.short() for r in built.results)
-            if built.report.status == Status.FAIL:
-                return TrialResult(Status.FAIL, f"inspection refused the wheels (see {trial.inspection})"), how
-            candidate = prepare_night_candidate(
-                self.profile, run=trial, wheels_dir=wheels_dir, cache_dir=cache_dir, say=self.say
-            )
+            sources = subset_sources(self.plan, subset, sources_from(self.bench.settings, self.bench.profile))
+            built = self.bench.build(trial, sources)
         except SparkNightlyError as exc:
             return TrialResult(Status.INCONCLUSIVE, f"{type(exc).__name__}: {exc}"), "not built"
-        self.candidates[subset] = candidate
-        outcomes = [self._run(entry, candidate, trial) for entry in self.failing]
+        if built.candidate is None:
+            return TrialResult(Status.FAIL, built.refused), built.how
+        self.candidates[subset] = built.candidate
+        outcomes = self.bench.run(self.failing, built.candidate, trial)
         self.outcomes[subset] = outcomes
-        return _judge(outcomes), how
-
-    def _run(self, entry: ModelEntry, candidate: NightCandidate, trial: RunDir) -> Outcome:
-        ctx = EntryContext(
-            self.config,
-            candidate.candidate,
-            self.settings.places.cache,
-            self.settings.places.state,
-            trial,
-            self.night.night,
-            {},
-            self.say,
-            record=False,
-        )
-        return run_entry(entry, ctx)
+        return _judge(outcomes), built.how
 
 
 def _judge(outcomes: Sequence[Outcome]) -> TrialResult:
@@ -164,10 +117,12 @@ def find_culprit(
     night: NightRef,
     outcomes: Sequence[Outcome],
     *,
+    supply: Supply,
     say: Say,
 ) -> CulpritFindings:
     """Suspects for a failing built night: a culprit search over its grafted PRs, else main's commit range."""
     plan = BuildPlan.load(night.run.plan)
+    bench = TrialBench(settings, config, profile, supply, night.night, plan.created, say)
     last_good = settings.places.state.last_good
     main_suspects = describe_main_suspects(last_good, plan, settings.places.cache)
     prs = grafted_prs(plan)
@@ -176,10 +131,7 @@ def find_culprit(
         """main itself broke: its commits since the last good night halved, where the night can afford it."""
         found = None
         if settings.culprit_bisect_steps > 0:
-            found = bisect_failing_main(
-                settings, config, profile, plan, run=night.run, run_id=night.run_id, night=night.night,
-                outcomes=outcomes, say=say,
-            )  # fmt: skip
+            found = bisect_failing_main(bench, plan, run=night.run, outcomes=outcomes)
         named = f"{found.describe()}; " if found is not None else ""
         return CulpritFindings(f"{why}{named}{main_suspects}", search, None, bisection=found)
 
@@ -189,9 +141,7 @@ def find_culprit(
         return CulpritFindings(main_suspects, None, None)
     failing_ids = {o.entry for o in outcomes if o.status == Status.FAIL}
     failing = [e for e in config.matrix.entries if e.id in failing_ids]  # the wheels pseudo-entry needs no boot
-    trials = SparkTrials(
-        settings=settings, config=config, profile=profile, plan=plan, night=night, failing=failing, say=say
-    )
+    trials = SparkTrials(bench, plan=plan, night=night, failing=failing)
     say(f"culprit search: {len(prs)} grafted PR(s), at most {settings.culprit_max_builds} extra build(s)")
     search = find_culprits(prs, trials, max_builds=settings.culprit_max_builds, say=say)
     _save(night.run.culprit_search, search)

@@ -18,10 +18,12 @@ from pathlib import Path
 from typing import Literal
 
 from pipeline.config.matrix import PinnedBase, Profile
-from pipeline.errors import ExitCode, SparkNightlyError
+from pipeline.errors import EngineError, ExitCode, SparkNightlyError
 from pipeline.infra.files import sha256_of, write_atomically
 from pipeline.infra.git import Git
 from pipeline.infra.pypi import download_release_file
+from pipeline.infra.supply import ONLINE, Supply
+from pipeline.infra.wheelhouse import WheelSet
 from pipeline.infra.wheels import read_metadata
 from pipeline.stages.build.native_inputs import TreeChange, commit_with_tree, native_digest, tree_change
 
@@ -86,14 +88,25 @@ def decide(family: str, mirror: Git, commit: str, bases: list[NativeBase]) -> Bu
     return BuildDecision("native", f"native build: {change.describe()} since {bases[0].commit[:12]}", None, change)
 
 
+def base_set(pin: PinnedBase) -> WheelSet:
+    """The pinned wheel as a wheelhouse holds it: the release file itself, never installed."""
+    return WheelSet(f"native-base-{pin.project}", (f"{pin.project}=={pin.version}",), no_deps=True)
+
+
 def pinned_base(
-    family: str, pin: PinnedBase, profile: Profile, *, mirror: Git, main_commit: str, cache_dir: Path
+    family: str,
+    pin: PinnedBase,
+    profile: Profile,
+    *,
+    mirror: Git,
+    main_commit: str,
+    cache_dir: Path,
+    supply: Supply = ONLINE,
 ) -> NativeBase:
-    """The profile's pinned wheel, fetched and checked, placed at the commit of tonight's history that has its tree."""
-    wheel = download_release_file(pin.project, pin.version, pin.filename, cache_dir / "native-bases")
+    """The profile's pinned wheel, fetched (or taken from the night's wheelhouse) and checked, placed at the commit of
+    tonight's history that has its tree."""
+    wheel, origin = _pinned_wheel(pin, supply, cache_dir)
     digest = sha256_of(wheel)
-    if digest != pin.sha256:
-        raise BaseRefused(f"{pin.filename}: sha256 {digest}, the profile pins {pin.sha256}")
     check_compatible(wheel, profile)
     commit = commit_with_tree(mirror, pin.tree, main_commit)
     if commit is None:
@@ -102,9 +115,35 @@ def pinned_base(
             f"tonight's main ({main_commit[:12]}) has: its natives may not match tonight's Python; pin a base "
             "built from main's history"
         )
-    return NativeBase(
-        wheel, digest, commit, native_digest(family, mirror, commit), f"pinned {pin.project}=={pin.version}"
-    )
+    return NativeBase(wheel, digest, commit, native_digest(family, mirror, commit), origin)
+
+
+def _pinned_wheel(pin: PinnedBase, supply: Supply, cache_dir: Path) -> tuple[Path, str]:
+    """The pinned file and how it is named in the build record. From a wheelhouse that holds it, it may have been
+    stripped of libraries the runner never loads (`wheelhouse --strip`): accepted where the file it was stripped
+    from is the pinned one, and said."""
+    named = f"pinned {pin.project}=={pin.version}"
+    house = supply.wheelhouse
+    if house is not None and house.locked(base_set(pin), None) is not None:
+        dest = cache_dir / "native-bases" / "wheelhouse"
+        house.copy_set(base_set(pin), None, dest)
+        wheel = dest / pin.filename
+        digest = sha256_of(wheel)
+        stripped = house.index.get("stripped", {}).get(pin.filename, {})
+        if digest == pin.sha256:
+            return wheel, named
+        if stripped.get("original_sha256") == pin.sha256 and stripped.get("sha256") == digest:
+            return wheel, f"{named}, stripped of {', '.join(stripped['members'])} by the wheelhouse"
+        raise BaseRefused(f"{wheel}: sha256 {digest}, the profile pins {pin.sha256} (the wheelhouse {house.root})")
+    if supply.offline:
+        raise EngineError(
+            f"offline, and no wheelhouse holds the native base {pin.project}=={pin.version}: {supply.fetch_command()}"
+        )
+    wheel = download_release_file(pin.project, pin.version, pin.filename, cache_dir / "native-bases")
+    digest = sha256_of(wheel)
+    if digest != pin.sha256:
+        raise BaseRefused(f"{pin.filename}: sha256 {digest}, the profile pins {pin.sha256}")
+    return wheel, named
 
 
 def check_compatible(wheel: Path, profile: Profile, python: tuple[int, int] | None = None) -> None:

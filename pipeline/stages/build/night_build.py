@@ -29,7 +29,7 @@ from pipeline.stages.build.builders import BUILD_ORDER, BUILDERS
 from pipeline.stages.build.builders.base import BuildSource, Toolchain
 from pipeline.stages.build.inspect import ArtifactReport, Target, inspect_wheels
 from pipeline.stages.build.lock import lock_wheel_set
-from pipeline.stages.build.native_base import BuildDecision, NativeBuilds, decide, pinned_base
+from pipeline.stages.build.native_base import BuildDecision, NativeBuilds, base_set, decide, pinned_base
 from pipeline.stages.build.native_inputs import native_digest, native_paths
 from pipeline.stages.build.resolve import Source, resolve_sources
 from pipeline.status import Status
@@ -57,7 +57,9 @@ class NativeBuildNeeded(SparkNightlyError):
 OVERLAY_FAMILIES = ("vllm",)
 
 
-def decide_build(source: BuildSource, profile: Profile, toolchain: Toolchain, cache_dir: Path) -> BuildDecision | None:
+def decide_build(
+    source: BuildSource, profile: Profile, toolchain: Toolchain, cache_dir: Path, supply: Supply = ONLINE
+) -> BuildDecision | None:
     """Overlay or native build for one source, and why; None where the family is always built as it is."""
     if source.family not in OVERLAY_FAMILIES:
         return None
@@ -70,7 +72,15 @@ def decide_build(source: BuildSource, profile: Profile, toolchain: Toolchain, ca
     pin = profile.native_bases.get(source.family)
     if pin is not None:
         bases.append(
-            pinned_base(source.family, pin, profile, mirror=mirror, main_commit=source.commit, cache_dir=cache_dir)
+            pinned_base(
+                source.family,
+                pin,
+                profile,
+                mirror=mirror,
+                main_commit=source.commit,
+                cache_dir=cache_dir,
+                supply=supply,
+            )
         )
     decision = decide(source.family, mirror, source.commit, bases)
     if decision.kind == "native" and not profile.builds_natively:
@@ -105,17 +115,34 @@ def built_runtime(
     `bases`), a venv holding only them over a companion runtime made once per base: seconds, not a resolve; else
     made once per set of wheels."""
     if bases and len(bases) == len(wheels):
-        drop = tuple(read_metadata(base).name for base in bases)
-        companion = WheelSet(
-            f"{profile.name}-companion",
-            (*(str(b) for b in bases), *profile.candidate_requirements),
-            (*profile.candidate_remove, *drop),
-        )
-        layer = ensure_runtime(companion, supply, cache_dir, log_dir, say=say)
+        layer = ensure_runtime(companion_set(profile, bases), supply, cache_dir, log_dir, say=say)
         return overlay_runtime(f"{profile.name}-overlay", layer, wheels, cache_dir, log_dir, say=say)
     requirements = (*(str(w) for w in wheels), *profile.candidate_requirements)
     wheel_set = WheelSet(f"{profile.name}-candidate", requirements, profile.candidate_remove)
     return ensure_runtime(wheel_set, supply, cache_dir, log_dir, say=say)
+
+
+def companion_set(profile: Profile, bases: Sequence[Path]) -> WheelSet:
+    """What an overlay is installed over: its bases' dependencies and the profile's other requirements, the bases
+    themselves left out. A pinned base is named by its release (`vllm==0.26.0`), so a wheelhouse made elsewhere
+    holds the same set; a runner's own build, by its file."""
+    pinned = {pin.filename: pin for pin in profile.native_bases.values()}
+    named = [f"{pinned[b.name].project}=={pinned[b.name].version}" if b.name in pinned else str(b) for b in bases]
+    drop = [pinned[b.name].project if b.name in pinned else read_metadata(b).name for b in bases]
+    return WheelSet(
+        f"{profile.name}-companion",
+        (*named, *profile.candidate_requirements),
+        (*profile.candidate_remove, *drop),
+    )
+
+
+def pinned_companion_sets(profile: Profile) -> list[WheelSet]:
+    """What a wheelhouse holds for a built profile that serves locally over pinned bases: the companion runtime of
+    an overlay on them, and each pinned wheel itself."""
+    if not serves_locally(profile) or not profile.native_bases:
+        return []
+    pins = list(profile.native_bases.values())
+    return [companion_set(profile, [Path(pin.filename) for pin in pins]), *(base_set(pin) for pin in pins)]
 
 
 def overlay_bases(results: Sequence[BuildResult]) -> list[Path]:
@@ -134,13 +161,14 @@ def build_inspect_lock(  # noqa: PLR0913 -- the build's folders and switches, by
     expect_families: bool = True,
     lock: bool = True,
     min_free_gib: int = 0,
+    supply: Supply = ONLINE,
     say: Say = quiet,
 ) -> BuiltNight:
     """Writes the build record and the inspection (and the lock when the wheels pass and `lock`) into `run`."""
     cache = WheelCache(cache_dir / "wheels")
     results = []
     for source in sources:
-        decision = decide_build(source, profile, toolchain, cache_dir)
+        decision = decide_build(source, profile, toolchain, cache_dir, supply)
         say(f"{source.family}: {decision.why if decision else 'built from its tree'}")
         result = build_source(
             BUILDERS[source.family],
@@ -160,7 +188,8 @@ def build_inspect_lock(  # noqa: PLR0913 -- the build's folders and switches, by
     wheels = tuple(wheel for result in results for wheel in result.wheels)
     write_build_record(run.build_record, results)
     target = Target.of(profile)
-    cuobjdump = ensure_cuobjdump(cache_dir, run.root, say=say) if target.gpu else None
+    reads_images = target.gpu and target.arch is not None
+    cuobjdump = ensure_cuobjdump(cache_dir, run.root, supply=supply, say=say) if reads_images else None
     expected = [name for r in results for name in _families(r)] if expect_families else []
     report = inspect_wheels(list(wheels), target, cuobjdump, families=expected, say=say)
     write_report(run.inspection, report)
@@ -168,7 +197,8 @@ def build_inspect_lock(  # noqa: PLR0913 -- the build's folders and switches, by
         return BuiltNight(wheels, report, None, tuple(results))
     if serves_locally(profile):
         cached = [cache_wheel for r in results for cache_wheel in _cached_paths(cache, r)]
-        runtime = built_runtime(profile, cached, cache_dir, run.root, bases=overlay_bases(results), say=say)
+        bases = overlay_bases(results)
+        runtime = built_runtime(profile, cached, cache_dir, run.root, bases=bases, supply=supply, say=say)
         write_atomically(run.lock, (runtime.root / "lock.txt").read_text())
         return BuiltNight(wheels, report, run.lock, tuple(results))
     locked = lock_wheel_set(
@@ -215,7 +245,7 @@ def _remember_native_build(result: BuildResult, source: BuildSource, toolchain: 
 
 
 def build_tonight(
-    settings: Settings, profile: Profile, run: RunDir, *, lock: bool = True, say: Say = quiet
+    settings: Settings, profile: Profile, run: RunDir, *, lock: bool = True, supply: Supply = ONLINE, say: Say = quiet
 ) -> BuiltNight:
     """Resolve the profile's sources (main and the selected PRs), then build, inspect and lock them into `run`: what
     `spark-nightly build` does, and a built night's candidate stage where no build ran before it."""
@@ -244,6 +274,7 @@ def build_tonight(
         cache_dir=cache_dir,
         lock=lock,
         min_free_gib=settings.build_min_free_gib,
+        supply=supply,
         say=say,
     )
 

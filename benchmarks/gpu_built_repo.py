@@ -1,0 +1,52 @@
+"""The vLLM repository the GPU's built nights resolve (the `gpu-built` profile), made where PyPI is reachable and
+carried to a GPU host that has no network, as one tarball of a bare repository laid out as GitHub serves it:
+
+    main                 vLLM 0.26.0's sdist, then the Python its x86-64 wheel carries (the tree the profile pins)
+    refs/pull/301/head   a docs change          (harmless)
+    refs/pull/302/head   logits shifted by one token before sampling (garbage from every prompt: the guilty PR)
+    refs/pull/303/head   a docstring's wording  (harmless)
+    day                  16 commits after main: harmless Python across the tree, a C++ change and its revert, and
+                         a 2 ms sleep in each engine step as the 11th (`git update-ref refs/heads/main day` makes it
+                         tonight's main)
+
+    python -m benchmarks.gpu_built_repo DEST.tar.gz     prints the settings line and the pinned tree
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+from tests.vllm_repo import GPU_PLANTED, VLLM_026_SDIST, VLLM_026_X86, make_day_of_main, make_vllm_repo, plant_pulls
+
+PULLS = {"docs": 301, "garbage": 302, "tidy": 303}
+DAY = 16
+DAY_GUILTY = 11  # the 2 ms sleep
+DAY_NATIVE = 6  # a C++ change, reverted by the next commit
+REMOTE = "o/upstream.git"  # where the tarball's bare repository unpacks
+
+
+def main() -> None:
+    dest = Path(sys.argv[1]).resolve()
+    with tempfile.TemporaryDirectory(prefix="gpu-built-repo-") as scratch:
+        repo = make_vllm_repo(Path(scratch), VLLM_026_SDIST, VLLM_026_X86)
+        plant_pulls(repo, PULLS, GPU_PLANTED)
+        day = make_day_of_main(
+            repo, DAY, guilty=DAY_GUILTY, guilty_change="slower", native=DAY_NATIVE, planted=GPU_PLANTED
+        )
+        remote = repo.upstream.remote
+        repo.upstream.git("push", "--quiet", "--force", "origin", f"{day[-1]}:refs/heads/day")
+        repo.upstream.git("push", "--quiet", "--force", "origin", f"{repo.base}:refs/heads/main")
+        tree = repo.upstream.git("rev-parse", f"{repo.base}^{{tree}}")
+        with tarfile.open(dest, "w:gz") as archive:
+            archive.add(remote, arcname=REMOTE)
+        shutil.rmtree(Path(scratch) / "sdist", ignore_errors=True)
+    print(f"main {repo.base} (tree {tree}); day {day[0][:12]}..{day[-1][:12]}, the slower commit {day[DAY_GUILTY - 1]}")
+    print(f"unpack into DIR, then: --set sources.vllm.repo=file://DIR/{REMOTE} --set sources.vllm.ref=main")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,93 @@
+"""The night in small, for other sources than tonight's: resolve, build (an overlay where it can be), inspect, lock,
+make the candidate, and run some entries with the history read but never written. What a culprit trial (main plus
+some PRs) and a bisection step (one commit of main) both do; each keeps its files in its own RunDir."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pipeline.config.bundle import Config
+from pipeline.config.matrix import ModelEntry, Profile
+from pipeline.infra.git import mirror_dir
+from pipeline.infra.supply import Supply
+from pipeline.outcome import Outcome
+from pipeline.places import RunDir
+from pipeline.progress import Say
+from pipeline.settings import Settings
+from pipeline.stages.build.builders import BUILD_ORDER
+from pipeline.stages.build.builders.base import BuildSource
+from pipeline.stages.build.night_build import build_inspect_lock, toolchain_for
+from pipeline.stages.build.resolve import Source, resolve_sources
+from pipeline.stages.prove.candidate import NightCandidate, prepare_night_candidate
+from pipeline.stages.prove.entry_run import EntryContext, run_entry
+from pipeline.status import Status
+
+
+@dataclass(frozen=True)
+class TrialBuild:
+    """A trial's candidate, or why it has none, and its builds in a few words ("vllm: overlay (21 s)")."""
+
+    candidate: NightCandidate | None
+    how: str
+    refused: str = ""
+
+
+@dataclass(frozen=True)
+class TrialBench:
+    """What every trial of one night shares: its settings, configuration, profile, supply and night."""
+
+    settings: Settings
+    config: Config
+    profile: Profile
+    supply: Supply
+    night: str
+    created: str  # the night's plan's time, so a trial resolves as the night did
+    say: Say
+
+    def build(self, trial: RunDir, sources: Sequence[Source]) -> TrialBuild:
+        """The trial's sources resolved, built, inspected, locked and made a candidate in `trial`. Raises what the
+        night would (NativeBuildNeeded where a commit's natives cannot be built here, any SparkNightlyError)."""
+        cache_dir = self.settings.places.cache
+        plan = resolve_sources(sources, cache_dir=cache_dir, work_dir=trial.root, created=self.created)
+        plan.save(trial.plan)
+        ordered = sorted(plan.sources, key=lambda source: BUILD_ORDER.index(source.name))
+        built = build_inspect_lock(
+            [BuildSource.from_plan(source, mirror_dir(cache_dir, source.repo)) for source in ordered],
+            self.profile,
+            toolchain_for(self.profile, self.settings),
+            run=trial,
+            out_dir=self.settings.places.wheels / trial.id,
+            cache_dir=cache_dir,
+            min_free_gib=self.settings.build_min_free_gib,
+            supply=self.supply,
+            say=self.say,
+        )
+        how = "; ".join(r.short() for r in built.results)
+        if built.report.status == Status.FAIL:
+            return TrialBuild(None, how, f"inspection refused the wheels (see {trial.inspection})")
+        candidate = prepare_night_candidate(
+            self.profile,
+            run=trial,
+            wheels_dir=self.settings.places.wheels,
+            cache_dir=cache_dir,
+            supply=self.supply,
+            say=self.say,
+        )
+        return TrialBuild(candidate, how)
+
+    def run(self, entries: Sequence[ModelEntry], candidate: NightCandidate, trial: RunDir) -> list[Outcome]:
+        """Each entry on the trial's candidate, as the night runs it, the history read and never written."""
+        ctx = EntryContext(
+            self.config,
+            candidate.candidate,
+            self.settings.places.cache,
+            self.settings.places.state,
+            trial,
+            self.night,
+            {},
+            self.say,
+            record=False,
+            supply=self.supply,
+        )
+        return [run_entry(entry, ctx) for entry in entries]
