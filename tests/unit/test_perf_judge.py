@@ -12,9 +12,11 @@ import pytest
 
 from pipeline.config.matrix import Cell
 from pipeline.config.thresholds import Level, PairRules, Reference, Thresholds
+from pipeline.detect.steps import Confirmation
 from pipeline.infra.confirmed import BuildRef, ConfirmedBook
 from pipeline.infra.history import History
 from pipeline.stages.prove import pairs
+from pipeline.stages.prove.gate import CellVerdict
 from pipeline.stages.prove.health import HealthReport, HostFacts
 from pipeline.stages.prove.paired_verdict import CellOutcome, PairedMeasure
 from pipeline.stages.prove.perf import CaseResult, RequestSample, RunSample
@@ -504,3 +506,38 @@ def test_the_files_fail_level_stays_a_floor_on_a_slow_hosts_later_nights(tmp_pat
     decode = next(o for o in _judge(_case(7.5), ctx, remeasure=lambda r: _case(7.5)) if o.cell == "tg32")
     assert decode.status == Status.FAIL, decode.reason
     assert "vs 20 (the file's reference, a floor on every host)" in decode.reason
+
+
+def _slower_cell(cell: str, ratio: float, pairs: int, status: Status = Status.FAIL) -> CellOutcome:
+    derivation = "screen tripped at -41.2% (floor 1.5%); yardstick: 3 accepted nights; " * 12  # the GPU's 2,000 chars
+    gate = CellVerdict(cell, "tg_tps", "t/s", "FAIL", 280.0, 683.0, None, None, 280.0 / 683.0 - 1, derivation)
+    confirmation = Confirmation(
+        "FAIL", derivation, pairs, ratio, math.log(ratio), 0.05, ratio - 0.05, ratio + 0.05, 0.95, ratio + 0.03,
+        0.001, -12.0, 1e-6, 0.13,
+    )  # fmt: skip
+    a = BuildRef("runtime-ab12", "runtime", "/runs/a", "0" * 64, night="2026-11-26")
+    return CellOutcome(
+        cell, "tg_tps", status, derivation, gate, confirmation=confirmation, last_good=a, pairs_measured=pairs,
+        in_turn=True,
+    )  # fmt: skip
+
+
+def test_a_failing_entry_s_reason_is_one_short_line_per_cell_and_the_derivation_stays_in_the_cell() -> None:
+    """The GPU's finding: the slower build's entry reason was about 2,000 characters, every cell's whole derivation
+    in one line. Now it leads with one line per failing cell, under 200 characters for the entry."""
+    outcomes = [
+        _slower_cell("tg32 (c1)", 0.412, 2),
+        _slower_cell("tg32 (c4)", 0.381, 2),
+        replace(_slower_cell("pp128 (c4)", 0.638, 2), status=Status.INCONCLUSIVE, confirmation=None),
+    ]
+    verdict = perf_verdict("m", JudgedPerf([], HEALTHY, outcomes), HEALTHY)
+    assert verdict["status"] == Status.FAIL
+    reason = verdict["reason"]
+    assert reason.startswith("tg32 (c1): 0.41x the last confirmed build over 2 boot pairs, FAIL; tg32 (c4): 0.38x")
+    assert reason.endswith("; undecided: pp128 (c4)") and len(reason) < 200, reason
+    first, _ = verdict["failures"]
+    assert first.reason == "tg32 (c1): 0.41x the last confirmed build over 2 boot pairs, FAIL"
+    assert verdict["cells"]["tg32 (c1)"]["reason"] == outcomes[0].reason  # the derivation, for the report
+    many = [_slower_cell(f"tg{n} (c1)", 0.5, 3) for n in range(8)]
+    crowded = perf_verdict("m", JudgedPerf([], HEALTHY, many), HEALTHY)["reason"]
+    assert len(crowded) <= 200 and crowded.endswith("(8 failing cells; each in the report)"), crowded

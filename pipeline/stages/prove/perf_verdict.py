@@ -1,4 +1,8 @@
-"""The perf stage's verdict for an entry: the worst cell, the reason, an alert per failing cell, each cell's numbers."""
+"""The perf stage's verdict for an entry: the worst cell, the reason, an alert per failing cell, each cell's numbers.
+
+The entry's reason and each alert lead with one line per failing cell, read at a glance ("tg32 (c1): 0.45x the last
+confirmed build over 2 boot pairs, FAIL"); each cell's whole derivation (screen, yardstick, pairs, bounds, carried
+evidence) stays in its numbers, which the report and the entry's JSON show."""
 
 from __future__ import annotations
 
@@ -17,12 +21,17 @@ def perf_verdict(entry_id: str, judged: JudgedPerf, before: HealthReport) -> dic
     cells = {o.cell: cell_numbers(o) for o in outcomes}
     status = worst(o.status for o in outcomes)
     bad = [o for o in outcomes if o.status in {Status.FAIL, Status.INCONCLUSIVE}]
+    failing = [o for o in bad if o.status == Status.FAIL]
     failures = tuple(
-        Failure(perf_alert_key(entry_id), f"{o.cell} {o.metric}", o.reason, _evidence(o), subject=o.cell)
-        for o in bad
-        if o.status == Status.FAIL
+        Failure(perf_alert_key(entry_id), f"{o.cell} {o.metric}", headline(o), _evidence(o), subject=o.cell)
+        for o in failing
     )
-    reason = "; ".join(f"{o.cell}: {o.reason}" for o in bad)
+    reason = "; ".join(f"{o.cell}: {o.reason}" for o in bad)  # undecided: why it could not decide, in full
+    if failing:
+        undecided = [o.cell for o in bad if o.status != Status.FAIL]
+        reason = "; ".join(headline(o) for o in failing)
+        reason += f"; undecided: {', '.join(undecided)}" if undecided else ""
+        reason = _shortened(reason, len(failing))
     if not bad:
         gaps = [f"{o.cell} {o.gap}" for o in outcomes if o.gap]
         # a cell that tripped and passed measured again (a rerun, or in turns a fresh boot) is said in the summary: on a
@@ -35,6 +44,30 @@ def perf_verdict(entry_id: str, judged: JudgedPerf, before: HealthReport) -> dic
             reason += f"; gaps, not regressions: {'; '.join(gaps)}"
     health = {"before": health_facts_for_history(before), "measurement": health_facts_for_history(judged.health)}
     return {"status": status, "reason": reason, "cells": cells, "failures": failures, "health": health}
+
+
+HEADLINE_CHARS = 200  # an entry's reason when cells fail: what the summary's table and the alert's title show
+
+
+def headline(outcome: CellOutcome) -> str:
+    """The cell in one line: against the last confirmed build where pairs decided it, else against its reference."""
+    status = outcome.status.value
+    if outcome.confirmation is not None and outcome.last_good is not None and outcome.pairs_measured:
+        pairs = "boot pairs" if outcome.in_turn else "pairs"
+        ratio = outcome.confirmation.mean_ratio
+        return f"{outcome.cell}: {ratio:.2f}x the last confirmed build over {outcome.pairs_measured} {pairs}, {status}"
+    gate = outcome.rerun_gate or outcome.gate
+    if gate.ref:
+        change = gate.value / gate.ref - 1
+        return f"{outcome.cell}: {gate.value:.4g} {gate.unit} against {gate.ref:.4g} ({change:+.1%}), {status}"
+    return f"{outcome.cell}: {status}"
+
+
+def _shortened(reason: str, cells: int) -> str:
+    if len(reason) <= HEADLINE_CHARS:
+        return reason
+    tail = f" ... ({cells} failing cells; each in the report)"
+    return reason[: HEADLINE_CHARS - len(tail)].rstrip("; ,") + tail
 
 
 def cell_numbers(outcome: CellOutcome) -> dict[str, Any]:
