@@ -40,6 +40,7 @@ from pipeline.stages.prove.candidate import NightCandidate, prepare_night_candid
 from pipeline.stages.prove.entry_run import EntryContext, run_entry
 from pipeline.stages.prove.supplies import night_supply, require_supplies
 from pipeline.stages.prove.weights_stage import EntryWeights, prepare_weights
+from pipeline.stages.release.fixes import fixed_tonight, night_sources
 from pipeline.stages.release.notes import release_notes
 from pipeline.stages.release.publish import Night, build_manifest, inspection_summary, publish_night
 from pipeline.stages.release.stores import open_store
@@ -367,6 +368,11 @@ def _publish(
         report=str(plan.run.summary),
         culprits=culprits,
         inspection=inspection_summary(plan.run),
+        fixes=fixed_tonight(
+            settings.places.state.alerts,
+            [o.entry for o in outcomes if o.status in {Status.PASS, Status.XFAIL}],
+            night_sources(night.plan),
+        ),
     )
     files = [*night.wheels, night.lock]
     cache_dir = settings.places.cache
@@ -409,6 +415,7 @@ def _stage_alerts(state: NightRun) -> None:
             suspects=findings.suspects if findings is not None else _suspects(state),
             crash=state.crash,
             report=_report_link(plan),
+            sources=night_sources(json.loads(plan.run.plan.read_text())) if state.built else None,
         )
         state.alert_problems = deliver_alerts(
             state.events, settings=state.settings, state_path=alerts_json, run=plan.run, say=state.progress.say

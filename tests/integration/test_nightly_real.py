@@ -50,7 +50,9 @@ def test_a_broken_model_fails_at_golden_opens_one_alert_for_its_checks_and_a_goo
     assert sorted(a["key"] for a in closed) == opened  # type: ignore[union-attr]
     assert {a["action"] for a in closed} == {"closed"}  # type: ignore[union-attr]
     assert not any(alert["open"] for alert in place.alerts().values())
-    assert [r.tag for r in nightly_releases(place.store.releases())] != []
+    (release,) = nightly_releases(place.store.releases())
+    assert f"### Fixed tonight\n\n- {CPU_ENTRY}: " in release.body  # the good night's notes: what it fixed, since when
+    assert "  - fixed by: " in release.body
 
 
 def test_an_interrupted_run_resumes_without_redoing_finished_entries(place: Place, cpu_engine: CpuEngine) -> None:

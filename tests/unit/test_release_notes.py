@@ -8,8 +8,12 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.infra.releases import LocalReleaseStore
+from pipeline.outcome import Failure, Outcome
+from pipeline.stages.aftermath.alert import raise_alerts
+from pipeline.stages.release.fixes import fixed_by, fixed_tonight, night_sources
 from pipeline.stages.release.notes import release_notes
 from pipeline.stages.release.publish import publish_night
+from pipeline.status import Status
 from tests.published import night_files
 
 VLLM = "https://github.com/vllm-project/vllm.git"
@@ -137,3 +141,40 @@ def test_publishing_writes_the_notes_against_the_last_published_night(tmp_path: 
     assert seen == ["nightly-20261124"]
     assert release.body.startswith("## spark-nightly 2026-11-25: PASS on the cpu profile")
     assert "### What changed since nightly-20261124" in release.body and "<!-- spark-nightly run r2 -->" in release.body
+
+
+def test_a_night_that_passes_again_says_what_it_fixed_what_was_blamed_and_what_changed(tmp_path: Path) -> None:
+    """The guilty commit of a failing night named in the alert; the next good night's notes say it is fixed, and by
+    what: main moved past it, or the guilty PR is no longer grafted."""
+    entry = "qwen3.5-35b-a3b-fp8"
+    state = tmp_path / "alerts.json"
+    failing = _manifest("a" * 40, prs=[{"number": 302, "status": "grafted"}, {"number": 301, "status": "grafted"}])
+    garbage = Failure(f"{entry}:golden", "golden answers paris", "does not contain 'Paris'", subject="answers paris")
+    blamed = "vllm#302 (culprit search: main + #302 failed)"
+    raise_alerts(
+        [Outcome(entry, Status.FAIL, "golden", "1 golden check(s) failed", True, 1.0, {"golden_s": 1.0}, (garbage,))],
+        night="2026-11-24",
+        run_id="run-24",
+        state_path=state,
+        suspects=blamed,
+        sources=night_sources(failing["plan"]),
+    )
+    tonight = _manifest("b" * 40, prs=[{"number": 301, "status": "grafted"}])
+    fixes = fixed_tonight(state, [entry], night_sources(tonight["plan"]))
+    assert fixes == [
+        {
+            "alert": f"{entry}: 1 golden check(s) failed: answers paris",
+            "opened": "2026-11-24",
+            "blamed": blamed,
+            "fixed_by": [f"vllm main {'a' * 12}..{'b' * 12}", "vllm#302 no longer grafted"],
+        }
+    ]
+    assert fixed_tonight(state, ["gpt-oss-120b"], night_sources(tonight["plan"])) == []  # still failing: not fixed
+    notes = release_notes("nightly-20261125", tonight | {"fixes": fixes}, None)
+    section = notes[notes.index("### Fixed tonight") :]
+    assert f"- {entry}: 1 golden check(s) failed: answers paris (failing since 2026-11-24)" in section
+    assert f"  - blamed on: {blamed}" in section
+    assert f"  - fixed by: vllm main {'a' * 12}..{'b' * 12}; vllm#302 no longer grafted" in section
+    assert fixed_by(night_sources(failing["plan"]), night_sources(failing["plan"])) == [
+        "no change to the sources: the failure was not the wheels' (the host, the data, or noise)"
+    ]

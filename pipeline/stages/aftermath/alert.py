@@ -8,7 +8,7 @@ GitHub issues and the webhook are delivered by `pipeline.stages.aftermath.alert_
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -59,13 +59,15 @@ def raise_alerts(
     suspects: str,
     crash: str | None = None,
     report: str | None = None,
+    sources: Mapping[str, Any] | None = None,
 ) -> list[AlertEvent]:
     """Open, update or close one alert per key; INCONCLUSIVE entries neither open nor close anything.
 
     The failures of one key on one night are one alert (every failing perf cell of an entry: one regression, one
     alert). A cell that joins a later night is part of that night's update; the alert closes once the entry passes
     or every cell it tracks has been measured within its reference again. `report` links the night's report (the
-    Actions run, or the report's path) in opened and updated alerts.
+    Actions run, or the report's path) in opened and updated alerts. `sources`: the night's mains and grafted PRs,
+    kept in an opened alert for the release notes of the night that fixes it.
     """
     state = _state(state_path)
     alerts: dict[str, Any] = state["alerts"]
@@ -81,7 +83,9 @@ def raise_alerts(
             body = update_body(known, failures, news, night=night, run_id=run_id) + link
             events.append(AlertEvent(key, "updated", known["title"], body, night, run_id))
             continue
-        alerts[key] = new_alert(outcome, failures, night=night, last_good=last_good.get(outcome.entry))
+        alerts[key] = new_alert(
+            outcome, failures, night=night, last_good=last_good.get(outcome.entry), suspects=suspects, sources=sources
+        )
         body = open_body(outcome, failures, night=night, run_id=run_id, alert=alerts[key], suspects=suspects)
         body += f"- report: {report}\n" if report else ""
         events.append(AlertEvent(key, "opened", alerts[key]["title"], body, night, run_id))

@@ -37,8 +37,17 @@ class AlertEvent:
         return "pipeline-failure" if self.key in (PIPELINE_KEY, BLIND_KEY) else "regression"
 
 
-def new_alert(outcome: Outcome, failures: Sequence[Failure], *, night: str, last_good: str | None) -> dict[str, Any]:
-    """The record of an alert opened tonight; one with subjects tracks each of them (the cells of a regression)."""
+def new_alert(
+    outcome: Outcome,
+    failures: Sequence[Failure],
+    *,
+    night: str,
+    last_good: str | None,
+    suspects: str = "",
+    sources: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The record of an alert opened tonight; one with subjects tracks each of them (the cells of a regression). It
+    keeps what it was blamed on and the night's sources, so the night that fixes it can say what changed."""
     record: dict[str, Any] = {
         "open": True,
         "title": _title(outcome.entry, failures),
@@ -46,6 +55,8 @@ def new_alert(outcome: Outcome, failures: Sequence[Failure], *, night: str, last
         "nights": [night],
         "last_good": last_good,
     }
+    record |= {"suspects": suspects} if suspects else {}
+    record |= {"sources": dict(sources)} if sources else {}
     subjects = [f.subject for f in failures if f.subject]
     if subjects:
         record["subjects"] = {s: {"since": night, "recovered": None} for s in subjects}

@@ -28,6 +28,7 @@ def release_notes(
         "(`manifest.json`: commits, hashes, every entry's outcome and numbers).",
         "",
         *_changes(manifest, previous, count),
+        *_fixes(manifest),
         *_matrix(manifest),
         *_absent(manifest),
         *_install(tag),
@@ -52,6 +53,20 @@ def _changes(
         lines += [f"  - {line}" for line in _pull_requests(source)]
     if previous is None:
         lines.append("- the first published night: nothing earlier to compare with")
+    return [*lines, ""]
+
+
+def _fixes(manifest: Mapping[str, Any]) -> list[str]:
+    """The regressions this night fixed: what each was blamed on, and what changed since it opened."""
+    fixes = manifest.get("fixes") or []
+    if not fixes:
+        return []
+    lines = ["### Fixed tonight", ""]
+    for fix in fixes:
+        lines.append(f"- {fix['alert']} (failing since {fix['opened']})")
+        if fix.get("blamed"):
+            lines.append(f"  - blamed on: {fix['blamed']}")
+        lines.append(f"  - fixed by: {'; '.join(fix['fixed_by'])}")
     return [*lines, ""]
 
 

@@ -89,6 +89,7 @@ def build_manifest(  # noqa: PLR0913 -- the manifest's fields, each by keyword
     report: str | None = None,
     culprits: Mapping[str, Any] | None = None,
     inspection: Mapping[str, Any] | None = None,
+    fixes: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     """The evidence a release carries (schema: config/schemas/manifest.schema.json), checked before it is used."""
     statuses = {e["status"] for e in entries}
@@ -114,6 +115,8 @@ def build_manifest(  # noqa: PLR0913 -- the manifest's fields, each by keyword
         manifest["culprits"] = dict(culprits)
     if inspection is not None:
         manifest["inspection"] = dict(inspection)
+    if fixes:
+        manifest["fixes"] = [dict(f) for f in fixes]
     problems = sorted(MANIFEST_SCHEMA.iter_errors(manifest), key=str)
     if problems:
         raise SparkNightlyError(f"the manifest breaks its schema: {problems[0].message}")
