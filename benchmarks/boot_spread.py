@@ -24,8 +24,8 @@ from pipeline.detect.steps import confirm
 from pipeline.infra.cpu_class import cpu_class
 from pipeline.settings import from_environment
 from pipeline.stages.prove.boot import boot, prepare_candidate
-from pipeline.stages.prove.pairs import measure_pair, pair_order
-from pipeline.stages.prove.perf import PromptMaker, latency_estimate, measure_run
+from pipeline.stages.prove.perf.measure import PromptMaker, latency_estimate, measure_run
+from pipeline.stages.prove.perf.pairs import measure_pair, pair_order
 
 ROOT = Path(__file__).parents[1]
 ENTRY = "smollm2-135m-instruct"

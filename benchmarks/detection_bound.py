@@ -19,7 +19,7 @@ import argparse
 import math
 from statistics import NormalDist
 
-from pipeline.stages.prove.pairs import RUNS_PER_BOOT
+from pipeline.stages.prove.perf.pairs import RUNS_PER_BOOT
 
 RUN_SD, NIGHT_SD = 0.01, 0.02  # the simulation's (benchmarks/detector_simulation.py)
 BENCH_RUNS = 5  # a night's measured runs of a case

@@ -1,6 +1,6 @@
 """Benchmark: the nightly's own verdict path (judge_results) on synthetic months, side by side with Apache Otava.
 
-Every night of every series goes through pipeline.stages.prove.perf_judge.judge_results, exactly as the
+Every night of every series goes through pipeline.stages.prove.perf.judge.judge_results, exactly as the
 nightly calls it: a real History (SQLite) and ConfirmedBook in a scratch folder, the reference levels of
 thresholds/spark-gb10/gpt-oss-120b.yaml (tg32: ref 32 t/s, warn -5 %, fail -15 %), a rerun when a cell
 trips, pairs against the cell's last confirmed build (A) measured in the production order (pair_order),
@@ -57,12 +57,12 @@ from pipeline.detect.boots import BootPair
 from pipeline.infra.confirmed import BuildRef, ConfirmedBook, series_key
 from pipeline.infra.history import History
 from pipeline.infra.pair_book import PairBook
-from pipeline.stages.prove import perf_judge
 from pipeline.stages.prove.health import HealthReport, HostFacts
-from pipeline.stages.prove.paired_verdict import InTurn
-from pipeline.stages.prove.pairs import RUNS_PER_BOOT, pair_order
-from pipeline.stages.prove.perf import CaseResult, RequestSample, RunSample
-from pipeline.stages.prove.perf_judge import PerfContext, judge_results
+from pipeline.stages.prove.perf import judge as perf_judge
+from pipeline.stages.prove.perf.judge import PerfContext, judge_results
+from pipeline.stages.prove.perf.measure import CaseResult, RequestSample, RunSample
+from pipeline.stages.prove.perf.paired import InTurn
+from pipeline.stages.prove.perf.pairs import RUNS_PER_BOOT, pair_order
 from pipeline.status import Status
 
 SEED = 20261123
@@ -294,8 +294,8 @@ def run_series(scenario: Scenario, index: int, seed: int, variant: Variant) -> S
                 pairs_total += outcome.pairs_measured
                 most_boots = max(most_boots, world.night_boots)
                 over_eight += world.night_boots > NIGHT_GOAL
-                if a_before and a_after and a_after[0].id != a_before[0].id:
-                    moved = world.build_level(levels[a_after[0].id]) / world.build_level(levels[a_before[0].id])
+                if a_before and a_after and a_after.build.id != a_before.build.id:
+                    moved = world.build_level(levels[a_after.build.id]) / world.build_level(levels[a_before.build.id])
                     slower_a = slower_a or moved <= 0.99
     return SeriesResult(
         tuple(statuses),

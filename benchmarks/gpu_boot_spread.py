@@ -19,7 +19,7 @@ from pathlib import Path
 from pipeline.config.bundle import ConfigPaths, load_config
 from pipeline.settings import from_environment
 from pipeline.stages.prove.boot import boot, prepare_candidate
-from pipeline.stages.prove.perf import PromptMaker, latency_estimate, measure_run
+from pipeline.stages.prove.perf.measure import PromptMaker, latency_estimate, measure_run
 from pipeline.stages.prove.supplies import night_supply
 
 

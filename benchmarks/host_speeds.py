@@ -1,6 +1,6 @@
 """Benchmark: the nightly's verdict path (judge_results) on hosts slower and faster than the one a file was measured on.
 
-Every night of every series goes through pipeline.stages.prove.perf_judge.judge_results as the nightly calls it: a
+Every night of every series goes through pipeline.stages.prove.perf.judge.judge_results as the nightly calls it: a
 real History (SQLite) and ConfirmedBook in a scratch folder, the CPU profile's shipped tg32 (c1) levels and pair
 rules (thresholds/cpu-x86/smollm2-135m-instruct.yaml: ref 18.7 t/s, warn -35 %, fail -60 %), a rerun when a cell
 trips and boot pairs in turns against the cell's last confirmed build (one server at a time, as the workflow's
@@ -31,10 +31,10 @@ from pipeline.detect.boots import BootPair
 from pipeline.infra.confirmed import BuildRef, ConfirmedBook
 from pipeline.infra.history import History
 from pipeline.stages.prove.health import HealthReport, HostFacts
-from pipeline.stages.prove.paired_verdict import CellOutcome, InTurn
-from pipeline.stages.prove.pairs import RUNS_PER_BOOT, pair_order
-from pipeline.stages.prove.perf import CaseResult, RequestSample, RunSample
-from pipeline.stages.prove.perf_judge import PerfContext, judge_results
+from pipeline.stages.prove.perf.judge import PerfContext, judge_results
+from pipeline.stages.prove.perf.measure import CaseResult, RequestSample, RunSample
+from pipeline.stages.prove.perf.paired import CellOutcome, InTurn
+from pipeline.stages.prove.perf.pairs import RUNS_PER_BOOT, pair_order
 from pipeline.status import Status
 
 FILE = Path(__file__).parents[1] / "thresholds" / "cpu-x86" / "smollm2-135m-instruct.yaml"

@@ -46,7 +46,7 @@ from pipeline.config.thresholds import (
     SEQUENTIAL_SHIFT,
 )
 from pipeline.detect.steps import BASELINE_NIGHTS, SCREEN_FLOOR, TARGET_EFFECT
-from pipeline.stages.prove.pairs import RUNS_PER_BOOT
+from pipeline.stages.prove.perf.pairs import RUNS_PER_BOOT
 
 MONTH = 30
 HISTORY = 30  # nights before the month, as the production simulation's

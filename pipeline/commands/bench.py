@@ -27,13 +27,8 @@ from pipeline.settings import Settings
 from pipeline.stages.prove.boot import Candidate, plan_launch, prepare_candidate, restartable
 from pipeline.stages.prove.health import judge_health, read_host_facts
 from pipeline.stages.prove.last_good import candidate_of, runtime_build
-from pipeline.stages.prove.paired_verdict import CellOutcome
-from pipeline.stages.prove.perf import CaseResult
-from pipeline.stages.prove.perf_judge import PerfContext
-from pipeline.stages.prove.perf_run import measure_and_judge
+from pipeline.stages.prove.perf import CaseResult, CellOutcome, PerfContext, Turns, measure_and_judge, render_turns
 from pipeline.stages.prove.supplies import night_supply
-from pipeline.stages.prove.turn_plan import render_turns
-from pipeline.stages.prove.turns import Turns
 from pipeline.status import worst
 
 # docker's reference grammar, simplified: registry/name components, then an optional :tag

@@ -62,6 +62,18 @@ class Acceptance:
     how: str  # "pairs (B/A ...)" or "the first accepted night"
 
 
+@dataclass(frozen=True)
+class LastConfirmed:
+    """A cell's last confirmed build (A), and how it was accepted (None for a build named by `bench --pair-with`)."""
+
+    build: BuildRef
+    acceptance: Acceptance | None = None
+
+    def describe(self) -> str:
+        why = f", accepted {self.acceptance.night} by {self.acceptance.how}" if self.acceptance is not None else ""
+        return f"{self.build.describe()}{why}"
+
+
 def series_key(hardware: str, entry: str, cell: str, metric: str) -> str:
     return f"{hardware}|{entry}|{cell}|{metric}"
 
@@ -92,13 +104,13 @@ class ConfirmedBook:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         write_atomically(self.path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
-    def last_good(self, key: str) -> tuple[BuildRef, Acceptance] | None:
+    def last_good(self, key: str) -> LastConfirmed | None:
         """The cell's A and why, or None before any build was accepted for it."""
         data = self._load()
         cell = data["cells"].get(key)
         if cell is None:
             return None
-        return BuildRef.from_json(data["builds"][cell["build"]]), Acceptance(**cell)
+        return LastConfirmed(BuildRef.from_json(data["builds"][cell["build"]]), Acceptance(**cell))
 
     def newest_for_entry(self, hardware: str, entry: str) -> BuildRef | None:
         """The most recently accepted A of any of an entry's cells: a build trusted to serve that entry."""

@@ -18,7 +18,7 @@ from pipeline.cli import main
 from pipeline.infra import procs
 from pipeline.infra.releases import Asset, LocalReleaseStore, Release
 from pipeline.outcome import Outcome
-from pipeline.stages.prove import perf_run
+from pipeline.stages.prove.perf import run as perf_run
 from pipeline.stages.release.publish import nightly_releases
 from pipeline.status import Status
 from tests.integration.conftest import CPU_ENTRY, CpuEngine, Place, bench_one_case, golden_for_another_stage

@@ -174,7 +174,7 @@ def _series(cell: str) -> str:
 def _a_of(state: Path, cell: str) -> str:
     found = ConfirmedBook(state / "confirmed.json").last_good(_series(cell))
     assert found is not None
-    return found[0].id
+    return found.build.id
 
 
 def _report_name(run: WorkflowRun) -> str:

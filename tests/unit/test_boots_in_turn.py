@@ -22,11 +22,13 @@ from pipeline.errors import EngineError, HostUnhealthy
 from pipeline.infra.confirmed import BuildRef
 from pipeline.infra.openai_client import Generation, Scored
 from pipeline.infra.pair_book import ABoot, Carried, PairBook, SpreadSoFar
-from pipeline.stages.prove import judge, pairs, perf_run, turns
+from pipeline.stages.prove import judge
 from pipeline.stages.prove.boot import Restartable
-from pipeline.stages.prove.paired_verdict import CellOutcome, InTurn
-from pipeline.stages.prove.perf import RunSample
-from pipeline.stages.prove.perf_judge import judge_results
+from pipeline.stages.prove.perf import pairs, turns
+from pipeline.stages.prove.perf import run as perf_run
+from pipeline.stages.prove.perf.judge import judge_results
+from pipeline.stages.prove.perf.measure import RunSample
+from pipeline.stages.prove.perf.paired import CellOutcome, InTurn
 from pipeline.status import Status
 from tests.unit.test_perf_judge import (
     HEALTHY,

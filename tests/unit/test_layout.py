@@ -132,3 +132,21 @@ def test_the_help_lists_every_exit_code_from_the_table() -> None:
     epilog = build_parser().epilog or ""
     assert epilog.startswith("Exit codes: ")
     assert [int(code) for code in re.findall(r"(?:: |; )(\d+) ", epilog)] == [int(code) for code in ExitCode]
+
+
+def test_the_perf_verdict_is_entered_only_through_its_package() -> None:
+    """The perf verdict is one package (stages/prove/perf/): the rest of the gate imports its stage and verdict from
+    the package itself, never a module inside it, so its inside can be rearranged without reaching outside."""
+    perf = PACKAGE / "stages" / "prove" / "perf"
+    inside = "pipeline.stages.prove.perf."
+    reaching = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if perf in path.parents:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            module = node.module if isinstance(node, ast.ImportFrom) else None
+            if module and module.startswith(inside):
+                reaching.append(f"{path.relative_to(ROOT)} imports {module}")
+    assert reaching == []
+    loose = [p.name for p in (PACKAGE / "stages" / "prove").glob("*.py") if p.stem.startswith(("perf", "pair", "turn"))]
+    assert loose == [], "the perf group's modules live in stages/prove/perf/"

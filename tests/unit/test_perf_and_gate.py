@@ -8,8 +8,8 @@ import pytest
 
 from pipeline.config.thresholds import Level, Reference
 from pipeline.stages.prove.corpus import corpus_text
-from pipeline.stages.prove.gate import judge_cell
-from pipeline.stages.prove.perf import RequestSample, RunSample, counted_prompt_tokens
+from pipeline.stages.prove.perf.gate import judge_cell
+from pipeline.stages.prove.perf.measure import RequestSample, RunSample, counted_prompt_tokens
 
 
 def _request(start: float, tokens: int, gap: float, *, prompt: int = 100, ttfr: float = 0.2) -> RequestSample:

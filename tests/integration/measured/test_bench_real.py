@@ -17,7 +17,7 @@ from pipeline.infra.runtime import ensure_pip_runtime
 from pipeline.infra.server import Server
 from pipeline.infra.weights import package_folder
 from pipeline.stages.prove.corpus import corpus_text
-from pipeline.stages.prove.perf import CaseResult, run_bench
+from pipeline.stages.prove.perf.measure import CaseResult, run_bench
 from tests.integration.conftest import CpuEngine
 
 pytestmark = [pytest.mark.integration, pytest.mark.quiet_host, pytest.mark.calibration]

@@ -21,9 +21,9 @@ from pipeline.infra.history import History
 from pipeline.infra.server import Server
 from pipeline.progress import quiet
 from pipeline.stages.prove.health import judge_health, read_host_facts
-from pipeline.stages.prove.paired_verdict import CellOutcome
-from pipeline.stages.prove.perf_judge import PerfContext
-from pipeline.stages.prove.perf_run import measure_and_judge
+from pipeline.stages.prove.perf.judge import PerfContext
+from pipeline.stages.prove.perf.paired import CellOutcome
+from pipeline.stages.prove.perf.run import measure_and_judge
 from pipeline.status import Status
 from tests.integration.conftest import CpuEngine
 

@@ -11,7 +11,7 @@ import pytest
 from pipeline.cli import main
 from pipeline.config.matrix import BenchSpec
 from pipeline.infra.server import Server
-from pipeline.stages.prove.perf import run_bench
+from pipeline.stages.prove.perf.measure import run_bench
 from pipeline.status import Status, worst
 from tests.integration.conftest import CPU_ENTRY
 

@@ -10,8 +10,8 @@ from typing import Any
 
 from pipeline.outcome import Failure, perf_alert_key
 from pipeline.stages.prove.health import HealthReport, health_facts_for_history
-from pipeline.stages.prove.paired_verdict import CellOutcome
-from pipeline.stages.prove.perf_run import JudgedPerf
+from pipeline.stages.prove.perf.paired import CellOutcome
+from pipeline.stages.prove.perf.run import JudgedPerf
 from pipeline.status import Status, worst
 
 

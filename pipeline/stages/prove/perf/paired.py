@@ -15,11 +15,11 @@ from pipeline.config.thresholds import CI_LEVEL, PairRules
 from pipeline.detect.boots import BootPair, PooledSpread, pooled_spread
 from pipeline.detect.sequential import FAIL_AT, PASS_AT, SequentialResult, decide_sequential
 from pipeline.detect.steps import CONFIRM_PAIRS, FAIL_ALPHA, Confirmation, Screen, confirm, decide
-from pipeline.infra.confirmed import Acceptance, BuildRef
+from pipeline.infra.confirmed import BuildRef, LastConfirmed
 from pipeline.infra.history import ACCEPTED_VERDICTS
 from pipeline.infra.pair_book import Carried, SpreadSoFar
-from pipeline.stages.prove.gate import CellVerdict
-from pipeline.stages.prove.perf import CaseResult
+from pipeline.stages.prove.perf.gate import CellVerdict
+from pipeline.stages.prove.perf.measure import CaseResult
 from pipeline.status import Status
 
 # (A, B) values of a metric for the case, as many pairs as asked for, A being the build given; None when that
@@ -91,7 +91,7 @@ class CellOutcome:
 
 def paired_verdict(
     base: CellOutcome,
-    a: tuple[BuildRef, Acceptance | None] | None,
+    a: LastConfirmed | None,
     result: CaseResult,
     paired: PairedMeasure | InTurn,
     *,
@@ -104,30 +104,32 @@ def paired_verdict(
     boot pairs are added one at a time until they decide, each a new boot of both."""
     if isinstance(paired, InTurn):
         return boot_pairs_verdict(base, a, result, paired, rules=rules, evidence=evidence, night=night)
-    pairs = paired(result, base.metric, CONFIRM_PAIRS, a[0]) if a is not None else None
+    pairs = paired(result, base.metric, CONFIRM_PAIRS, a.build) if a is not None else None
     if a is None or pairs is None:
         return unpaired(base, a)
     decision = confirm(pairs, min_effect=rules.min_effect, boot_sd=rules.boot_sd)
     if decision.decision == "INCONCLUSIVE":  # once more as many pairs: a noisy night gets a second look
-        pairs = paired(result, base.metric, 2 * CONFIRM_PAIRS, a[0]) or pairs
+        pairs = paired(result, base.metric, 2 * CONFIRM_PAIRS, a.build) or pairs
         decision = confirm(pairs, min_effect=rules.min_effect, boot_sd=rules.boot_sd)
     status = Status(decision.decision)  # FAIL, PASS or INCONCLUSIVE: the statuses of the same names
     reason = f"{base.reason}; paired with the last confirmed build {a_text(a)}: {decision.reason}"
-    return replace(base, status=status, reason=reason, confirmation=decision, last_good=a[0], pairs_measured=len(pairs))
+    return replace(
+        base, status=status, reason=reason, confirmation=decision, last_good=a.build, pairs_measured=len(pairs)
+    )
 
 
-def unpaired(base: CellOutcome, a: tuple[BuildRef, Acceptance | None] | None) -> CellOutcome:
+def unpaired(base: CellOutcome, a: LastConfirmed | None) -> CellOutcome:
     missing = (
         "no confirmed build to pair with yet"
         if a is None
-        else f"the last confirmed build ({a[0].describe()}) could not be served"
+        else f"the last confirmed build ({a.build.describe()}) could not be served"
     )
-    return replace(base, status=Status.INCONCLUSIVE, reason=missing, last_good=a[0] if a else None)
+    return replace(base, status=Status.INCONCLUSIVE, reason=missing, last_good=a.build if a else None)
 
 
 def boot_pairs_verdict(
     base: CellOutcome,
-    a: tuple[BuildRef, Acceptance | None] | None,
+    a: LastConfirmed | None,
     result: CaseResult,
     paired: InTurn,
     *,
@@ -145,7 +147,7 @@ def boot_pairs_verdict(
     boots: list[BootPair] = []
     decision = None
     pooled = None
-    last_good = a[0]
+    last_good = a.build
 
     def can_grow() -> bool:
         """Whether another boot pair may be asked for: one measured already for another cell (it costs no boot), or
@@ -166,10 +168,10 @@ def boot_pairs_verdict(
         if more and len(boots) < pair_limits.MIN_BOOT_PAIRS:
             continue
         differences = [pair.difference() for pair in boots]
-        decision = _decide(differences, evidence, a[0].id, night=night, shift=shift, pooled=pooled, more=more)
+        decision = _decide(differences, evidence, a.build.id, night=night, shift=shift, pooled=pooled, more=more)
         if decision.decision == "INCONCLUSIVE" and more and 2 * len(boots) >= paired.usual and decision.llr <= 0:
             # the usual night's boots, leaning to no slowdown: no more are spent
-            decision = _decide(differences, evidence, a[0].id, night=night, shift=shift, pooled=pooled, more=False)
+            decision = _decide(differences, evidence, a.build.id, night=night, shift=shift, pooled=pooled, more=False)
         if decision.decision != "INCONCLUSIVE":
             break
     if not boots or decision is None or pooled is None:
@@ -184,7 +186,7 @@ def boot_pairs_verdict(
         status=Status(decision.decision),  # FAIL, PASS or INCONCLUSIVE: the statuses of the same names
         reason=reason,
         confirmation=confirmation,
-        last_good=a[0],
+        last_good=a.build,
         pairs_measured=len(boots),
         in_turn=True,
         differences=tuple(pair.difference() for pair in boots),
@@ -193,15 +195,15 @@ def boot_pairs_verdict(
     )
 
 
-def _no_boot_pairs(base: CellOutcome, a: tuple[BuildRef, Acceptance | None], paired: InTurn) -> CellOutcome:
+def _no_boot_pairs(base: CellOutcome, a: LastConfirmed, paired: InTurn) -> CellOutcome:
     """A cell judged with no boot pair: another cell FAILed the entry first, the budget was spent, or A did not
     serve."""
     if paired.failed:
         stopped = f"no boot pair is made for it: {', '.join(paired.failed)} already FAILs the entry"
-        return replace(base, status=Status.INCONCLUSIVE, reason=f"{base.reason}; {stopped}", last_good=a[0])
+        return replace(base, status=Status.INCONCLUSIVE, reason=f"{base.reason}; {stopped}", last_good=a.build)
     if paired.boots_left() < 2:
         spent = "the night's boot budget is spent before the first boot pair (two boots)"
-        return replace(base, status=Status.INCONCLUSIVE, reason=f"{base.reason}; {spent}", last_good=a[0])
+        return replace(base, status=Status.INCONCLUSIVE, reason=f"{base.reason}; {spent}", last_good=a.build)
     return unpaired(base, a)
 
 
@@ -255,7 +257,5 @@ def _confirmation(
     return replace(stats, decision=decision.decision, reason=decision.reason)
 
 
-def a_text(a: tuple[BuildRef, Acceptance | None]) -> str:
-    build, acceptance = a
-    why = f", accepted {acceptance.night} by {acceptance.how}" if acceptance is not None else ""
-    return f"({build.describe()}{why})"
+def a_text(a: LastConfirmed) -> str:
+    return f"({a.describe()})"

@@ -33,20 +33,20 @@ from pipeline.detect.steps import (
     screen,
 )
 from pipeline.errors import HostUnhealthy
-from pipeline.infra.confirmed import Acceptance, BuildRef, ConfirmedBook, series_key
+from pipeline.infra.confirmed import BuildRef, ConfirmedBook, LastConfirmed, series_key
 from pipeline.infra.history import ACCEPTED_VERDICTS, History, Night, Sample
 from pipeline.infra.pair_book import ABoot, PairBook
 from pipeline.places import StateDir
-from pipeline.stages.prove.gate import CellVerdict, judge_cell
 from pipeline.stages.prove.health import HealthReport, health_facts_for_history
-from pipeline.stages.prove.paired_verdict import (
+from pipeline.stages.prove.perf.gate import CellVerdict, judge_cell
+from pipeline.stages.prove.perf.measure import CaseResult
+from pipeline.stages.prove.perf.paired import (
     CellOutcome,
     Evidence,
     InTurn,
     PairedMeasure,
     paired_verdict,
 )
-from pipeline.stages.prove.perf import CaseResult
 from pipeline.status import Status
 
 # Pairs that PASS move A only when their own interval rules out tonight being this much slower than A (the CI's
@@ -120,9 +120,9 @@ def _nights(ctx: PerfContext, cell: str, metric: str, *, accepted_only: bool, li
     )
 
 
-def _last_good(ctx: PerfContext, cell: str, metric: str) -> tuple[BuildRef, Acceptance | None] | None:
+def _last_good(ctx: PerfContext, cell: str, metric: str) -> LastConfirmed | None:
     if ctx.pair_with is not None:
-        return ctx.pair_with, None
+        return LastConfirmed(ctx.pair_with)
     if ctx.book is None:
         return None
     return ctx.book.last_good(ctx.series(cell, metric))
@@ -165,9 +165,10 @@ def judge_results(
     for result, cell, metric in _in_judging_order(results, thresholds, ctx, paired):
         case = result.pp_cell.name
         try:
-            outcome, finals[case] = _judge_cell(
+            found = _cell_case(
                 finals[case], cell, metric, thresholds=thresholds, ctx=ctx, remeasure=remeasure, paired=paired
             )
+            outcome, finals[case] = _judge_cell(found)
         except HostUnhealthy as exc:
             gate = judge_cell(thresholds.cells[cell], finals[case].values(metric))
             reason = f"the host became unhealthy during its rerun or pairs, numbers not judged: {exc}"
@@ -226,7 +227,57 @@ def _record_pairs(outcomes: Sequence[CellOutcome], ctx: PerfContext) -> None:
             )
 
 
-def _judge_cell(
+Judged = tuple[CellOutcome, CaseResult]  # the cell's outcome, and the measurement that decided it
+
+
+@dataclass(frozen=True)
+class CellCase:
+    """One cell tonight, as every rule of its decision reads it: what was measured, the yardstick and screen it was
+    held to, the last confirmed build (A) it may be paired with, and how the night can measure it again."""
+
+    result: CaseResult
+    cell: str
+    metric: str
+    thresholds: Thresholds
+    ctx: PerfContext
+    remeasure: Remeasure
+    paired: PairedMeasure | InTurn
+    a: LastConfirmed | None
+    same_build: bool  # tonight's build is A itself
+    nights: list[tuple[float, ...]]  # the accepted nights the reference and screen are made of
+    reference: Reference
+    floor: Reference | None
+    gate: CellVerdict
+    screened: Screen
+    evidence: Evidence | None  # carried boot pairs and the boot spread, in turns
+
+    @property
+    def in_turn(self) -> bool:
+        return isinstance(self.paired, InTurn)
+
+    @property
+    def least(self) -> float:
+        """The screen's floor: in turns each night is one boot, so the history's noise never narrows it."""
+        return SCREEN_FLOOR if self.in_turn else 0.0
+
+    @property
+    def tripped(self) -> bool:
+        return self.gate.tripped or _history_trips(self.screened)
+
+    def judge(self, values: Sequence[float]) -> CellVerdict:
+        return _gate(self.reference, self.floor, values)
+
+    def base(self, status: Status, reason: str) -> CellOutcome:
+        return CellOutcome(self.cell, self.metric, status, reason, self.gate, self.screened)
+
+    def pairs_decide(self, base: CellOutcome, measured: CaseResult, *, clearable: bool = True) -> CellOutcome:
+        known = replace(self.evidence, clearable=clearable) if self.evidence is not None else None
+        return paired_verdict(
+            base, self.a, measured, self.paired, rules=self.thresholds.pairs, evidence=known, night=self.ctx.night
+        )
+
+
+def _cell_case(
     result: CaseResult,
     cell: str,
     metric: str,
@@ -235,100 +286,145 @@ def _judge_cell(
     ctx: PerfContext,
     remeasure: Remeasure,
     paired: PairedMeasure | InTurn,
-) -> tuple[CellOutcome, CaseResult]:
+) -> CellCase:
     a = _last_good(ctx, cell, metric)
-    same_build = a is not None and ctx.build is not None and a[0].id == ctx.build.id
-    nights, boots_of_a = _yardstick(ctx, cell, metric, a[0].id if a is not None and same_build else None)
+    same_build = a is not None and ctx.build is not None and a.build.id == ctx.build.id
+    nights, boots_of_a = _yardstick(ctx, cell, metric, a.build.id if a is not None and same_build else None)
     reference = host_reference(thresholds, cell, nights, boots_of_a=boots_of_a)
     floor = _floor(thresholds, cell, nights)
-
-    def judge(values: Sequence[float]) -> CellVerdict:
-        return _gate(reference, floor, values)
-
     in_turn = isinstance(paired, InTurn)
-    # in turns each night is one boot, so the history's noise carries the boot spread: it never narrows the screen
-    least = SCREEN_FLOOR if in_turn else 0.0
-    gate, screened = judge(result.values(metric)), screen(nights, result.values(metric), floor=least)
+    values = result.values(metric)
+    gate = _gate(reference, floor, values)
+    screened = screen(nights, values, floor=SCREEN_FLOOR if in_turn else 0.0)
     evidence = _evidence(ctx, cell, metric) if in_turn else None
+    return CellCase(
+        result, cell, metric, thresholds, ctx, remeasure, paired, a, same_build, nights, reference, floor, gate,
+        screened, evidence,
+    )  # fmt: skip
 
-    def pairs_decide(base: CellOutcome, measured: CaseResult, *, clearable: bool = True) -> CellOutcome:
-        known = replace(evidence, clearable=clearable) if evidence is not None else None
-        return paired_verdict(base, a, measured, paired, rules=thresholds.pairs, evidence=known, night=ctx.night)
 
-    if ctx.pair_always:
-        return pairs_decide(
-            CellOutcome(cell, metric, Status.INCONCLUSIVE, "asked for pairs", gate, screened), result
-        ), result
-    since = None if same_build else _open_regression(ctx, cell, metric)
-    if since is not None:
-        # A clean screen cannot close a regression: a good night of the regressed build would pass it and make
-        # that build the new A, and its night would join the baseline. Only pairs against the last confirmed
-        # build, or with none to serve a recovery that persists in the history, can say it is fixed; a night that
-        # still trips needs no pairs to stay open (on a host that holds one server, pairs cost boots).
-        base = CellOutcome(cell, metric, Status.INCONCLUSIVE, f"a regression is open since {since[0]}", gate, screened)
-        if (gate.tripped or _history_trips(screened)) and since[2] % REPAIR_EVERY_NIGHTS:
-            # still below the accepted nights: no boot of A is needed tonight; every REPAIR_EVERY_NIGHTS-th night
-            # of it pairs anyway, so a fixed build on a host that has since become slower can still be cleared
-            why = gate.reason if gate.tripped else screened.reason
-            return replace(base, status=Status.FAIL, reason=f"{base.reason}; still regressed: {why}"), result
-        outcome = pairs_decide(base, result, clearable=False)  # only a real PASS closes an open regression
-        if outcome.confirmation is not None:
-            return outcome, result
-        opened = f"a regression is open since {since[0]} and {outcome.reason}"
-        recovery = _recovery(replace(outcome, reason=opened), judge, since[1], nights, result.values(metric))
-        return recovery, result
+def _pairs_asked(case: CellCase) -> Judged | None:
+    """`bench --pair-with`: pairs decide, whatever the screen says."""
+    if not case.ctx.pair_always:
+        return None
+    return case.pairs_decide(case.base(Status.INCONCLUSIVE, "asked for pairs"), case.result), case.result
+
+
+def _open_regression_rule(case: CellCase) -> Judged | None:
+    """A clean screen cannot close a regression: a good night of the regressed build would pass it and make that
+    build the new A. Only pairs against A, or with none, a recovery that persists in the history, can say it is
+    fixed; a night that still trips needs no pairs to stay open (pairs cost boots where one server fits)."""
+    found = None if case.same_build else _open_regression(case.ctx, case.cell, case.metric)
+    if found is None:
+        return None
+    base = case.base(Status.INCONCLUSIVE, f"a regression is open since {found.since}")
+    if case.tripped and found.nights_open % REPAIR_EVERY_NIGHTS:
+        # still regressed: every REPAIR_EVERY_NIGHTS-th night pairs anyway, so a fixed build on a host that has
+        # since become slower can still be cleared
+        why = case.gate.reason if case.gate.tripped else case.screened.reason
+        return replace(base, status=Status.FAIL, reason=f"{base.reason}; still regressed: {why}"), case.result
+    outcome = case.pairs_decide(base, case.result, clearable=False)  # only a real PASS closes an open regression
+    if outcome.confirmation is not None:
+        return outcome, case.result
+    opened = f"a regression is open since {found.since} and {outcome.reason}"
+    values = case.result.values(case.metric)
+    return _recovery(replace(outcome, reason=opened), case.judge, found.undecided, case.nights, values), case.result
+
+
+def _within_the_screen(case: CellCase) -> Judged | None:
+    """Neither the screen nor the history trips, and no evidence against A is carried: PASS (XFAIL where known)."""
     # evidence carried against A is another build's: A itself adds nothing to it (pairs of a build with itself)
-    carried = (
-        evidence is not None
-        and evidence.carried is not None
-        and a is not None
-        and evidence.carried.a == a[0].id
-        and not same_build
-    )
-    if not (gate.tripped or _history_trips(screened) or carried):
-        status = Status.XFAIL if gate.status == "XFAIL" else Status.PASS
-        reason = f"{gate.reason}; {screened.reason}{_first_note(a, ctx)}"
-        return CellOutcome(cell, metric, status, reason, gate, screened), result
-    if not nights and (thresholds.another_build or gate.status == "WARN"):
-        # the host's first night: the file's reference is another build's or another host's, and only its fail level
-        # (gross breakage) can blame tonight's build
-        return _gap(cell, metric, gate, screened, build=thresholds.another_build, first=_first_note(a, ctx)), result
-    if isinstance(paired, InTurn) and not same_build:
-        # a night is one boot: a rerun would measure tonight's boot again, so a trip goes straight to boot pairs (all
-        # of them new boots: tonight's, chosen for measuring slow, would carry that into the pairs)
-        why = f"tripped ({gate.reason}; {screened.reason})" if gate.tripped or _history_trips(screened) else (
-            f"not tripped ({gate.reason}; {screened.reason}), but undecided boot pairs are carried"
-        )  # fmt: skip
-        base, measured = CellOutcome(cell, metric, Status.INCONCLUSIVE, why, gate, screened), result
-    elif isinstance(paired, InTurn) and paired.boots_left() < 1:
-        why = f"tripped ({gate.reason}; {screened.reason}), and no boot left tonight for a rerun on a fresh boot"
-        base, measured = CellOutcome(cell, metric, Status.INCONCLUSIVE, why, gate, screened), result
-    else:
-        # in turns only tonight's build being A itself comes here: pairs of a build with itself decide nothing, and
-        # its remeasure is a fresh boot of it (one boot, where a pair costs two)
-        measured = remeasure(result)
-        rerun_gate, rescreened = judge(measured.values(metric)), screen(nights, measured.values(metric), floor=least)
-        if not (rerun_gate.tripped or _history_trips(rescreened)):
-            again = "on a fresh boot" if in_turn else "on rerun"
-            reason = (
-                f"tripped ({gate.reason}; {screened.reason}), passed {again}: {rerun_gate.reason}; {rescreened.reason}"
-            )
-            if same_build and a is not None:
-                reason += f"; tonight's build is the last confirmed build itself ({a[0].describe()})"
-            return CellOutcome(cell, metric, Status.PASS, reason, gate, rescreened, rerun_gate), measured
-        why = f"tripped twice ({rerun_gate.reason}; {rescreened.reason})"
-        base = CellOutcome(cell, metric, Status.INCONCLUSIVE, why, gate, rescreened, rerun_gate)
-    if a is not None and same_build:
+    held = case.evidence.carried if case.evidence is not None else None
+    carried = held is not None and case.a is not None and held.a == case.a.build.id and not case.same_build
+    if case.tripped or carried:
+        return None
+    status = Status.XFAIL if case.gate.status == "XFAIL" else Status.PASS
+    reason = f"{case.gate.reason}; {case.screened.reason}{_first_note(case.a, case.ctx)}"
+    return case.base(status, reason), case.result
+
+
+def _first_night_gap(case: CellCase) -> Judged | None:
+    """The host's first night: the file's reference is another build's or another host's, and only its fail level
+    (gross breakage) can blame tonight's build."""
+    if case.nights or not (case.thresholds.another_build or case.gate.status == "WARN"):
+        return None
+    first = _first_note(case.a, case.ctx)
+    gap = _gap(case.cell, case.metric, case.gate, case.screened, build=case.thresholds.another_build, first=first)
+    return gap, case.result
+
+
+def _tripped_in_turns(case: CellCase) -> Judged | None:
+    """In turns a night is one boot: a rerun would measure tonight's boot again, so a trip goes straight to boot
+    pairs (all of them new boots: tonight's, chosen for measuring slow, would carry that into the pairs)."""
+    if not case.in_turn or case.same_build:
+        return None
+    found = f"{case.gate.reason}; {case.screened.reason}"
+    why = f"tripped ({found})" if case.tripped else f"not tripped ({found}), but undecided boot pairs are carried"
+    return _decide_trip(case, case.base(Status.INCONCLUSIVE, why), case.result)
+
+
+def _no_boot_left(case: CellCase) -> Judged | None:
+    """Tonight's build is A itself in turns, and the night has no boot left to measure it again."""
+    if not (isinstance(case.paired, InTurn) and case.paired.boots_left() < 1):
+        return None
+    why = f"tripped ({case.gate.reason}; {case.screened.reason}), and no boot left tonight for a rerun on a fresh boot"
+    return _decide_trip(case, case.base(Status.INCONCLUSIVE, why), case.result)
+
+
+def _measured_again(case: CellCase) -> Judged:
+    """A rerun (in turns only tonight's build being A itself comes here, and its remeasure is a fresh boot of it:
+    one boot where a pair costs two): PASS if it no longer trips, else decided as a trip."""
+    measured = case.remeasure(case.result)
+    values = measured.values(case.metric)
+    rerun_gate, rescreened = case.judge(values), screen(case.nights, values, floor=case.least)
+    first = f"{case.gate.reason}; {case.screened.reason}"
+    if not (rerun_gate.tripped or _history_trips(rescreened)):
+        again = "on a fresh boot" if case.in_turn else "on rerun"
+        reason = f"tripped ({first}), passed {again}: {rerun_gate.reason}; {rescreened.reason}"
+        if case.same_build and case.a is not None:
+            reason += f"; tonight's build is the last confirmed build itself ({case.a.build.describe()})"
+        outcome = CellOutcome(case.cell, case.metric, Status.PASS, reason, case.gate, rescreened, rerun_gate)
+        return outcome, measured
+    why = f"tripped twice ({rerun_gate.reason}; {rescreened.reason})"
+    base = CellOutcome(case.cell, case.metric, Status.INCONCLUSIVE, why, case.gate, rescreened, rerun_gate)
+    return _decide_trip(case, base, measured)
+
+
+def _decide_trip(case: CellCase, base: CellOutcome, measured: CaseResult) -> Judged:
+    """A trip that stands: never blamed on tonight's build where it is A itself, else decided by pairs against A,
+    or by the history's step where no pair could be measured."""
+    if case.a is not None and case.same_build:
         reason = (
-            f"{base.reason}, but tonight's build is the last confirmed build itself ({a[0].describe()}): "
+            f"{base.reason}, but tonight's build is the last confirmed build itself ({case.a.build.describe()}): "
             "an unchanged build that measures slower points at the host or the night, not the build"
         )
-        return replace(base, reason=reason, last_good=a[0]), measured
-    outcome = pairs_decide(base, measured)
+        return replace(base, reason=reason, last_good=case.a.build), measured
+    outcome = case.pairs_decide(base, measured)
     if outcome.confirmation is None:  # no pairs could be measured
-        series = _step_series(ctx, cell, metric, measured.values(metric))
+        series = _step_series(case.ctx, case.cell, case.metric, measured.values(case.metric))
         return _without_pairs(base, outcome.reason, series), measured
     return outcome, measured
+
+
+# How a cell is decided, in order: the first rule that answers decides (the last always does). docs/verdict.md says
+# why each stands where it does.
+CELL_RULES: tuple[Callable[[CellCase], Judged | None], ...] = (
+    _pairs_asked,
+    _open_regression_rule,
+    _within_the_screen,
+    _first_night_gap,
+    _tripped_in_turns,
+    _no_boot_left,
+    _measured_again,
+)
+
+
+def _judge_cell(case: CellCase) -> Judged:
+    """The first rule of CELL_RULES that answers decides the cell."""
+    for rule in CELL_RULES:
+        if (judged := rule(case)) is not None:
+            return judged
+    raise AssertionError("the last rule decides every cell")
 
 
 def _evidence(ctx: PerfContext, cell: str, metric: str) -> Evidence:
@@ -357,7 +453,17 @@ def _yardstick(ctx: PerfContext, cell: str, metric: str, a_itself: str | None) -
     return [values for _, values in latest], sum(1 for (_, _, is_boot), _ in latest if is_boot)
 
 
-def _open_regression(ctx: PerfContext, cell: str, metric: str) -> tuple[str, list[Night], int] | None:
+@dataclass(frozen=True)
+class OpenRegression:
+    """A cell whose last decided night FAILed: the night it first failed, the undecided nights since its last FAIL
+    (oldest first), and how many nights it has been open."""
+
+    since: str
+    undecided: list[Night]
+    nights_open: int
+
+
+def _open_regression(ctx: PerfContext, cell: str, metric: str) -> OpenRegression | None:
     """When this cell's last decided night (PASS, XFAIL or FAIL) FAILed, its alert is open: the night it first
     failed, the undecided nights since the last FAIL (pairs that could not decide, an A that could not be served),
     oldest first, and how many nights it has been open. A run of INCONCLUSIVE nights never closes a regression,
@@ -371,7 +477,7 @@ def _open_regression(ctx: PerfContext, cell: str, metric: str) -> tuple[str, lis
     failed = [i for i, night in enumerate(streak) if night.verdict == Status.FAIL.value]
     if not failed:
         return None
-    return streak[failed[-1]].night, streak[: failed[0]][::-1], len(streak)
+    return OpenRegression(streak[failed[-1]].night, streak[: failed[0]][::-1], len(streak))
 
 
 def _recovery(
@@ -452,7 +558,7 @@ def _gate(reference: Reference, floor: Reference | None, values: Sequence[float]
     return replace(below, reason=f"{below.reason}; against this host's own: {gate.reason}")
 
 
-def _first_note(a: tuple[BuildRef, Acceptance | None] | None, ctx: PerfContext) -> str:
+def _first_note(a: LastConfirmed | None, ctx: PerfContext) -> str:
     """The very first nights have no A: the verdict says so, and tonight's accepted build becomes the first."""
     if a is not None or not ctx.record or ctx.build is None:
         return ""

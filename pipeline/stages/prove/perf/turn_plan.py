@@ -14,7 +14,7 @@ from pathlib import Path
 from pipeline.config.matrix import ModelEntry
 from pipeline.config.thresholds import MAX_BOOT_PAIRS, MIN_BOOT_PAIRS
 from pipeline.stages.prove.boot import Candidate, plan_launch
-from pipeline.stages.prove.pairs import RUNS_PER_BOOT, WARMUP_RUNS, pair_order
+from pipeline.stages.prove.perf.pairs import RUNS_PER_BOOT, WARMUP_RUNS, pair_order
 
 
 def boot_order(boot_pairs: int) -> list[tuple[str, int]]:

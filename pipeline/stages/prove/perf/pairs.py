@@ -17,9 +17,9 @@ from pipeline.errors import EngineError, ProcessError
 from pipeline.infra.confirmed import BuildRef
 from pipeline.infra.openai_client import OpenAIClient
 from pipeline.progress import Say
-from pipeline.stages.prove.paired_verdict import InTurn, PairedMeasure
-from pipeline.stages.prove.perf import CaseResult, PromptMaker, RunSample, latency_estimate, measure_run
-from pipeline.stages.prove.turns import Turns
+from pipeline.stages.prove.perf.measure import CaseResult, PromptMaker, RunSample, latency_estimate, measure_run
+from pipeline.stages.prove.perf.paired import InTurn, PairedMeasure
+from pipeline.stages.prove.perf.turns import Turns
 
 # Runs kept from each boot in turn, after WARMUP_RUNS that are not (a fresh boot's first requests compile and
 # fill caches). Three runs make a boot's mean 1/sqrt(3) as noisy as one run, well under the boot spread.

@@ -19,11 +19,11 @@ from pipeline.infra.openai_client import OpenAIClient
 from pipeline.progress import Say
 from pipeline.stages.prove.health import CpuWindow, HealthReport, judge_window, watched
 from pipeline.stages.prove.last_good import last_good_server
-from pipeline.stages.prove.paired_verdict import CellOutcome, InTurn, PairedMeasure
-from pipeline.stages.prove.pairs import boots_in_turn, interleaved_pairs
-from pipeline.stages.prove.perf import CaseResult, case_spec, run_bench
-from pipeline.stages.prove.perf_judge import PerfContext, judge_results
-from pipeline.stages.prove.turns import Turns
+from pipeline.stages.prove.perf.judge import PerfContext, judge_results
+from pipeline.stages.prove.perf.measure import CaseResult, case_spec, run_bench
+from pipeline.stages.prove.perf.paired import CellOutcome, InTurn, PairedMeasure
+from pipeline.stages.prove.perf.pairs import boots_in_turn, interleaved_pairs
+from pipeline.stages.prove.perf.turns import Turns
 
 
 @dataclass(frozen=True)
