@@ -510,7 +510,8 @@ def test_the_files_fail_level_stays_a_floor_on_a_slow_hosts_later_nights(tmp_pat
 
 def _slower_cell(cell: str, ratio: float, pairs: int, status: Status = Status.FAIL) -> CellOutcome:
     derivation = "screen tripped at -41.2% (floor 1.5%); yardstick: 3 accepted nights; " * 12  # the GPU's 2,000 chars
-    gate = CellVerdict(cell, "tg_tps", "t/s", "FAIL", 280.0, 683.0, None, None, 280.0 / 683.0 - 1, derivation)
+    shown = "280 t/s vs 683 (this host's 3 accepted nights: median) (-59.0%), below the fail level -15%"
+    gate = CellVerdict(cell, "tg_tps", "t/s", "FAIL", 280.0, 683.0, None, None, 280.0 / 683.0 - 1, shown)
     confirmation = Confirmation(
         "FAIL", derivation, pairs, ratio, math.log(ratio), 0.05, ratio - 0.05, ratio + 0.05, 0.95, ratio + 0.03,
         0.001, -12.0, 1e-6, 0.13,
@@ -536,7 +537,8 @@ def test_a_failing_entry_s_reason_is_one_short_line_per_cell_and_the_derivation_
     assert reason.startswith("tg32 (c1): 0.41x the last confirmed build over 2 boot pairs, FAIL; tg32 (c4): 0.38x")
     assert reason.endswith("; undecided: pp128 (c4)") and len(reason) < 200, reason
     first, _ = verdict["failures"]
-    assert first.reason == "tg32 (c1): 0.41x the last confirmed build over 2 boot pairs, FAIL"
+    assert first.reason.startswith("tg32 (c1): 0.41x the last confirmed build over 2 boot pairs, FAIL; measured ")
+    assert len(first.reason) < 200, first.reason  # the alert's row: the headline and tonight's figure
     assert verdict["cells"]["tg32 (c1)"]["reason"] == outcomes[0].reason  # the derivation, for the report
     many = [_slower_cell(f"tg{n} (c1)", 0.5, 3) for n in range(8)]
     crowded = perf_verdict("m", JudgedPerf([], HEALTHY, many), HEALTHY)["reason"]

@@ -1,8 +1,9 @@
 """The perf stage's verdict for an entry: the worst cell, the reason, an alert per failing cell, each cell's numbers.
 
 The entry's reason and each alert lead with one line per failing cell, read at a glance ("tg32 (c1): 0.45x the last
-confirmed build over 2 boot pairs, FAIL"); each cell's whole derivation (screen, yardstick, pairs, bounds, carried
-evidence) stays in its numbers, which the report and the entry's JSON show."""
+confirmed build over 2 boot pairs, FAIL"; the alert adds what tonight measured against which reference); each cell's
+whole derivation (screen, yardstick, pairs, bounds, carried evidence) stays in its numbers, which the report and the
+entry's JSON show."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ def perf_verdict(entry_id: str, judged: JudgedPerf, before: HealthReport) -> dic
     bad = [o for o in outcomes if o.status in {Status.FAIL, Status.INCONCLUSIVE}]
     failing = [o for o in bad if o.status == Status.FAIL]
     failures = tuple(
-        Failure(perf_alert_key(entry_id), f"{o.cell} {o.metric}", headline(o), _evidence(o), subject=o.cell)
+        Failure(perf_alert_key(entry_id), f"{o.cell} {o.metric}", _alert_reason(o), _evidence(o), subject=o.cell)
         for o in failing
     )
     reason = "; ".join(f"{o.cell}: {o.reason}" for o in bad)  # undecided: why it could not decide, in full
@@ -61,6 +62,12 @@ def headline(outcome: CellOutcome) -> str:
         change = gate.value / gate.ref - 1
         return f"{outcome.cell}: {gate.value:.4g} {gate.unit} against {gate.ref:.4g} ({change:+.1%}), {status}"
     return f"{outcome.cell}: {status}"
+
+
+def _alert_reason(outcome: CellOutcome) -> str:
+    """A failing cell's row in its alert: the headline, then what tonight measured against which reference."""
+    gate = outcome.rerun_gate or outcome.gate
+    return f"{headline(outcome)}; measured {gate.reason}"
 
 
 def _shortened(reason: str, cells: int) -> str:
