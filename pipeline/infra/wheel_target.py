@@ -16,6 +16,16 @@ _PYTHON = re.compile(r"3\.\d+")
 _OLDEST_GLIBC_MINOR = 17
 
 
+def pip_platforms(host_platform: str | None, glibc: tuple[int, int] | None) -> tuple[str, ...]:
+    """pip's --platform tags for a `linux_<arch>` host with that glibc (pip matches each tag exactly), so a lock or a
+    wheelhouse made anywhere holds the target's wheels; empty (this host) when either is unknown."""
+    if host_platform is None or glibc is None or not host_platform.startswith("linux_"):
+        return ()
+    arch = host_platform.removeprefix("linux_")
+    manylinux = [f"manylinux_{glibc[0]}_{minor}_{arch}" for minor in range(glibc[1], _OLDEST_GLIBC_MINOR - 1, -1)]
+    return (*manylinux, f"manylinux2014_{arch}", host_platform)
+
+
 @dataclass(frozen=True)
 class Target:
     """A runner's Python ("3.12") and platform ("manylinux_2_39_aarch64": its arch and the newest glibc it has)."""
@@ -68,10 +78,8 @@ class Target:
         return "cp" + self.python.replace(".", "")
 
     def platform_tags(self) -> list[str]:
-        """Every platform tag a wheel for this target may carry, newest glibc first."""
-        tags = [f"manylinux_2_{minor}_{self.arch}" for minor in range(self.glibc_minor, _OLDEST_GLIBC_MINOR - 1, -1)]
-        legacy = ["manylinux2014"] + (["manylinux2010", "manylinux1"] if self.arch == "x86_64" else [])
-        return tags + [f"{name}_{self.arch}" for name in legacy]
+        """Every platform tag a wheel for this target may carry, newest glibc first (the lock's rule)."""
+        return list(pip_platforms(f"linux_{self.arch}", (2, self.glibc_minor)))
 
     def uv_platform(self) -> str:
         """The target as uv's `--python-platform` names it."""

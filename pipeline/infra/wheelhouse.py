@@ -189,8 +189,9 @@ def make_wheelhouse(  # noqa: PLR0913 -- what to fetch, for which Python and bas
     machine's platform and `resolver_python`'s version. The index is written last."""
     files_dir = dest / FILES
     files_dir.mkdir(parents=True, exist_ok=True)
-    previous = _previous_hashes(dest)
-    previous_stripped = _previous_stripped(dest)
+    earlier = _earlier_index(dest)
+    previous = {f["filename"]: f["sha256"] for s in earlier.get("sets", {}).values() for f in s["files"]}
+    previous_stripped: dict[str, Any] = dict(earlier.get("stripped", {}))
     stripped: dict[str, Any] = {}
     index_sets: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="wheelhouse-") as scratch_dir:
@@ -201,8 +202,8 @@ def make_wheelhouse(  # noqa: PLR0913 -- what to fetch, for which Python and bas
         else:
             resolver = _resolver(resolver_python, base, scratch, log_dir)
             target = Target.here(base.version if base else python_version(str(resolver)))
-        kept = _previous_files(dest, target)
-        index_sets.update(_other_sets(dest, target, base, sets))
+        kept = _previous_files(earlier, target)
+        index_sets.update(_other_sets(earlier, dest, target, base, sets))
         for wheel_set in sets:
             dropped = {normalize(n) for n in wheel_set.remove}
             if resolver is None:
@@ -255,19 +256,13 @@ class _Pin:
     sha256: str | None  # what the index said, when it said it
 
 
-def _previous_hashes(dest: Path) -> dict[str, str]:
+def _earlier_index(dest: Path) -> dict[str, Any]:
+    """The index an earlier run left in `dest` (empty where there is none, or it cannot be read)."""
     try:
-        index = json.loads((dest / INDEX).read_text())
+        index: dict[str, Any] = json.loads((dest / INDEX).read_text())
     except (OSError, ValueError):
         return {}
-    return {f["filename"]: f["sha256"] for s in index.get("sets", {}).values() for f in s["files"]}
-
-
-def _previous_stripped(dest: Path) -> dict[str, Any]:
-    try:
-        return dict(json.loads((dest / INDEX).read_text()).get("stripped", {}))
-    except (OSError, ValueError):
-        return {}
+    return index
 
 
 def _strip(
@@ -333,12 +328,8 @@ def _as_installed(base: BaseEnv, site: Path, skip: Iterable[str] = ()) -> None:
             (info / "RECORD").write_text("")
 
 
-def _previous_files(dest: Path, target: Target) -> dict[tuple[str, str], tuple[str, str]]:
+def _previous_files(index: Mapping[str, Any], target: Target) -> dict[tuple[str, str], tuple[str, str]]:
     """(name, version) -> (file name, sha256) of the files an earlier run made for the same target."""
-    try:
-        index = json.loads((dest / INDEX).read_text())
-    except (OSError, ValueError):
-        return {}
     if index.get("target") != target.to_json():
         return {}
     return {
@@ -356,13 +347,11 @@ def _key(name: str, version: str) -> tuple[str, str]:
         return normalize(name), version
 
 
-def _other_sets(dest: Path, target: Target, base: BaseEnv | None, sets: Sequence[WheelSet]) -> dict[str, Any]:
+def _other_sets(
+    index: Mapping[str, Any], dest: Path, target: Target, base: BaseEnv | None, sets: Sequence[WheelSet]
+) -> dict[str, Any]:
     """The sets an earlier run made for the same runner (target and base) that this run does not remake: kept with
     their files, so one wheelhouse serves several profiles of one runner (`gpu` and `gpu-built`)."""
-    try:
-        index = json.loads((dest / INDEX).read_text())
-    except (OSError, ValueError):
-        return {}
     same_base = (index.get("base") or {}).get("listing_sha256") == (base.listing_sha256 if base else None)
     if index.get("target") != target.to_json() or not same_base:
         return {}

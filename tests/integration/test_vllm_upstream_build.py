@@ -10,8 +10,8 @@ import pytest
 
 from pipeline.infra import procs
 from pipeline.infra.runtime import ensure_pip_runtime
+from pipeline.infra.wheel_target import pip_platforms
 from pipeline.settings import from_environment
-from pipeline.stages.build.arch_rules import pip_platforms
 from pipeline.stages.build.builders import BUILDERS
 from pipeline.stages.build.builders.base import BuildSource, Paths, Toolchain
 from pipeline.stages.build.lock import lock_wheel_set

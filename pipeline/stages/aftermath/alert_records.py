@@ -146,17 +146,19 @@ def _cell_table(failures: Sequence[Failure]) -> list[str]:
             str(evidence.get("pairs", "-")),
             failure.reason,
         ]
-        rows.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |")
+        rows.append(_row(cells))
     return rows
+
+
+def _row(cells: Sequence[str]) -> str:
+    """One Markdown table row, its cells' pipes escaped and lines joined."""
+    return "| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |"
 
 
 def _check_table(failures: Sequence[Failure]) -> list[str]:
     """One row per failing golden check: the check and prompt, and why."""
     rows = ["| check | why |", "| --- | --- |"]
-    for failure in failures:
-        cells = [failure.subject, failure.reason]
-        rows.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |")
-    return rows
+    return rows + [_row([failure.subject, failure.reason]) for failure in failures]
 
 
 def _number(value: object) -> str:

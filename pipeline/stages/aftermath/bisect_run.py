@@ -15,7 +15,7 @@ from pipeline.infra.git import Git, mirror_dir
 from pipeline.outcome import Outcome
 from pipeline.places import RunDir
 from pipeline.stages.aftermath.bisect import Bisection, Commit, StepResult, bisect_main, step_bound
-from pipeline.stages.aftermath.trial_bench import TrialBench, failed_at
+from pipeline.stages.aftermath.trial_bench import TrialBench, failed_at, trial_verdict
 from pipeline.stages.build.build_plan import BuildPlan, SourcePlan
 from pipeline.stages.build.night_build import NativeBuildNeeded
 from pipeline.stages.build.resolve import Source
@@ -54,17 +54,8 @@ class CommitSteps:
         if built.candidate is None:
             return StepResult(Status.FAIL, built.refused, built.how, time.monotonic() - started)
         outcomes = self.bench.run(self.failing, built.candidate, trial)
-        status, detail = _judge(outcomes)
+        status, detail = trial_verdict(outcomes)
         return StepResult(status, detail, built.how, time.monotonic() - started)
-
-
-def _judge(outcomes: Sequence[Outcome]) -> tuple[Status, str]:
-    failed = [o for o in outcomes if o.status == Status.FAIL]
-    if failed:
-        return Status.FAIL, "; ".join(f"{o.entry}: {o.reason}" for o in failed)[:300]
-    if all(o.status in {Status.PASS, Status.XFAIL} for o in outcomes):
-        return Status.PASS, "what failed tonight passes"
-    return Status.INCONCLUSIVE, "; ".join(f"{o.entry}: {o.status.value}: {o.reason}" for o in outcomes)[:300]
 
 
 def main_commits(mirror: Git, good: str, tonight: str) -> list[Commit]:

@@ -25,7 +25,7 @@ from pipeline.stages.aftermath.bisect import Bisection
 from pipeline.stages.aftermath.bisect_run import bisect_failing_main
 from pipeline.stages.aftermath.culprit import CulpritSearch, PullRef, TrialResult, find_culprits
 from pipeline.stages.aftermath.suspects import describe_main_suspects, grafted_prs, pull_url, subset_sources
-from pipeline.stages.aftermath.trial_bench import TrialBench, failed_at
+from pipeline.stages.aftermath.trial_bench import TrialBench, failed_at, trial_verdict
 from pipeline.stages.build.build_plan import BuildPlan
 from pipeline.stages.build.night_build import sources_from
 from pipeline.stages.prove.candidate import NightCandidate
@@ -85,15 +85,7 @@ class SparkTrials:
 
 
 def _judge(outcomes: Sequence[Outcome]) -> TrialResult:
-    failed = [o for o in outcomes if o.status == Status.FAIL]
-    if failed:
-        return TrialResult(Status.FAIL, "; ".join(f"{o.entry}: {o.reason}" for o in failed)[:500])
-    if all(o.status in {Status.PASS, Status.XFAIL} for o in outcomes):
-        passed = ", ".join(o.entry for o in outcomes) or "the wheels' inspection"
-        return TrialResult(Status.PASS, f"what failed tonight passes: {passed}")
-    return TrialResult(
-        Status.INCONCLUSIVE, "; ".join(f"{o.entry}: {o.status.value}: {o.reason}" for o in outcomes)[:500]
-    )
+    return TrialResult(*trial_verdict(outcomes))
 
 
 def describe_search(search: CulpritSearch, plan: BuildPlan) -> str:

@@ -95,6 +95,17 @@ class TrialBench:
         return [run_entry(entry, replace(ctx, stop_after=stage)) for entry, stage in failed]
 
 
+def trial_verdict(outcomes: Sequence[Outcome]) -> tuple[Status, str]:
+    """A trial's answer from its entries: FAIL where one failed again, PASS where all passed, else INCONCLUSIVE."""
+    failed = [o for o in outcomes if o.status == Status.FAIL]
+    if failed:
+        return Status.FAIL, "; ".join(f"{o.entry}: {o.reason}" for o in failed)[:500]
+    if all(o.status in {Status.PASS, Status.XFAIL} for o in outcomes):
+        passed = ", ".join(o.entry for o in outcomes) or "the wheels' inspection"
+        return Status.PASS, f"what failed tonight passes: {passed}"
+    return Status.INCONCLUSIVE, "; ".join(f"{o.entry}: {o.status.value}: {o.reason}" for o in outcomes)[:500]
+
+
 def failed_at(entries: Sequence[ModelEntry], outcomes: Sequence[Outcome]) -> list[tuple[ModelEntry, str]]:
     """The entries that failed tonight, each with the stage it failed at."""
     stages = {o.entry: o.stage for o in outcomes if o.status == Status.FAIL}

@@ -69,13 +69,3 @@ def _manylinux_glibc(tag: str, arch: str) -> tuple[int, int] | None:
         return (int(match[1]), int(match[2])) if match[3] == arch else None
     legacy, _, tag_arch = tag.partition("_")
     return _LEGACY_MANYLINUX.get(legacy) if tag_arch == arch else None
-
-
-def pip_platforms(platform: str | None, glibc: tuple[int, int] | None) -> tuple[str, ...]:
-    """pip's --platform tags for a `linux_<arch>` host with that glibc (pip matches each tag exactly), so a lock made
-    anywhere holds the target's wheels; empty (this host) when either is unknown."""
-    if platform is None or glibc is None or not platform.startswith("linux_"):
-        return ()
-    arch = platform.removeprefix("linux_")
-    manylinux = [f"manylinux_{glibc[0]}_{minor}_{arch}" for minor in range(glibc[1], 16, -1)]
-    return (*manylinux, f"manylinux2014_{arch}", platform)

@@ -18,12 +18,12 @@ from pipeline.infra.git import Git, mirror_dir
 from pipeline.infra.runtime import Runtime, overlay_runtime
 from pipeline.infra.supply import ONLINE, Supply, ensure_runtime
 from pipeline.infra.wheel_cache import WheelCache
+from pipeline.infra.wheel_target import pip_platforms
 from pipeline.infra.wheelhouse import WheelSet
 from pipeline.infra.wheels import read_metadata
 from pipeline.places import RunDir
 from pipeline.progress import Say, quiet
 from pipeline.settings import Settings
-from pipeline.stages.build.arch_rules import pip_platforms
 from pipeline.stages.build.build_wheels import BuildResult, build_source, host_identity
 from pipeline.stages.build.builders import BUILD_ORDER, BUILDERS
 from pipeline.stages.build.builders.base import BuildSource, Toolchain
