@@ -19,6 +19,7 @@ from pipeline.infra.wheel_cache import WheelCache, cache_key, copy_out
 from pipeline.infra.wheels import read_metadata
 from pipeline.progress import Say, quiet
 from pipeline.stages.build.builders.base import Builder, BuildSource, Paths, Step, Toolchain
+from pipeline.stages.build.kernel_carry import carry_kernels, kernel_carry, remember_kernels
 from pipeline.stages.build.native_base import BuildDecision, BuildKind
 from pipeline.stages.build.overlay import OverlayInputs, make_overlay
 from pipeline.stages.build.preflight import build_checks, require
@@ -117,6 +118,7 @@ def build_source(  # noqa: PLR0913 -- the build's folders and limits, by keyword
         wheels = copy_out(entry, out_dir)
         say(f"{builder.family}: cache hit {key}: nothing to build ({', '.join(w.name for w in wheels)})")
         seconds = time.monotonic() - started
+        why = str(entry.inputs.get("why", why))  # what the build that made them said (carried kernels, ...)
         return BuildResult(builder.family, key, True, tuple(wheels), seconds, entry.build_seconds, kind, why, decision)
     if overlay:
         assert decision is not None
@@ -128,51 +130,75 @@ def build_source(  # noqa: PLR0913 -- the build's folders and limits, by keyword
     staging = work_dir / f"out-{builder.family}"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
+    carry = kernel_carry(builder, source, toolchain, root, cache, host_identity())
+    if carry is not None:
+        why = f"{why}; {carry.why()}"
+        say(f"{builder.family}: {carry.why()}")
+    skipped = carry.families if carry is not None and carry.earlier is not None else ()
     try:
-        checks = build_checks(
-            toolchain, work_dir, min_free_gib=min_free_gib, rust=builder.rust_channel(root) is not None
+        expected = _run_native_steps(
+            builder,
+            source,
+            toolchain,
+            root=root,
+            staging=staging,
+            work_dir=work_dir,
+            cache_dir=cache_dir,
+            min_free_gib=min_free_gib,
+            skipped=skipped,
+            say=say,
         )
-        for check in checks:
-            state = "ok" if check.ok else ("MISSING" if check.required else "missing (optional)")
-            say(f"{builder.family}: preflight {check.name}: {state}: {check.found}")
-        require(checks)
-        expected = builder.families(root, toolchain.cuda_arch)
-        requirements = builder.build_requirements(root, toolchain)
-        if toolchain.mode == "docker":
-            _build_in_image(
-                builder,
-                source,
-                toolchain=toolchain,
-                requirements=requirements,
-                root=root,
-                staging=staging,
-                work_dir=work_dir,
-                say=say,
-            )
-        else:
-            runtime = ensure_pip_runtime(
-                f"build-{builder.family}",
-                requirements,
-                (),
-                cache_dir,
-                work_dir,
-                index_urls=toolchain.index_urls,
-                say=say,
-            )
-            paths = Paths(str(runtime.python), str(runtime.bin("uv")), str(staging))
-            for step in builder.steps(root, source, toolchain, paths):
-                _run_logged(step.name, step.argv, work_dir, toolchain, say, env=dict(step.env), cwd=root / step.cwd)
     finally:
         source.release(work_dir / f"src-{builder.family}")
     built = sorted(staging.glob("*.whl"))
+    if carry is not None and carry.earlier is not None:
+        built = sorted([*built, *carry_kernels(carry, built, staging, source.epoch or 0)])
     _check_families(builder, built, expected)
     build_seconds = time.monotonic() - started
-    stored = cache.store(key, built, {"source": source.identity, "label": source.version_label}, build_seconds)
+    if carry is not None and carry.earlier is None and source.commit is not None:
+        remember_kernels(carry, built, cache, source.commit, build_seconds)
+    inputs = {"source": source.identity, "label": source.version_label, "why": why}
+    stored = cache.store(key, built, inputs, build_seconds)
     wheels = copy_out(stored, out_dir)
     shutil.rmtree(staging, ignore_errors=True)
     say(f"{builder.family}: built {', '.join(w.name for w in wheels)} in {build_seconds:.0f} s (cached as {key})")
     seconds = time.monotonic() - started
     return BuildResult(builder.family, key, False, tuple(wheels), seconds, build_seconds, "native", why, decision)
+
+
+def _run_native_steps(  # noqa: PLR0913 -- the build's folders and limits, by keyword
+    builder: Builder,
+    source: BuildSource,
+    toolchain: Toolchain,
+    *,
+    root: Path,
+    staging: Path,
+    work_dir: Path,
+    cache_dir: Path,
+    min_free_gib: int,
+    skipped: Sequence[str],
+    say: Say,
+) -> tuple[str, ...]:
+    """The preflight, then each step of the builder but those of the `skipped` families (kernels carried from an
+    earlier build), here or in the build image; returns the families the source must yield."""
+    checks = build_checks(toolchain, work_dir, min_free_gib=min_free_gib, rust=builder.rust_channel(root) is not None)
+    for check in checks:
+        state = "ok" if check.ok else ("MISSING" if check.required else "missing (optional)")
+        say(f"{builder.family}: preflight {check.name}: {state}: {check.found}")
+    require(checks)
+    requirements = builder.build_requirements(root, toolchain)
+    if toolchain.mode == "docker":
+        steps = [s for s in builder.steps(root, source, toolchain, image_paths()) if s.produces not in skipped]
+        _build_in_image(steps, builder.rust_channel(root), toolchain, requirements, root, staging, work_dir, say)
+    else:
+        runtime = ensure_pip_runtime(
+            f"build-{builder.family}", requirements, (), cache_dir, work_dir, index_urls=toolchain.index_urls, say=say
+        )
+        paths = Paths(str(runtime.python), str(runtime.bin("uv")), str(staging))
+        for step in builder.steps(root, source, toolchain, paths):
+            if step.produces not in skipped:
+                _run_logged(step.name, step.argv, work_dir, toolchain, say, env=dict(step.env), cwd=root / step.cwd)
+    return builder.families(root, toolchain.cuda_arch)
 
 
 def _build_overlay(
@@ -215,9 +241,8 @@ def _build_overlay(
 
 
 def _build_in_image(
-    builder: Builder,
-    source: BuildSource,
-    *,
+    steps: Sequence[Step],
+    rust: str | None,
     toolchain: Toolchain,
     requirements: Sequence[str],
     root: Path,
@@ -226,14 +251,13 @@ def _build_in_image(
     say: Say,
 ) -> None:
     """The Spark path: the same steps, each in `docker run` of a build image rendered from the same requirements."""
-    dockerfile = render_build_dockerfile(toolchain, requirements, builder.rust_channel(root))
+    dockerfile = render_build_dockerfile(toolchain, requirements, rust)
     image = build_image_tag(dockerfile)
     context = work_dir / "build-image"
     context.mkdir(parents=True, exist_ok=True)
     (context / "Dockerfile").write_text(dockerfile)
     _run_logged("build-image", ["docker", "build", "-t", image, str(context)], work_dir, toolchain, say)
     ccache = str(toolchain.ccache_dir) if toolchain.ccache_dir else None
-    steps = builder.steps(root, source, toolchain, image_paths())
     for step, argv in zip(
         steps,
         docker_commands(steps, image=image, source_dir=str(root), out_dir=str(staging), ccache_dir=ccache),

@@ -173,6 +173,48 @@ def _record_problems(archive: zipfile.ZipFile) -> list[str]:
     return problems[:5]
 
 
+# Where FlashInfer's AOT packages (flashinfer-cubin, flashinfer-jit-cache) keep the version FlashInfer compares with
+# its own at import: an exact match for the cubins, a prefix for the JIT cache, else import raises
+_BUILD_META = "_build_meta.py"
+_BUILD_META_VERSION = re.compile(r'^__version__ = ".*"$', re.MULTILINE)
+
+
+def relabel_kernels(wheel: Path, version: str, out_dir: Path, epoch: int) -> Path:
+    """A kernel wheel of an earlier build under tonight's version: every member byte for byte but the version's
+    places (the dist-info's name and METADATA, the package's `_build_meta.py`) and RECORD. FlashInfer refuses AOT
+    wheels of another version than its own, so kernels carried to a night whose FlashInfer Python changed must carry
+    its version; a wheel whose version lives anywhere else is refused (then it is rebuilt, never guessed at)."""
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        dist_info = _dist_info(names, wheel)
+        distribution = dist_info.removesuffix(".dist-info").rsplit("-", 1)[0]
+        metas = [n for n in names if PurePosixPath(n).name == _BUILD_META and n.count("/") == 1]
+        if len(metas) != 1:
+            raise SparkNightlyError(f"{wheel.name}: expected one <package>/{_BUILD_META}, found {metas or 'none'}")
+        members: dict[str, bytes] = {}
+        new_info = f"{distribution}-{version}.dist-info"
+        for name in names:
+            if name.endswith("/") or name == f"{dist_info}/RECORD":
+                continue
+            data = archive.read(name)
+            if name == metas[0]:
+                data = _with_build_meta_version(data, version, wheel)
+            elif name == f"{dist_info}/METADATA":
+                data = _with_version(data, version)
+            members[f"{new_info}/{name.split('/', 1)[1]}" if name.startswith(f"{dist_info}/") else name] = data
+    out_dir.mkdir(parents=True, exist_ok=True)
+    target = out_dir / _wheel_name(wheel.name, version)
+    _write_wheel(target, members, f"{new_info}/RECORD", epoch)
+    return target
+
+
+def _with_build_meta_version(data: bytes, version: str, wheel: Path) -> bytes:
+    new, count = _BUILD_META_VERSION.subn(f"__version__ = {version!r}".replace("'", '"'), data.decode(), count=1)
+    if count != 1:
+        raise SparkNightlyError(f'{wheel.name}: its {_BUILD_META} has no `__version__ = "..."` line')
+    return new.encode()
+
+
 def _dist_info(names: list[str], wheel: Path) -> str:
     infos = sorted({n.split("/", 1)[0] for n in names if n.split("/", 1)[0].endswith(".dist-info")})
     if len(infos) != 1:

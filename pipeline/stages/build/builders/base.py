@@ -126,6 +126,11 @@ class Builder(Protocol):
         every night has; a source may add per-architecture families)."""
         ...
 
+    def kernel_families(self, root: Path, cuda_arch: str | None = None) -> tuple[str, ...]:
+        """Those of `families` that are compiled kernels alone, cached by the native inputs' content rather than the
+        commit (kernel_carry.py); none where the whole source is one build."""
+        ...
+
     def build_requirements(self, root: Path, toolchain: Toolchain) -> tuple[str, ...]: ...
 
     def rust_channel(self, root: Path | None) -> str | None:

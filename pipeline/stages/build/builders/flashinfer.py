@@ -49,6 +49,10 @@ class FlashInferBuilder:
             found += (provider_family(cuda_arch),)
         return found
 
+    def kernel_families(self, root: Path, cuda_arch: str | None = None) -> tuple[str, ...]:
+        """The AOT wheels: everything but flashinfer-python."""
+        return tuple(name for name in self.families(root, cuda_arch) if name != "flashinfer-python")
+
     def build_requirements(self, root: Path, toolchain: Toolchain) -> tuple[str, ...]:
         wanted: list[str] = []
         folders = [folder for name, folder in _PROJECTS if name in self.families(root)]

@@ -32,6 +32,9 @@ class VllmBuilder:
     def families(self, root: Path | None, cuda_arch: str | None = None) -> tuple[str, ...]:
         return ("vllm",)
 
+    def kernel_families(self, root: Path, cuda_arch: str | None = None) -> tuple[str, ...]:
+        return ()  # one wheel: its natives are carried by an overlay instead (native_base.py)
+
     def build_requirements(self, root: Path, toolchain: Toolchain) -> tuple[str, ...]:
         listed = next((root / name for name in BUILD_REQUIREMENTS if (root / name).is_file()), None)
         if listed is None:

@@ -1,0 +1,140 @@
+"""FlashInfer's AOT kernels carried across nights whose FlashInfer changed only Python, rebuilt when its kernel sources
+changed. The tree is FlashInfer's real one (the flashinfer-python sdist from PyPI as a git repository, built by its
+own backend every night) with AOT projects laid out as upstream's (`flashinfer-cubin/`, `flashinfer-jit-cache/`: a
+package whose `_build_meta.py` holds the version FlashInfer compares with its own); their "kernels" are a digest of
+the tree's `csrc/`, since compiling real ones needs a GPU toolchain, which is what carrying them saves."""
+
+from __future__ import annotations
+
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from pipeline.infra.pypi import download_sdist
+from pipeline.infra.wheel_cache import WheelCache
+from pipeline.infra.wheels import read_metadata
+from pipeline.settings import from_environment
+from pipeline.stages.build.build_wheels import BuildResult, build_source
+from pipeline.stages.build.builders import BUILDERS
+from pipeline.stages.build.builders.base import BuildSource, Toolchain
+from tests.gitrepos import Upstream
+
+pytestmark = pytest.mark.integration
+
+SDIST = "flashinfer-python==0.7.2.post1"
+# no architecture: the AOT projects here compile nothing; torch as the builder asks for it on every FlashInfer build
+TOOLCHAIN = Toolchain(cuda_arch=None, torch="torch==2.13.0", index_urls=(), max_jobs=2, mode="host", ccache_dir=None)
+
+_AOT_PYPROJECT = """\
+[build-system]
+requires = ["setuptools>=77", "packaging>=24"]
+build-backend = "setuptools.build_meta"
+"""
+# as upstream's AOT backends do: the version FlashInfer's own build has (with FLASHINFER_LOCAL_VERSION), written to
+# _build_meta.py; the kernels compiled from the tree's kernel sources
+_AOT_SETUP = """\
+import hashlib, os, pathlib
+from setuptools import setup
+
+package = "{package}"
+label = os.environ.get("FLASHINFER_LOCAL_VERSION")
+version = pathlib.Path("..", "version.txt").read_text().strip() + ("+" + label if label else "")
+pathlib.Path(package).mkdir(exist_ok=True)
+pathlib.Path(package, "__init__.py").write_text("from ._build_meta import __version__\\n")
+pathlib.Path(package, "_build_meta.py").write_text('__version__ = "' + version + '"\\n')
+sources = sorted(p for p in pathlib.Path("..", "csrc").rglob("*") if p.is_file())
+kernels = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).digest() * 1024
+pathlib.Path(package, "kernels.cubin").write_bytes(kernels)
+setup(name="{name}", version=version, packages=[package], package_data={{package: ["kernels.cubin"]}})
+"""
+
+
+def _flashinfer_repo(root: Path, sdist: Path) -> Upstream:
+    upstream = Upstream(root)
+    with tarfile.open(sdist) as archive:
+        archive.extractall(root / "unpacked", filter="data")
+    (unpacked,) = (root / "unpacked").iterdir()
+    for path in sorted(unpacked.iterdir()):
+        if path.name not in ("PKG-INFO", "flashinfer_python.egg-info"):
+            path.rename(upstream.work / path.name)
+    (upstream.work / "version.txt").write_text("0.7.2.post1\n")  # upstream's tree has it; its sdist has PKG-INFO
+    for name, package in (("flashinfer-cubin", "flashinfer_cubin"), ("flashinfer-jit-cache", "flashinfer_jit_cache")):
+        (upstream.work / name).mkdir()
+        (upstream.work / name / "pyproject.toml").write_text(_AOT_PYPROJECT)
+        (upstream.work / name / "setup.py").write_text(_AOT_SETUP.format(package=package, name=name))
+    upstream.git("add", "-A")
+    upstream.git("commit", "--quiet", "-m", "FlashInfer 0.7.2.post1 with its AOT projects")
+    return upstream
+
+
+def _source(upstream: Upstream) -> BuildSource:
+    commit = upstream.git("rev-parse", "HEAD")
+    tree = upstream.git("rev-parse", "HEAD^{tree}")
+    epoch = int(upstream.git("log", "-1", "--format=%ct"))
+    return BuildSource("flashinfer", f"git-tree:{tree}", f"g{commit[:9]}.d20261101", epoch, upstream.work, commit)
+
+
+def _kernels(wheel: Path) -> dict[str, bytes]:
+    """Every member but the version's places: what a carried wheel keeps byte for byte."""
+    with zipfile.ZipFile(wheel) as archive:
+        return {
+            n: archive.read(n)
+            for n in archive.namelist()
+            if ".dist-info/" not in n and not n.endswith("_build_meta.py")
+        }
+
+
+def _build_meta(wheel: Path) -> str:
+    with zipfile.ZipFile(wheel) as archive:
+        (name,) = [n for n in archive.namelist() if n.endswith("/_build_meta.py")]
+        return archive.read(name).decode()
+
+
+def test_a_python_only_change_carries_the_kernels_under_tonights_version_and_a_kernel_change_rebuilds_them(
+    tmp_path: Path,
+) -> None:
+    cache_dir = from_environment().settings.places.cache
+    upstream = _flashinfer_repo(tmp_path / "repo", download_sdist(SDIST, cache_dir / "sdists"))
+    wheel_cache = WheelCache(tmp_path / "wheel-cache")
+    said: list[str] = []
+
+    def night(name: str) -> tuple[BuildResult, dict[str, Path]]:
+        result = build_source(
+            BUILDERS["flashinfer"],
+            _source(upstream),
+            TOOLCHAIN,
+            cache=wheel_cache,
+            work_dir=tmp_path / name / "work",
+            out_dir=tmp_path / name / "wheels",
+            cache_dir=cache_dir,
+            say=said.append,
+        )
+        return result, {read_metadata(w).name: w for w in result.wheels}
+
+    first, first_wheels = night("night1")
+    assert "kernels (flashinfer-cubin, flashinfer-jit-cache) built: no earlier build" in first.why
+    a = upstream.git("rev-parse", "HEAD")
+
+    upstream.commit({"flashinfer/__init__.py": (upstream.work / "flashinfer/__init__.py").read_text() + "\n# b\n"}, "b")
+    said.clear()
+    second, second_wheels = night("night2")
+    b = upstream.git("rev-parse", "HEAD")
+    assert f"kernels (flashinfer-cubin, flashinfer-jit-cache) carried from {a[:12]}: native inputs unchanged" in (
+        second.why
+    )
+    assert not any("flashinfer-cubin: " in line or "flashinfer-jit-cache: " in line for line in said), said
+    python_version = read_metadata(second_wheels["flashinfer-python"]).version
+    assert python_version.endswith(f"+g{b[:9]}.d20261101")
+    for family in ("flashinfer-cubin", "flashinfer-jit-cache"):
+        carried = second_wheels[family]
+        # FlashInfer imports AOT wheels of its own version alone: the carried ones name tonight's, inside and out
+        assert read_metadata(carried).version == python_version
+        assert _build_meta(carried) == f'__version__ = "{python_version}"\n'
+        assert _kernels(carried) == _kernels(first_wheels[family])  # the earlier build's kernels, byte for byte
+
+    upstream.commit({"csrc/carry_probe.cu": "// a kernel source changed\n"}, "c")
+    third, third_wheels = night("night3")
+    assert "kernels (flashinfer-cubin, flashinfer-jit-cache) built: no earlier build" in third.why
+    assert _kernels(third_wheels["flashinfer-cubin"]) != _kernels(first_wheels["flashinfer-cubin"])
