@@ -50,17 +50,17 @@ import yaml
 from otava.series import AnalysisOptions, Metric, Series  # type: ignore[import-untyped,import-not-found,unused-ignore]  # the [bench] extra
 
 from pipeline.config import thresholds as pair_limits
-from pipeline.config.matrix import Cell
+from pipeline.config.matrix import BootBudget, Cell
 from pipeline.config.thresholds import MIN_EFFECT, build_thresholds
 from pipeline.detect import boots, steps
 from pipeline.detect.boots import BootPair
 from pipeline.infra.confirmed import BuildRef, ConfirmedBook, series_key
 from pipeline.infra.history import History
-from pipeline.infra.pair_book import PairBook
 from pipeline.stages.prove.health import HealthReport, HostFacts
 from pipeline.stages.prove.perf import judge as perf_judge
 from pipeline.stages.prove.perf.judge import PerfContext, judge_results
 from pipeline.stages.prove.perf.measure import CaseResult, RequestSample, RunSample
+from pipeline.stages.prove.perf.pair_book import PairBook
 from pipeline.stages.prove.perf.paired import InTurn
 from pipeline.stages.prove.perf.pairs import RUNS_PER_BOOT, pair_order
 from pipeline.status import Status
@@ -103,7 +103,7 @@ class Variant:
     boot_pairs: tuple[int, int] = (pair_limits.MIN_BOOT_PAIRS, pair_limits.MAX_BOOT_PAIRS)
     prior_df: float = boots.PRIOR_DF
     budget: int = 16  # one-resident: boots in turns a night, at most
-    usual: int = 8  # one-resident: boots a night's pairs stop at when they lean to no slowdown
+    usual: int = BootBudget().entry  # one-resident: boots a night's pairs stop at when they lean to no slowdown
 
 
 @dataclass(frozen=True)
@@ -352,7 +352,8 @@ def report(scenario: Scenario, results: Sequence[SeriesResult], otava: Sequence[
         by_limit = share([f is not None and f < limit for f in fails])
         gate = (
             f"FAIL n1 {share([f == 0 for f in fails])}  by n{limit} {by_limit}"
-            f"  by n7 {share([f is not None and f < 7 for f in fails])}  open at end "
+            f"  by n7 {share([f is not None and f < 7 for f in fails])}"
+            f"  by n10 {share([f is not None and f < 10 for f in fails])}  open at end "
             f"{share([open_at_end(r.statuses) for r in results])}"
         )
         other = f"by n{limit} {share([o is not None and o < limit for o in otava])}  by n7 " + share(
@@ -362,7 +363,7 @@ def report(scenario: Scenario, results: Sequence[SeriesResult], otava: Sequence[
         gate = f"false FAIL months {share([f is not None for f in fails])}"
         other = f"false alarm months {share([o is not None for o in otava])}"
     return (
-        f"{scenario.name:<19} {label:<36} {gate:<66} INCONCLUSIVE/month {inconclusive:4.2f}  pairs/month {pairs:5.1f}"
+        f"{scenario.name:<19} {label:<36} {gate:<80} INCONCLUSIVE/month {inconclusive:4.2f}  pairs/month {pairs:5.1f}"
         f"  boots/month {boots_month:5.1f}  most/night {most:2d} (nights over 8: {over:.1f} %)  A to a slower build "
         f"{slower_a}  | Otava: {other}"
     )
@@ -417,7 +418,9 @@ def main() -> None:
     parser.add_argument("--mode", nargs="*", choices=("side", "one-resident"), default=["side", "one-resident"])
     parser.add_argument("--boot-sd", type=float, nargs="*", default=[0.0], help="every boot's own offset (log SD)")
     parser.add_argument("--budget", type=int, nargs="*", default=[16], help="one-resident: boots in turns a night")
-    parser.add_argument("--usual", type=int, default=8, help="one-resident: boots a night leaning clean stops at")
+    parser.add_argument(
+        "--usual", type=int, default=BootBudget().entry, help="one-resident: boots a night leaning clean stops at"
+    )
     parser.add_argument(
         "--boot-pairs",
         type=_boot_pairs,

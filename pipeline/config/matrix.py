@@ -50,9 +50,10 @@ class PinnedBase:
 class BootBudget:
     """The boots made in turns a night may spend (one server at a time). An entry's boot pairs stop at `entry` boots
     when they lean to no slowdown, and may go on to `suspected` while they lean to one; all entries of a night share
-    `night`. At 3-5 minutes a Spark boot, 8 is about half an hour and 32 at most two and a half hours of a night."""
+    `night`. At 3-5 minutes a Spark boot, 4 is about a quarter of an hour and 32 at most two and a half hours of a
+    night; `entry` is where a night leaning clean is cleared (docs/verdict.md, "The operating point")."""
 
-    entry: int = 8
+    entry: int = 4
     suspected: int = 16
     night: int = 32
 

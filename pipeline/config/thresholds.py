@@ -93,38 +93,24 @@ MIN_EFFECT = 0.02
 # Two-sided confidence level of the interval on B/A that must lie above 1 - min_effect for a PASS.
 CI_LEVEL = 0.95
 
-# Degrees of freedom the shipped boot spread is worth against the night's own boot pairs: boot pairs that agree by
-# chance (bimodal boots all landing A fast, B slow) cannot outweigh it, and a night of many speaks for itself too.
-# Chosen with benchmarks/detector_simulation.py --mode one-resident --pair-rules 0.03:0.02 0.03:0.028 --prior-df
-# 4 8 (200 series): with the Spark's 0.028, clean months with bimodal boots FAILed 1.0 % at 8 (2.0 % at 4), -5 %
-# steps with such boots FAILed by their 2nd night 98.5 % (96.5 %); with no prior (0, floored) 9-14 % FAILed.
+# Degrees of freedom the shipped boot spread is worth against the night's own boot pairs (docs/verdict.md, "Where
+# the constants come from").
 PRIOR_DF = 8.0
 # Once this host's own boot pairs carry this many degrees of freedom and spread wider than the pool, their spread is
-# taken alone (detect/boots.py): the prior, worth PRIOR_DF, would keep shrinking a runner's wider boots toward the
-# file's figure, and a spread taken too narrow FAILs good builds. benchmarks/detector_simulation.py --mode
-# one-resident (200 series, the Spark file's prior 2.8 %): at a boot SD of 3 % false FAILs fell from 2.5 % to 1.0 %
-# of clean months and from 2.5 % to 1.0 % on a 5 % slower host; at 2 % (the prior's own) from 2.0 % to 1.5 %, a -5 %
-# step caught by its 2nd night as often (88.5 %), a -3 % step by its 7th 81.5 % (83.5 %); at 3 % the -5 % step by its
-# 2nd night 60 % (70 %): evidence the narrower spread had bought with false FAILs.
+# taken alone (detect/boots.py; docs/verdict.md, "Where the constants come from").
 OWN_SPREAD_DF = 8
-# Boot pairs in turns are asked one at a time, and decided by a sequential test (detect/sequential.py) from the
-# MIN_BOOT_PAIRS-th on (one pair alone teaches nothing of the boot spread); MAX_BOOT_PAIRS is the most a cell is
-# given a night, however large the boot budget.
-MIN_BOOT_PAIRS = 2
+# Boot pairs in turns are asked one at a time and decided by a sequential test (detect/sequential.py) from the
+# MIN_BOOT_PAIRS-th on, at most MAX_BOOT_PAIRS a cell a night: docs/verdict.md, "The operating point".
+MIN_BOOT_PAIRS = 1
 MAX_BOOT_PAIRS = 8
-# The sequential test's error rates: alpha, an unchanged build FAILed (it blocks a release and pages someone);
-# beta, a build slower by the full shift PASSed (the next night's pairs still see it, and A never moves to it).
-# alpha is per test, and a month holds several: benchmarks/detector_simulation.py --mode one-resident (100 series,
-# boot SD 2 % / 3 %) FAILed clean months with dips 1 / 3 % at 0.005, 0 / 0 % at 0.001, a 5 % slower host 3 / 7 %
-# and 1 / 1 %, for -5 % steps by their 2nd night 93 / 80 % and 93 / 73 %.
+# The sequential test's error rates: alpha, an unchanged build FAILed (it blocks a release and pages someone); beta,
+# a build slower by the full shift PASSed (docs/verdict.md, "The operating point").
 SEQUENTIAL_ALPHA = 0.001
 SEQUENTIAL_BETA = 0.10
 # beta where a PASS would close an open regression's alert (detect/sequential.py CLOSE_AT)
 CLOSE_BETA = 0.01
-# The slowdown the sequential test is built to catch (its alternative), unless the hardware's min_effect is larger:
-# slowdowns past half of it build up evidence over the nights, smaller ones wear it down. Chosen with
-# benchmarks/detector_simulation.py --mode one-resident (100 series, boot SD 2 %): a shift of 5 % caught 75 % of -3 %
-# steps by their 7th night, 4 % 90 % at 11 % more boots a clean month, 3 % 90 % at 50 % more.
+# The slowdown the sequential test is built to catch (its alternative), unless the hardware's min_effect is larger
+# (docs/verdict.md, "The operating point").
 SEQUENTIAL_SHIFT = 0.04
 # The floor under the prior's boot spread, for hardware whose shipped value is lower or 0 (never measured): two boots
 # of one build are never assumed closer than this (the CPU profile measured 0.7 % on tg32, 2 % on pp128).

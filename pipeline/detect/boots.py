@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pipeline.config.thresholds import MIN_PRIOR_BOOT_SD, OWN_SPREAD_DF, PRIOR_DF
-from pipeline.infra.pair_book import SpreadSoFar
+from pipeline.detect.evidence import SpreadSoFar
 
 # PRIOR_DF is read from here when the spread is pooled, so a comparison (benchmarks/detector_simulation.py
 # --prior-df) sets it here

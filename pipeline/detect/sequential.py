@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from pipeline.config.thresholds import CLOSE_BETA, SEQUENTIAL_ALPHA, SEQUENTIAL_BETA
-from pipeline.infra.pair_book import Carried
+from pipeline.detect.evidence import Carried
 
 # The bounds, from the error rates the hardware's pair limits set (config/thresholds.py)
 FAIL_AT = math.log((1 - SEQUENTIAL_BETA) / SEQUENTIAL_ALPHA)

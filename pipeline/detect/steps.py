@@ -39,18 +39,12 @@ MIN_BASELINE_NIGHTS = 5
 # measured night-to-night spread (the CPU profile 2-5 %; a GPU's boots 2.4-6.9 % SD of log, one 14 % fast boot in
 # six): a host's first nights catch gross steps (a -30 % build on its 2nd night) without pairing every noisy one.
 SHORT_HISTORY_DROP = 0.15
-# z in `threshold = TARGET_EFFECT - SCREEN_Z x noise`: the screen trips unless tonight is at least z noise units
-# above a 5 % drop. Measured through judge_results (benchmarks/detector_simulation.py, 200 series, A moved only by
-# pairs): -5 % steps FAILed by their 2nd night 95.0 % at z=1.28, 98.5 % at z=1.64; a -0.3 %/night creep within 15
-# nights 93.5 % / 96 %; a clean month with dips costs 47 / 67 pairs and no false FAIL either way. 1.64 keeps the
-# 95 % with margin for one confirmation more a month.
+# z in `threshold = TARGET_EFFECT - SCREEN_Z x noise`: tonight trips the screen unless z noise units above a 5 % drop
+# (docs/verdict.md, "Where the constants come from").
 SCREEN_Z = 1.64
-# Where a night is one boot (a host that holds one server: `floor` in screen), the screen never trips on a drop
-# smaller than this share of the effect, however noisy the history: the history's noise carries the boot spread, and
-# a screen that tripped on any drop (5 % - 1.64 x 3 % is 0.1 %) would pay boot pairs on half the nights. Chosen with
-# benchmarks/detector_simulation.py --mode one-resident --boot-sd 0.02 0.03 (100 series): clean months with dips
-# booted 42.6 / 36.1 / 30.0 times in turns at 0.5 / 0.6 / 0.7, -5 % steps FAILed by their 2nd night 93 / 91 / 85 %.
-SCREEN_FLOOR = 0.6
+# Where a night is one boot (one server at a time), the screen never trips on a drop smaller than this share of the
+# effect (1.5 %): the "catching" operating point, chosen and measured in docs/verdict.md ("The operating point").
+SCREEN_FLOOR = 0.3
 
 Decision = Literal["FAIL", "PASS", "INCONCLUSIVE"]
 # One-sided level at which the paired test must exclude "no regression" before a FAIL. Stringent, because a FAIL

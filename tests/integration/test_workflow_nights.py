@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.infra.confirmed import ConfirmedBook, series_key
-from pipeline.infra.pair_book import PairBook
+from pipeline.stages.prove.perf.pair_book import PairBook
 from tests.fakes.github import StandIn
 from tests.integration.census import census
 from tests.integration.conftest import (

@@ -15,19 +15,20 @@ import pytest
 
 from pipeline.cli import main
 from pipeline.config.matrix import BootBudget
-from pipeline.config.thresholds import OWN_SPREAD_DF, PRIOR_DF, PairRules
+from pipeline.config.thresholds import MIN_BOOT_PAIRS, OWN_SPREAD_DF, PRIOR_DF, PairRules
 from pipeline.detect.boots import BootPair, pooled_spread
+from pipeline.detect.evidence import Carried, SpreadSoFar
 from pipeline.detect.sequential import FAIL_AT, PASS_AT, decide_sequential
 from pipeline.errors import EngineError, HostUnhealthy
 from pipeline.infra.confirmed import BuildRef
 from pipeline.infra.openai_client import Generation, Scored
-from pipeline.infra.pair_book import ABoot, Carried, PairBook, SpreadSoFar
 from pipeline.stages.prove import judge
 from pipeline.stages.prove.boot import Restartable
 from pipeline.stages.prove.perf import pairs, turns
 from pipeline.stages.prove.perf import run as perf_run
 from pipeline.stages.prove.perf.judge import judge_results
 from pipeline.stages.prove.perf.measure import RunSample
+from pipeline.stages.prove.perf.pair_book import ABoot, PairBook
 from pipeline.stages.prove.perf.paired import CellOutcome, InTurn
 from pipeline.status import Status
 from tests.unit.test_perf_judge import (
@@ -343,7 +344,9 @@ def test_a_spark_dry_run_of_a_tripped_cell_shows_the_boots_in_turn_each_with_nam
     images = re.findall(r" (spark-nightly/runtime:\S+) vllm serve", out)
     assert images == ["spark-nightly/runtime:tonight" if s == "B" else "spark-nightly/runtime:last-confirmed"
                       for _, s, _ in headings]  # fmt: skip
-    assert "1 server at a time" in out and "drop the page cache" in out and "5 to 17 boots" in out
+    assert (
+        "1 server at a time" in out and "drop the page cache" in out and f"{1 + 2 * MIN_BOOT_PAIRS} to 17 boots" in out
+    )
 
 
 def test_the_golden_judge_in_turns_scores_in_a_boot_of_its_own_and_says_why_when_it_cannot_boot(
@@ -476,18 +479,25 @@ def test_a_night_of_a_itself_spends_no_boot_on_evidence_carried_against_it(tmp_p
     assert tonight.status == Status.PASS and "tripped" not in tonight.reason, tonight.reason
 
 
+def _a_boots(count: int) -> str:
+    """How a reason counts A's boots from the boot pairs."""
+    return f"{count} boot{'s' if count != 1 else ''} of this build as A in boot pairs"
+
+
 def test_a_moves_only_where_the_boot_pairs_interval_rules_out_any_loss(tmp_path: Path) -> None:
-    """Two boot pairs 4 % faster PASS tonight's build, but with the boot spread their interval reaches just below 1
-    (within the 1 % slack pairs side by side have): A stays. Two 10 % faster rule any loss out: A moves."""
+    """The boot pairs that decide (one at the operating point) 6 % faster PASS tonight's build, but with the boot
+    spread their interval reaches just below 1 (within the 1 % slack pairs side by side have): A stays. 10 % faster
+    rules any loss out: A moves."""
     _seed(_ctx(tmp_path), tmp_path, 20.0)
 
     def pairs_at(factor: float) -> InTurn:
         made = [BootPair((20.0,) * 3, (20.0 * factor,) * 3)] * 2
         return InTurn(lambda result, metric, wanted, a: made[:wanted])
 
+    assert MIN_BOOT_PAIRS == 1  # the factors below put one pair's interval where the docstring says
     slightly = _ctx(tmp_path, "2026-11-20")
     decode = next(
-        o for o in _judge(_case(17.0), slightly, paired=pairs_at(1.04), pairs=SPARK_RULES) if o.cell == "tg32"
+        o for o in _judge(_case(17.0), slightly, paired=pairs_at(1.06), pairs=SPARK_RULES) if o.cell == "tg32"
     )  # type: ignore[arg-type]
     assert decode.status == Status.PASS and decode.confirmation is not None
     assert 0.99 <= decode.confirmation.ci_low < 1.0, decode.reason
@@ -563,10 +573,10 @@ def test_the_last_confirmed_build_is_judged_against_its_boots_as_a_not_only_its_
     tmp_path: Path,
 ) -> None:
     """The CI host's and the GPU's good night after a slower build: the host's one accepted night was a fast boot
-    (20 t/s), the slower build's boot pairs booted A twice at 16.5, and tonight A itself measures 16.4, 18 % under
-    that night, on its bench boot and on a fresh one. Judged against the accepted night alone it could never PASS
-    (the alert it should close stays open); against that night and A's two boots (median 16.5) it PASSes on the
-    bench boot. Where A's boots measured what the night did (20), the slow night is still the host's: INCONCLUSIVE.
+    (20 t/s), the slower build's boot pairs booted A at 16.5, and tonight A itself measures 16.4, 18 % under that
+    night, on its bench boot and on a fresh one. Judged against the accepted night alone it could never PASS (the
+    alert it should close stays open); against that night and A's boots it PASSes on the bench boot. Where A's
+    boots measured what the night did (20), the slow night is still the host's: INCONCLUSIVE.
     A changed build tonight is judged against the accepted nights alone."""
 
     def nights(folder: str, a_measured: float, tonight: str = "2026-11-01") -> CellOutcome:
@@ -583,14 +593,16 @@ def test_the_last_confirmed_build_is_judged_against_its_boots_as_a_not_only_its_
 
     judged_by_its_boots = nights("slower-a-boots", 16.5)
     assert judged_by_its_boots.status == Status.PASS, judged_by_its_boots.reason
-    assert "this host's 1 accepted night and 2 boots of this build as A in boot pairs: 16.5 t/s" in (
-        judged_by_its_boots.reason
+    yardstick = re.search(
+        rf"this host's 1 accepted night and {_a_boots(MIN_BOOT_PAIRS)}: ([\d.]+) t/s", (judged_by_its_boots.reason)
     )
+    assert yardstick is not None and float(yardstick[1]) < 20.0, judged_by_its_boots.reason  # A's boots pulled it down
     host_slower_tonight = nights("fast-a-boots", 20.0)
     assert host_slower_tonight.status == Status.INCONCLUSIVE, host_slower_tonight.reason
-    assert "this host's 1 accepted night and 2 boots of this build as A in boot pairs: 20 t/s" in (
-        host_slower_tonight.reason
+    yardstick = re.search(
+        rf"this host's 1 accepted night and {_a_boots(MIN_BOOT_PAIRS)}: ([\d.]+) t/s", (host_slower_tonight.reason)
     )
+    assert yardstick is not None and float(yardstick[1]) > 19.5, host_slower_tonight.reason  # A's boots as fast
     assert "points at the host or the night" in host_slower_tonight.reason
     changed = nights("changed-build", 16.5, tonight="2026-11-21")
     assert changed.status == Status.FAIL and "still regressed: tonight -17.17% vs median of 1 night," in changed.reason
@@ -608,9 +620,11 @@ def test_an_unchanged_builds_yardstick_is_the_latest_fourteen_of_its_accepted_ni
         outcomes = _judge(_case(20.0), ctx, paired=InTurn(lambda *a: None, lambda: 4))  # type: ignore[arg-type]
         return next(o for o in outcomes if o.cell == "tg32").reason
 
-    assert "this host's 12 accepted nights and 2 boots of this build as A in boot pairs: " in a_itself("2026-11-21")
+    # the yardstick holds 14: the latest accepted nights and A's boots from the slower night's pairs, newest first
+    kept = 14 - MIN_BOOT_PAIRS
+    assert f"this host's {kept} accepted nights and {_a_boots(MIN_BOOT_PAIRS)}: " in a_itself("2026-11-21")
     reasons = [a_itself(f"2026-12-{day:02d}") for day in range(1, 15)]  # 14 more accepted nights of A itself
-    assert "this host's 13 accepted nights and 1 boot of this build as A in boot pairs: " in reasons[-2]
+    assert f"this host's 13 accepted nights and {_a_boots(1)}: " in reasons[-2]
     assert "this host's 14 accepted nights: " in reasons[-1]  # A's boots now older than the latest 14
 
 
@@ -709,18 +723,19 @@ def _two_cells_in_turn(tmp_path: Path, tg: float, pp: float, budget: int) -> tup
 def test_once_one_cell_fails_the_entry_no_boot_is_spent_on_another_cells_undecided_pairs(tmp_path: Path) -> None:
     """The GPU's slower night: tg32 fell by half, pp128 (first in the case) by 2 %, between no slowdown and the
     smallest that matters, where the sequential test decides slowest. The cell that tripped hardest is judged first
-    and FAILs on two boot pairs; pp128 is judged on those two pairs and no more boots are made for it."""
+    and FAILs on the first boot pairs asked; pp128 is judged on those pairs and no more boots are made for it."""
     outcomes, booted = _two_cells_in_turn(tmp_path, tg=0.5, pp=0.98, budget=16)
     by_cell = {o.cell: o for o in outcomes}
+    first = list(range(1, MIN_BOOT_PAIRS + 1))
     assert [o.cell for o in outcomes] == ["pp128", "tg32"]  # reported in the case's order
-    assert by_cell["tg32"].status == Status.FAIL and by_cell["tg32"].pairs_measured == 2
-    assert booted == [1, 2], booted
-    assert by_cell["pp128"].pairs_measured == 2 and by_cell["pp128"].status != Status.FAIL
+    assert by_cell["tg32"].status == Status.FAIL and by_cell["tg32"].pairs_measured == MIN_BOOT_PAIRS
+    assert booted == first, booted
+    assert by_cell["pp128"].pairs_measured == MIN_BOOT_PAIRS and by_cell["pp128"].status != Status.FAIL
     assert "already FAILs the entry" in by_cell["pp128"].reason, by_cell["pp128"].reason
     (tmp_path / "leaning").mkdir()
     outcomes, booted = _two_cells_in_turn(tmp_path / "leaning", tg=0.5, pp=0.96, budget=16)
     prefill = next(o for o in outcomes if o.cell == "pp128")
-    assert booted == [1, 2] and prefill.status == Status.INCONCLUSIVE and prefill.carry is not None
+    assert booted == first and prefill.status == Status.INCONCLUSIVE and prefill.carry is not None
     assert "no boot more for it: tg32 already FAILs the entry (deciding would take about" in prefill.reason
 
 

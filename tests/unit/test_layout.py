@@ -134,6 +134,18 @@ def test_the_help_lists_every_exit_code_from_the_table() -> None:
     assert [int(code) for code in re.findall(r"(?:: |; )(\d+) ", epilog)] == [int(code) for code in ExitCode]
 
 
+def test_detect_is_the_verdicts_arithmetic_and_imports_nothing_but_config() -> None:
+    """detect/ (the screen, the sequential test, the boot spread and their records) is arithmetic over records: it
+    reads the thresholds and nothing of the gate's infrastructure, so the simulation and the gate share it whole."""
+    reaching = [
+        f"{path.relative_to(ROOT)} imports pipeline.{target}"
+        for path in sorted((PACKAGE / "detect").rglob("*.py"))
+        for target in _imports(path)
+        if target not in ("detect", "config")
+    ]
+    assert reaching == []
+
+
 def test_the_perf_verdict_is_entered_only_through_its_package() -> None:
     """The perf verdict is one package (stages/prove/perf/): the rest of the gate imports its stage and verdict from
     the package itself, never a module inside it, so its inside can be rearranged without reaching outside."""

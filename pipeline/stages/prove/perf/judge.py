@@ -35,11 +35,11 @@ from pipeline.detect.steps import (
 from pipeline.errors import HostUnhealthy
 from pipeline.infra.confirmed import BuildRef, ConfirmedBook, LastConfirmed, series_key
 from pipeline.infra.history import ACCEPTED_VERDICTS, History, Night, Sample
-from pipeline.infra.pair_book import ABoot, PairBook
 from pipeline.places import StateDir
 from pipeline.stages.prove.health import HealthReport, health_facts_for_history
 from pipeline.stages.prove.perf.gate import CellVerdict, judge_cell
 from pipeline.stages.prove.perf.measure import CaseResult
+from pipeline.stages.prove.perf.pair_book import ABoot, PairBook
 from pipeline.stages.prove.perf.paired import (
     CellOutcome,
     Evidence,

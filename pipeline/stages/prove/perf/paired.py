@@ -13,11 +13,11 @@ from dataclasses import dataclass, field, replace
 from pipeline.config import thresholds as pair_limits  # read at each call: the simulation varies them
 from pipeline.config.thresholds import CI_LEVEL, PairRules
 from pipeline.detect.boots import BootPair, PooledSpread, pooled_spread
+from pipeline.detect.evidence import Carried, SpreadSoFar
 from pipeline.detect.sequential import FAIL_AT, PASS_AT, SequentialResult, decide_sequential
 from pipeline.detect.steps import CONFIRM_PAIRS, FAIL_ALPHA, Confirmation, Screen, confirm, decide
 from pipeline.infra.confirmed import BuildRef, LastConfirmed
 from pipeline.infra.history import ACCEPTED_VERDICTS
-from pipeline.infra.pair_book import Carried, SpreadSoFar
 from pipeline.stages.prove.perf.gate import CellVerdict
 from pipeline.stages.prove.perf.measure import CaseResult
 from pipeline.status import Status

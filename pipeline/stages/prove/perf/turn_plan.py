@@ -42,7 +42,8 @@ def render_turns(
     most_pairs = min(MAX_BOOT_PAIRS, profile.boot_budget.suspected // 2)
     lines = [
         f"# {entry.id} on profile {profile.name}: {profile.servers_at_once} server at a time, so a cell that trips "
-        f"is paired in turns: {MIN_BOOT_PAIRS} boot pairs, then one more at a time until the sequential test "
+        f"is paired in turns: {MIN_BOOT_PAIRS} boot pair{'s' if MIN_BOOT_PAIRS != 1 else ''}, then one more at a time "
+        "until the sequential test "
         f"decides (at most {most_pairs}: {profile.boot_budget.entry} boots when they lean to no slowdown, "
         f"{profile.boot_budget.suspected} while they lean to one); each boot "
         f"{WARMUP_RUNS} warm-up runs and "

@@ -3,7 +3,7 @@
 Kept in `paths.state/pairs.json`, written atomically under its lock, keyed by host and series:
 - the boot spread: the squared deviations of each night's boot pair differences around that night's mean, and their
   degrees of freedom (a night of n boot pairs adds n - 1), so the runner's own spread replaces the file's prior as
-  its pairs accumulate;
+  its pairs accumulate (detect/evidence.py's records and rule, kept here as JSON);
 - the carried evidence: the differences of undecided nights against one A (see detect/sequential.py), cleared
   by a decision;
 - A's boots: what each boot of the cell's current A measured in those pairs (its runs), the latest few, so a night
@@ -14,27 +14,17 @@ Kept in `paths.state/pairs.json`, written atomically under its lock, keyed by ho
 from __future__ import annotations
 
 import json
-import math
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pipeline.detect.evidence import Carried, SpreadSoFar
 from pipeline.infra.cache_lock import exclusive
 from pipeline.infra.confirmed import read_book
 from pipeline.infra.files import write_atomically
 
 BOOK_VERSION = 1
-
-
-@dataclass(frozen=True)
-class Carried:
-    """The boot pairs of undecided nights against one A: their differences and the nights they span."""
-
-    a: str
-    differences: tuple[float, ...] = ()
-    nights: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -44,26 +34,6 @@ class ABoot:
     night: str
     run_id: str
     values: tuple[float, ...]
-
-
-@dataclass(frozen=True)
-class SpreadSoFar:
-    """This host's boot pair differences for a cell: squared deviations around each night's mean, their df."""
-
-    squares: float = 0.0
-    df: int = 0
-    nights: int = 0
-
-    @property
-    def variance(self) -> float:
-        return self.squares / self.df if self.df else math.nan
-
-    def plus(self, differences: Sequence[float]) -> SpreadSoFar:
-        if len(differences) < 2:
-            return self
-        centre = statistics.fmean(differences)
-        squares = math.fsum((d - centre) ** 2 for d in differences)
-        return SpreadSoFar(self.squares + squares, self.df + len(differences) - 1, self.nights + 1)
 
 
 class PairBook:
