@@ -23,8 +23,10 @@ SCHEMA_VERSION = 2
 # SQLite locks the file while one run writes; another (a bench beside a night) waits this long, never corrupts it
 LOCK_WAIT_S = 120.0
 # Verdicts whose nights make the baseline. "legacy" marks rows kept before verdicts were (schema 1), which were
-# the baseline then.
-ACCEPTED_VERDICTS = (Status.PASS.value, Status.XFAIL.value, "legacy")
+# the baseline then: read back as PASS.
+ACCEPTED = frozenset({Status.PASS, Status.XFAIL})
+LEGACY = "legacy"
+_ACCEPTED_ROWS = (Status.PASS.value, Status.XFAIL.value, LEGACY)
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS samples (
@@ -61,7 +63,7 @@ class Sample:
     build: str = "candidate"  # or "last-good" for the paired runs of a confirmation
     commits: Mapping[str, str] = field(default_factory=dict)
     health: Mapping[str, Any] = field(default_factory=dict)
-    verdict: str = "PASS"  # the cell's status that night; only accepted nights make the baseline
+    verdict: Status = Status.PASS  # the cell's status that night; only accepted nights make the baseline
 
 
 @dataclass(frozen=True)
@@ -71,7 +73,7 @@ class Night:
     night: str
     run_id: str
     values: tuple[float, ...]
-    verdict: str = "PASS"
+    verdict: Status = Status.PASS
 
 
 class History:
@@ -111,7 +113,7 @@ class History:
                 s.build,
                 json.dumps(dict(s.commits), sort_keys=True),
                 json.dumps(dict(s.health), sort_keys=True, default=str),
-                s.verdict,
+                Status(s.verdict).value,
             )
             for s in samples
         ]
@@ -146,8 +148,8 @@ class History:
         )
         args: list[Any] = [hardware, entry, cell, metric, build]
         if accepted_only:
-            query += f" AND verdict IN ({', '.join('?' * len(ACCEPTED_VERDICTS))})"
-            args += ACCEPTED_VERDICTS
+            query += f" AND verdict IN ({', '.join('?' * len(_ACCEPTED_ROWS))})"
+            args += _ACCEPTED_ROWS
         if host is not None:
             query += " AND host = ?"
             args.append(host)
@@ -160,10 +162,10 @@ class History:
         with self._connect() as connection:
             rows = connection.execute(query + " ORDER BY night, run_id, id", args).fetchall()
         grouped: dict[tuple[str, str], list[float]] = {}
-        verdicts: dict[tuple[str, str], str] = {}
+        verdicts: dict[tuple[str, str], Status] = {}
         for night, run_id, value, verdict in rows:
             grouped.setdefault((night, run_id), []).append(float(value))
-            verdicts[(night, run_id)] = verdict
+            verdicts[(night, run_id)] = Status.PASS if verdict == LEGACY else Status(verdict)
         nights = [Night(n, run, tuple(values), verdicts[(n, run)]) for (n, run), values in grouped.items()]
         return nights[-limit:]
 

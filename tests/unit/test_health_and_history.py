@@ -13,6 +13,7 @@ from pipeline.infra.confirmed import BuildRef, ConfirmedBook, series_key
 from pipeline.infra.gpu import GpuFacts, parse_nvidia_smi
 from pipeline.infra.history import History, Sample
 from pipeline.stages.prove.health import HostFacts, WindowFacts, judge_health
+from pipeline.status import Status
 
 SPARK = Profile(
     "spark",
@@ -180,9 +181,11 @@ def test_a_schema_1_history_is_migrated_and_its_nights_stay_the_baseline(tmp_pat
     history = History(path)
     history.record([_sample("2026-11-01", 20.0, verdict="FAIL")])
     baseline = history.nights(hardware="cpu-x86", entry="m", cell="tg32", metric="tg_tps", accepted_only=True)
-    assert [(n.night, n.verdict) for n in baseline] == [("2026-10-01", "legacy")]
+    # the schema-1 night stays in the baseline, read back as accepted (PASS); its row keeps saying where it came from
+    assert [(n.night, n.verdict) for n in baseline] == [("2026-10-01", Status.PASS)]
     with sqlite3.connect(path) as connection:
         assert connection.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("2",)
+        assert connection.execute("SELECT verdict FROM samples WHERE night = '2026-10-01'").fetchall() == [("legacy",)]
 
 
 def test_foreign_cpu_time_over_the_measurement_window_makes_the_host_unhealthy() -> None:

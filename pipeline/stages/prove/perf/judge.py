@@ -34,7 +34,7 @@ from pipeline.detect.steps import (
 )
 from pipeline.errors import HostUnhealthy
 from pipeline.infra.confirmed import BuildRef, ConfirmedBook, LastConfirmed, series_key
-from pipeline.infra.history import ACCEPTED_VERDICTS, History, Night, Sample
+from pipeline.infra.history import ACCEPTED, History, Night, Sample
 from pipeline.places import StateDir
 from pipeline.stages.prove.health import HealthReport, health_facts_for_history
 from pipeline.stages.prove.perf.gate import CellVerdict, judge_cell
@@ -471,10 +471,10 @@ def _open_regression(ctx: PerfContext, cell: str, metric: str) -> OpenRegression
     nights = _nights(ctx, cell, metric, accepted_only=False, limit=OPEN_LOOKBACK_NIGHTS)
     streak: list[Night] = []
     for night in reversed(nights):
-        if night.verdict in ACCEPTED_VERDICTS:
+        if night.verdict in ACCEPTED:
             break
         streak.append(night)
-    failed = [i for i, night in enumerate(streak) if night.verdict == Status.FAIL.value]
+    failed = [i for i, night in enumerate(streak) if night.verdict == Status.FAIL]
     if not failed:
         return None
     return OpenRegression(streak[failed[-1]].night, streak[: failed[0]][::-1], len(streak))
@@ -653,7 +653,7 @@ def _record(results: Sequence[CaseResult], ctx: PerfContext, health: HealthRepor
             build="candidate",
             commits=ctx.commits,
             health=facts,
-            verdict=verdicts.get(cell, Status.SKIPPED).value,
+            verdict=verdicts.get(cell, Status.SKIPPED),
         )
         for result in results
         for cell, metric in _charted(result)

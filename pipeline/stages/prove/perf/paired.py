@@ -17,7 +17,7 @@ from pipeline.detect.evidence import Carried, SpreadSoFar
 from pipeline.detect.sequential import FAIL_AT, PASS_AT, SequentialResult, decide_sequential
 from pipeline.detect.steps import CONFIRM_PAIRS, FAIL_ALPHA, Confirmation, Screen, confirm, decide
 from pipeline.infra.confirmed import BuildRef, LastConfirmed
-from pipeline.infra.history import ACCEPTED_VERDICTS
+from pipeline.infra.history import ACCEPTED
 from pipeline.stages.prove.perf.gate import CellVerdict
 from pipeline.stages.prove.perf.measure import CaseResult
 from pipeline.status import Status
@@ -86,7 +86,7 @@ class CellOutcome:
     @property
     def accepted(self) -> bool:
         """Tonight's build is good for this cell: it becomes the cell's A and its night joins the baseline."""
-        return self.status.value in ACCEPTED_VERDICTS
+        return self.status in ACCEPTED
 
 
 def paired_verdict(
