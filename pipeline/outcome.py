@@ -21,11 +21,72 @@ def golden_alert_key(entry_id: str) -> str:
     return f"{entry_id}:golden"
 
 
-def deciding_value(cell: Mapping[str, Any]) -> float | None:
-    """The value a perf cell's verdict stands on, from the numbers an outcome carries for it: measured again where it
-    tripped first (`rerun_value`), else as first measured (`value`); the history keeps the same."""
-    value = cell.get("rerun_value", cell.get("value"))
-    return float(value) if isinstance(value, int | float) else None
+@dataclass(frozen=True)
+class CellNumbers:
+    """A perf cell's numbers as an outcome carries them, and every reader after it (the entry's JSON, release.json,
+    the report, the alerts, the release notes, the site) reads them through: one type with its JSON form. A cell of an
+    older release reads back the same, what it lacks left empty; what a reader cannot use as a number is None."""
+
+    status: Status | None = None
+    value: float | None = None  # as first measured tonight
+    ref: float | None = None
+    reason: str = ""  # what it was judged against and how it ended, for every cell, PASS included
+    rerun_value: float | None = None  # measured again (a rerun, or in turns a fresh boot): the value that decided
+    gap: str | None = None  # off a reference measured elsewhere (another build or host)
+    b_over_a: float | None = None  # paired with the last confirmed build: the pairs' mean ratio
+    pairs: int | None = None
+    last_good: str | None = None  # the build that was A
+    a_night: str | None = None  # the night whose build was A (the site marks it)
+    in_turn: bool = False  # the pairs were boot pairs, A and B booted in turns
+
+    @property
+    def deciding(self) -> float | None:
+        """The value the verdict stands on: measured again where it tripped first, else as first measured (the
+        history keeps the same)."""
+        return self.rerun_value if self.rerun_value is not None else self.value
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "status": self.status.value if self.status else None,
+            "value": self.value,
+            "ref": self.ref,
+            "reason": self.reason,
+        }
+        optional = {"rerun_value": self.rerun_value, "gap": self.gap or None}
+        if self.b_over_a is not None:
+            optional |= {"b_over_a": self.b_over_a, "pairs": self.pairs, "last_good": self.last_good}
+            optional |= {"a_night": self.a_night, "in_turn": self.in_turn or None}
+        return data | {key: value for key, value in optional.items() if value is not None or key == "last_good"}
+
+    @staticmethod
+    def from_json(data: Mapping[str, Any]) -> CellNumbers:
+        status = data.get("status")
+        pairs = data.get("pairs")
+        return CellNumbers(
+            Status(status) if isinstance(status, str) and status in Status.__members__ else None,
+            _number(data.get("value")),
+            _number(data.get("ref")),
+            str(data.get("reason") or ""),
+            _number(data.get("rerun_value")),
+            str(data["gap"]) if data.get("gap") else None,
+            _number(data.get("b_over_a")),
+            pairs if isinstance(pairs, int) and not isinstance(pairs, bool) else None,
+            str(data["last_good"]) if data.get("last_good") else None,
+            str(data["a_night"]) if data.get("a_night") else None,
+            data.get("in_turn") is True,
+        )
+
+
+def cells_of(numbers: Mapping[str, Any]) -> dict[str, CellNumbers]:
+    """The perf cells of an entry's numbers (none where it measured none, or in a shape no release wrote)."""
+    found = numbers.get("cells")
+    if not isinstance(found, Mapping):
+        return {}
+    return {str(name): CellNumbers.from_json(cell) for name, cell in found.items() if isinstance(cell, Mapping)}
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 @dataclass(frozen=True)

@@ -8,12 +8,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from pipeline.outcome import Failure, Outcome, golden_alert_key, perf_alert_key
+from pipeline.outcome import Failure, Outcome, cells_of, golden_alert_key, perf_alert_key
+from pipeline.status import Status
 
 PIPELINE_KEY = "pipeline"
 BLIND_KEY = "pipeline:blind"  # the gate measured nothing it can judge: the pipeline's own alert, not a regression
 Action = Literal["opened", "updated", "closed"]
-RECOVERED = frozenset({"PASS", "XFAIL"})  # a cell measured with one of these statuses has recovered
+RECOVERED = frozenset({Status.PASS, Status.XFAIL})  # a cell measured with one of these statuses has recovered
 # the key of an alert of the earlier forms, one per failing perf cell (`<entry>:perf:<cell>`) or golden check
 # (`<entry>:golden:<check>:<prompt>`)
 _CELL_ALERT = re.compile(r"^(?P<entry>[^:]+):(?P<kind>perf|golden):(?P<cell>.+)$", re.DOTALL)
@@ -216,7 +217,7 @@ def _mark_recovered(alert: dict[str, Any], outcome: Outcome, night: str, exclude
     """Mark the tracked subjects that passed tonight (a cell measured within its reference; a golden check of a
     golden stage that ran through); returns those newly recovered."""
     subjects: dict[str, dict[str, Any]] = alert["subjects"]
-    cells: Mapping[str, Any] = outcome.numbers.get("cells", {})
+    cells = cells_of(outcome.numbers)
     golden_ran = "golden_s" in outcome.numbers  # every check was judged tonight; those not failing passed
     newly = []
     for subject, record in subjects.items():
@@ -224,7 +225,7 @@ def _mark_recovered(alert: dict[str, Any], outcome: Outcome, night: str, exclude
             passed = golden_ran
         else:
             measured = cells.get(subject)
-            passed = isinstance(measured, Mapping) and measured.get("status") in RECOVERED
+            passed = measured is not None and measured.status in RECOVERED
         if subject not in exclude and record["recovered"] is None and passed:
             record["recovered"] = night
             newly.append(subject)

@@ -10,7 +10,7 @@ from xml.etree import ElementTree
 
 from pipeline.infra import actions
 from pipeline.infra.files import write_atomically
-from pipeline.outcome import Outcome
+from pipeline.outcome import Outcome, cells_of
 from pipeline.places import RunDir
 from pipeline.status import Status
 
@@ -83,10 +83,10 @@ def _gap_section(outcomes: Sequence[Outcome]) -> list[str]:
     """Cells off a reference measured elsewhere (another build, or a host this one is slower than), on a host's first
     night of the cell."""
     gaps = [
-        f"- {outcome.entry} {cell}: {numbers['gap']}"
+        f"- {outcome.entry} {cell}: {numbers.gap}"
         for outcome in outcomes
-        for cell, numbers in (outcome.numbers.get("cells") or {}).items()
-        if isinstance(numbers, Mapping) and numbers.get("gap")
+        for cell, numbers in cells_of(outcome.numbers).items()
+        if numbers.gap
     ]
     if not gaps:
         return []

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from pipeline.outcome import deciding_value
+from pipeline.outcome import cells_of
 
 # How many commits lie between two of a source's commits (its mirror knows), or None where it cannot tell
 CommitCounter = Callable[[str, str, str], int | None]
@@ -107,17 +107,17 @@ def _matrix(manifest: Mapping[str, Any]) -> list[str]:
 def _headline(numbers: Mapping[str, Any]) -> str:
     """Each cell's tokens/s against its reference; the pairs' B/A where the night paired it with the last build."""
     parts = []
-    for cell, found in sorted((numbers.get("cells") or {}).items()):
-        value, ref = deciding_value(found), found.get("ref")
+    for cell, found in sorted(cells_of(numbers).items()):
+        value, ref = found.deciding, found.ref
         if value is None:
             continue
         text = f"{cell} {value:g} t/s"
         if ref:
             text += f" (ref {ref:g}, {100 * (value / ref - 1):+.1f} %)"
-        if "rerun_value" in found:
-            text += f", measured again (first {found['value']:g})"
-        if "b_over_a" in found:
-            text += f", B/A {found['b_over_a']:.3f} over {found.get('pairs', '?')} pairs"
+        if found.rerun_value is not None and found.value is not None:
+            text += f", measured again (first {found.value:g})"
+        if found.b_over_a is not None:
+            text += f", B/A {found.b_over_a:.3f} over {found.pairs if found.pairs is not None else '?'} pairs"
         parts.append(text)
     return _cell_text("; ".join(parts))
 

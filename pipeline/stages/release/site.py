@@ -18,7 +18,7 @@ from typing import Any
 
 from pipeline.errors import StoreContentError
 from pipeline.infra.releases import ReleaseStore
-from pipeline.outcome import deciding_value
+from pipeline.outcome import CellNumbers, cells_of
 from pipeline.progress import Say, quiet
 from pipeline.stages.release.publish import MANIFEST, MANIFEST_SCHEMA, parse_store_json, read_index
 from pipeline.status import STATUS_COLOURS
@@ -158,24 +158,24 @@ def _grid(newest: Sequence[PublishedNight]) -> str:
 
 
 def _trends(nights: Sequence[PublishedNight]) -> list[str]:
-    series: dict[tuple[str, str], list[tuple[str, Mapping[str, Any]]]] = {}
+    series: dict[tuple[str, str], list[tuple[str, CellNumbers]]] = {}
     for night in nights:
         for entry_id, entry in night.entries.items():
-            for cell, found in ((entry.get("numbers") or {}).get("cells") or {}).items():
-                if deciding_value(found) is not None:
+            for cell, found in cells_of(entry.get("numbers") or {}).items():
+                if found.deciding is not None:
                     series.setdefault((entry_id, cell), []).append((str(night.manifest["night"]), found))
     return [_chart(entry_id, cell, points) for (entry_id, cell), points in sorted(series.items())]
 
 
-def _chart(entry_id: str, cell: str, points: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
+def _chart(entry_id: str, cell: str, points: Sequence[tuple[str, CellNumbers]]) -> str:
     """One cell's values, the noise band around their median, the latest reference, the A build's night marked."""
     caption = html.escape(f"{entry_id} {cell} (tokens/s)")
-    values = [value for _, found in points if (value := deciding_value(found)) is not None]
+    values = [value for _, found in points if (value := found.deciding) is not None]
     centre = statistics.median(values)
     sd = MAD_TO_SD * statistics.median(abs(v - centre) for v in values) if len(values) > 2 else 0.0
     band = (centre - BAND_SDS * sd, centre + BAND_SDS * sd)
     latest = points[-1][1]
-    reference = float(latest["ref"]) if isinstance(latest.get("ref"), int | float) else None
+    reference = latest.ref
     span_values = [*values, *band, *([reference] if reference else [])]
     low, high = min(span_values), max(span_values)
     pad = ((high - low) or max(abs(high), 1.0) * 0.1) * 0.1
@@ -203,7 +203,7 @@ def _chart(entry_id: str, cell: str, points: Sequence[tuple[str, Mapping[str, An
             f'<line x1="{_PAD}" x2="{_W - _PAD}" y1="{y(reference):.1f}" y2="{y(reference):.1f}" '
             f'stroke="{REFERENCE}" stroke-width="2" stroke-dasharray="6 4"/>'
         )
-    a_night = latest.get("a_night")
+    a_night = latest.a_night
     for index, (night, _) in enumerate(points):
         if night == a_night:
             cx, cy = x(index), y(values[index])

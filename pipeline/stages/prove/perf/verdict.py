@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.outcome import Failure, perf_alert_key
+from pipeline.outcome import CellNumbers, Failure, perf_alert_key
 from pipeline.stages.prove.health import HealthReport, health_facts_for_history
 from pipeline.stages.prove.perf.paired import CellOutcome
 from pipeline.stages.prove.perf.run import JudgedPerf
@@ -78,27 +78,22 @@ def _shortened(reason: str, cells: int) -> str:
 
 
 def cell_numbers(outcome: CellOutcome) -> dict[str, Any]:
-    numbers: dict[str, Any] = {
-        "status": outcome.status.value,
-        "value": round(outcome.gate.value, 3),  # as first measured tonight
-        "ref": outcome.gate.ref,
-        "reason": outcome.reason,  # what it was judged against and how it ended, for every cell, PASS included
-    }
-    if outcome.rerun_gate is not None:  # measured again (a rerun, or in turns a fresh boot): the value that decided
-        numbers["rerun_value"] = round(outcome.rerun_gate.value, 3)
-    if outcome.gap:
-        numbers["gap"] = outcome.gap
-    if outcome.confirmation is not None:
-        numbers |= {
-            "b_over_a": round(outcome.confirmation.mean_ratio, 4),
-            "pairs": outcome.pairs_measured,
-            "last_good": outcome.last_good.id if outcome.last_good else None,
-        }
-        if outcome.last_good is not None and outcome.last_good.night:
-            numbers["a_night"] = outcome.last_good.night  # the night whose build was A (the site marks it)
-        if outcome.in_turn:  # the pairs were boot pairs, A and B booted in turns
-            numbers["in_turn"] = True
-    return numbers
+    """The cell's numbers as its entry carries them (outcome.CellNumbers' JSON form)."""
+    paired = outcome.confirmation is not None
+    last_good = outcome.last_good
+    return CellNumbers(
+        outcome.status,
+        round(outcome.gate.value, 3),
+        outcome.gate.ref,
+        outcome.reason,
+        round(outcome.rerun_gate.value, 3) if outcome.rerun_gate is not None else None,
+        outcome.gap or None,
+        round(outcome.confirmation.mean_ratio, 4) if outcome.confirmation is not None else None,
+        outcome.pairs_measured if paired else None,
+        last_good.id if paired and last_good else None,
+        last_good.night if paired and last_good and last_good.night else None,
+        paired and outcome.in_turn,
+    ).to_json()
 
 
 def _evidence(outcome: CellOutcome) -> dict[str, Any]:
