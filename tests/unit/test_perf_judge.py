@@ -119,8 +119,8 @@ def test_a_trip_that_does_not_survive_the_rerun_passes_and_the_entry_says_which_
     decode = next(o for o in outcomes if o.cell == "tg32")
     assert decode.status == Status.PASS and "passed on rerun" in decode.reason
     verdict = perf_verdict("m", JudgedPerf([], HEALTHY, outcomes), HEALTHY)
-    assert verdict["reason"] == "2 cells within their references (tg32 tripped, and passed measured again)"
-    tg32, pp128 = verdict["cells"]["tg32"], verdict["cells"]["pp128"]
+    assert verdict.reason == "2 cells within their references (tg32 tripped, and passed measured again)"
+    tg32, pp128 = verdict.cells["tg32"], verdict.cells["pp128"]
     assert (tg32["value"], tg32["rerun_value"]) == (18.0, 20.0) and tg32["reason"] == decode.reason
     assert "rerun_value" not in pp128 and "vs median of 8 nights" in pp128["reason"]  # a clean cell says why too
 
@@ -532,14 +532,14 @@ def test_a_failing_entry_s_reason_is_one_short_line_per_cell_and_the_derivation_
         replace(_slower_cell("pp128 (c4)", 0.638, 2), status=Status.INCONCLUSIVE, confirmation=None),
     ]
     verdict = perf_verdict("m", JudgedPerf([], HEALTHY, outcomes), HEALTHY)
-    assert verdict["status"] == Status.FAIL
-    reason = verdict["reason"]
+    assert verdict.status == Status.FAIL
+    reason = verdict.reason
     assert reason.startswith("tg32 (c1): 0.41x the last confirmed build over 2 boot pairs, FAIL; tg32 (c4): 0.38x")
     assert reason.endswith("; undecided: pp128 (c4)") and len(reason) < 200, reason
-    first, _ = verdict["failures"]
+    first, _ = verdict.failures
     assert first.reason.startswith("tg32 (c1): 0.41x the last confirmed build over 2 boot pairs, FAIL; measured ")
     assert len(first.reason) < 200, first.reason  # the alert's row: the headline and tonight's figure
-    assert verdict["cells"]["tg32 (c1)"]["reason"] == outcomes[0].reason  # the derivation, for the report
+    assert verdict.cells["tg32 (c1)"]["reason"] == outcomes[0].reason  # the derivation, for the report
     many = [_slower_cell(f"tg{n} (c1)", 0.5, 3) for n in range(8)]
-    crowded = perf_verdict("m", JudgedPerf([], HEALTHY, many), HEALTHY)["reason"]
+    crowded = perf_verdict("m", JudgedPerf([], HEALTHY, many), HEALTHY).reason
     assert len(crowded) <= 200 and crowded.endswith("(8 failing cells; each in the report)"), crowded

@@ -27,7 +27,7 @@ from pipeline.stages.prove.golden_run import GoldenResult, ServerLog, run_golden
 from pipeline.stages.prove.health import HealthReport, judge_health, read_host_facts
 from pipeline.stages.prove.judge import Judge, last_confirmed_judge, transformers_judge
 from pipeline.stages.prove.memory import make_room
-from pipeline.stages.prove.perf import PerfContext, Turns, measure_and_judge, perf_verdict
+from pipeline.stages.prove.perf import PerfContext, PerfVerdict, Turns, measure_and_judge, perf_verdict
 from pipeline.stages.prove.smoke import smoke
 from pipeline.stages.prove.weights_stage import served_folder
 from pipeline.status import Status
@@ -260,14 +260,18 @@ def _perf_stage(run: EntryRun) -> Ended:
     assert run.turns is not None and run.health is not None and run.golden is not None
     began = time.monotonic()
     perf = _perf(entry, run.turns, ctx, profile_hardware=run.profile.hardware, before=run.health)
-    run.numbers |= {"perf_s": round(time.monotonic() - began, 1), "cells": perf["cells"], "health": perf["health"]}
+    run.numbers |= {
+        "perf_s": round(time.monotonic() - began, 1),
+        "cells": dict(perf.cells),
+        "health": dict(perf.health),
+    }
     if run.turns.boots:
         ctx.say(f"{entry.id}: {run.turns.cost()}")
-    status, golden = perf["status"], run.golden
+    status, golden = perf.status, run.golden
     if status == Status.PASS and ctx.record and golden.recordable:  # tonight is the new reference
         store = ReferenceStore(ctx.state.golden)
         store.save(run.profile.hardware, entry.id, ctx.night, golden.generations, golden.identity_files)
-    return Ended(status, "perf", perf["reason"], perf["failures"])
+    return Ended(status, "perf", perf.reason, perf.failures)
 
 
 def _canary(entry: ModelEntry, ctx: EntryContext) -> tuple[CanaryVerdict, dict[str, Any]]:
@@ -346,7 +350,7 @@ def _golden_failures(entry: ModelEntry, golden: GoldenResult) -> tuple[str, tupl
     return f"{len(failures)} golden check(s) failed; first: {first.check} {first.subject}: {first.reason}", failures
 
 
-def _perf(entry: ModelEntry, turns: Turns, ctx: EntryContext, *, profile_hardware: str, before: Any) -> dict[str, Any]:
+def _perf(entry: ModelEntry, turns: Turns, ctx: EntryContext, *, profile_hardware: str, before: Any) -> PerfVerdict:
     here = PerfContext.on_host(ctx.state, hardware=profile_hardware, entry=entry.id, run_id=ctx.run.id, night=ctx.night)
     perf_ctx = replace(here, commits=ctx.commits, record=ctx.record, build=ctx.build)
     judged = measure_and_judge(

@@ -20,13 +20,14 @@ from pipeline.stages.prove.perf.paired import CellOutcome
 from pipeline.stages.prove.perf.run import JudgedPerf, measure_and_judge
 from pipeline.stages.prove.perf.turn_plan import render_turns
 from pipeline.stages.prove.perf.turns import Turns
-from pipeline.stages.prove.perf.verdict import perf_verdict
+from pipeline.stages.prove.perf.verdict import PerfVerdict, perf_verdict
 
 __all__ = [
     "CaseResult",
     "CellOutcome",
     "JudgedPerf",
     "PerfContext",
+    "PerfVerdict",
     "Turns",
     "measure_and_judge",
     "perf_verdict",

@@ -7,6 +7,8 @@ entry's JSON show."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from pipeline.outcome import CellNumbers, Failure, perf_alert_key
@@ -16,8 +18,21 @@ from pipeline.stages.prove.perf.run import JudgedPerf
 from pipeline.status import Status, worst
 
 
-def perf_verdict(entry_id: str, judged: JudgedPerf, before: HealthReport) -> dict[str, Any]:
-    """status, reason, cells, failures and health, as the entry's outcome carries them."""
+@dataclass(frozen=True)
+class PerfVerdict:
+    """The perf stage's verdict for an entry: its status and reason, an alert's failure per failing cell, and what
+    the entry's numbers carry (each cell's numbers in their JSON form, the host's health before and while measuring).
+    """
+
+    status: Status
+    reason: str
+    cells: Mapping[str, Mapping[str, Any]]
+    failures: tuple[Failure, ...]
+    health: Mapping[str, Any]
+
+
+def perf_verdict(entry_id: str, judged: JudgedPerf, before: HealthReport) -> PerfVerdict:
+    """The entry's perf verdict from its judged cells and the host's health before measuring."""
     outcomes = judged.outcomes
     cells = {o.cell: cell_numbers(o) for o in outcomes}
     status = worst(o.status for o in outcomes)
@@ -44,7 +59,7 @@ def perf_verdict(entry_id: str, judged: JudgedPerf, before: HealthReport) -> dic
         if gaps:
             reason += f"; gaps, not regressions: {'; '.join(gaps)}"
     health = {"before": health_facts_for_history(before), "measurement": health_facts_for_history(judged.health)}
-    return {"status": status, "reason": reason, "cells": cells, "failures": failures, "health": health}
+    return PerfVerdict(status, reason, cells, failures, health)
 
 
 HEADLINE_CHARS = 200  # an entry's reason when cells fail: what the summary's table and the alert's title show
