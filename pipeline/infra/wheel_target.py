@@ -12,8 +12,12 @@ from pipeline.errors import UsageError
 
 _PLATFORM = re.compile(r"manylinux_2_(?P<minor>\d+)_(?P<arch>x86_64|aarch64)")
 _PYTHON = re.compile(r"3\.\d+")
-# The oldest glibc a manylinux wheel names (manylinux2014 is manylinux_2_17).
+# The oldest glibc a manylinux_2_N tag is asked for down to (manylinux2014 is manylinux_2_17); older wheels carry the
+# legacy names below.
 _OLDEST_GLIBC_MINOR = 17
+# the legacy manylinux tags and the glibc each stands for (PEP 600), newest first; the two oldest exist for x86 only
+LEGACY_MANYLINUX = {"manylinux2014": (2, 17), "manylinux2010": (2, 12), "manylinux1": (2, 5)}
+_X86_ONLY = frozenset({"manylinux2010", "manylinux1"})
 
 
 def pip_platforms(host_platform: str | None, glibc: tuple[int, int] | None) -> tuple[str, ...]:
@@ -23,7 +27,12 @@ def pip_platforms(host_platform: str | None, glibc: tuple[int, int] | None) -> t
         return ()
     arch = host_platform.removeprefix("linux_")
     manylinux = [f"manylinux_{glibc[0]}_{minor}_{arch}" for minor in range(glibc[1], _OLDEST_GLIBC_MINOR - 1, -1)]
-    return (*manylinux, f"manylinux2014_{arch}", host_platform)
+    legacy = [
+        f"{name}_{arch}"
+        for name, needs in LEGACY_MANYLINUX.items()
+        if needs <= glibc and (name not in _X86_ONLY or arch in ("x86_64", "i686"))
+    ]
+    return (*manylinux, *legacy, host_platform)
 
 
 @dataclass(frozen=True)
@@ -78,8 +87,8 @@ class Target:
         return "cp" + self.python.replace(".", "")
 
     def platform_tags(self) -> list[str]:
-        """Every platform tag a wheel for this target may carry, newest glibc first (the lock's rule)."""
-        return list(pip_platforms(f"linux_{self.arch}", (2, self.glibc_minor)))
+        """Every manylinux tag a wheel for this target may carry, newest glibc first (the lock's rule)."""
+        return [tag for tag in pip_platforms(f"linux_{self.arch}", (2, self.glibc_minor)) if tag.startswith("many")]
 
     def uv_platform(self) -> str:
         """The target as uv's `--python-platform` names it."""

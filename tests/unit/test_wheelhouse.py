@@ -22,7 +22,7 @@ from pipeline.infra.files import sha256_of
 from pipeline.infra.runtime import LockedFile
 from pipeline.infra.supply import Supply, runtime_folder
 from pipeline.infra.weights import ensure_package_weights, package_folder, package_set
-from pipeline.infra.wheel_target import Target
+from pipeline.infra.wheel_target import Target, pip_platforms
 from pipeline.infra.wheelhouse import (
     INDEX,
     Wheelhouse,
@@ -240,6 +240,20 @@ def test_a_target_names_every_tag_its_wheels_may_carry_and_refuses_a_bad_spellin
         Target.parse("3.12", "linux_aarch64")
     with pytest.raises(UsageError, match=r"--target-python '312': give the runner's Python as X.Y"):
         Target.parse("312", "manylinux_2_39_aarch64")
+
+
+def test_an_x86_64_target_and_the_lock_take_wheels_tagged_only_with_the_older_manylinux_names() -> None:
+    # manylinux2010 and manylinux1 (glibc 2.12 and 2.5) run on any newer x86-64 host; pip --platform matches each tag
+    # exactly, so a wheel published only under those names is missed unless they are asked for
+    gpu = Target.parse("3.12", "manylinux_2_39_x86_64")
+    assert gpu.platform_tags()[-3:] == ["manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64"]
+    assert pip_platforms("linux_x86_64", (2, 39))[-4:] == (
+        "manylinux2014_x86_64",
+        "manylinux2010_x86_64",
+        "manylinux1_x86_64",
+        "linux_x86_64",
+    )
+    assert not [tag for tag in pip_platforms("linux_aarch64", (2, 39)) if "2010" in tag or "manylinux1" in tag]
 
 
 def _targeted(root: Path, target: Target) -> Wheelhouse:

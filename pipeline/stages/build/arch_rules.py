@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
-# the legacy manylinux tags and the glibc each stands for (PEP 600)
-_LEGACY_MANYLINUX = {"manylinux1": (2, 5), "manylinux2010": (2, 12), "manylinux2014": (2, 17)}
+from pipeline.infra.wheel_target import LEGACY_MANYLINUX
+
 _MANYLINUX = re.compile(r"manylinux_(\d+)_(\d+)_(\w+)")
 
 
@@ -68,4 +68,4 @@ def _manylinux_glibc(tag: str, arch: str) -> tuple[int, int] | None:
     if match := _MANYLINUX.fullmatch(tag):
         return (int(match[1]), int(match[2])) if match[3] == arch else None
     legacy, _, tag_arch = tag.partition("_")
-    return _LEGACY_MANYLINUX.get(legacy) if tag_arch == arch else None
+    return LEGACY_MANYLINUX.get(legacy) if tag_arch == arch else None
