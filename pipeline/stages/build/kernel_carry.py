@@ -20,24 +20,26 @@ from pipeline.infra.wheel_cache import CacheEntry, WheelCache, cache_key
 from pipeline.infra.wheels import read_metadata
 from pipeline.stages.build.builders.base import Builder, BuildSource, Toolchain
 from pipeline.stages.build.native_inputs import native_digest
-from pipeline.stages.build.overlay import relabel_kernels
+from pipeline.stages.build.overlay import relabel_kernels, relabel_problem
 
 KERNEL_CARRY_REVISION = 1  # bump when what is carried, or how, changes: part of the kernels' cache key
 
 
 @dataclass(frozen=True)
 class KernelCarry:
-    """Tonight's kernel families, the key of their native inputs, and the earlier build of them if the cache has one."""
+    """Tonight's kernel families, the key of their native inputs, and the earlier build of them that tonight carries
+    (None: they are built tonight, for the reason `built_because` gives)."""
 
     families: tuple[str, ...]
     key: str
     earlier: CacheEntry | None
+    built_because: str = "no earlier build of these native inputs"
 
     def why(self) -> str:
         """What the build record and the plan say of the kernels."""
         names = ", ".join(self.families)
         if self.earlier is None:
-            return f"kernels ({names}) built: no earlier build of these native inputs"
+            return f"kernels ({names}) built: {self.built_because}"
         commit = str(self.earlier.inputs.get("commit", "?"))[:12]
         return f"kernels ({names}) carried from {commit}: native inputs unchanged"
 
@@ -64,7 +66,11 @@ def kernel_carry(
             "toolchain": toolchain.identity(host),
         }
     )
-    return KernelCarry(families, key, cache.lookup(key))
+    earlier = cache.lookup(key)
+    problems = [problem for wheel in earlier.paths() if (problem := relabel_problem(wheel))] if earlier else []
+    if problems:  # decided before any step is skipped: such kernels are built again, never guessed at
+        return KernelCarry(families, key, None, f"the earlier build cannot be relabeled ({problems[0]})")
+    return KernelCarry(families, key, earlier)
 
 
 def family_of(wheel: Path) -> str:

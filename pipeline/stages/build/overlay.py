@@ -179,18 +179,30 @@ _BUILD_META = "_build_meta.py"
 _BUILD_META_VERSION = re.compile(r'^__version__ = ".*"$', re.MULTILINE)
 
 
+def relabel_problem(wheel: Path) -> str | None:
+    """Why `wheel` cannot be relabeled (its version lives somewhere relabel_kernels does not rewrite), else None."""
+    with zipfile.ZipFile(wheel) as archive:
+        metas = [n for n in archive.namelist() if PurePosixPath(n).name == _BUILD_META and n.count("/") == 1]
+        if len(metas) != 1:
+            return f"{wheel.name}: expected one <package>/{_BUILD_META}, found {metas or 'none'}"
+        if not _BUILD_META_VERSION.search(archive.read(metas[0]).decode()):
+            return f'{wheel.name}: its {metas[0]} has no `__version__ = "..."` line'
+    return None
+
+
 def relabel_kernels(wheel: Path, version: str, out_dir: Path, epoch: int) -> Path:
     """A kernel wheel of an earlier build under tonight's version: every member byte for byte but the version's
     places (the dist-info's name and METADATA, the package's `_build_meta.py`) and RECORD. FlashInfer refuses AOT
     wheels of another version than its own, so kernels carried to a night whose FlashInfer Python changed must carry
-    its version; a wheel whose version lives anywhere else is refused (then it is rebuilt, never guessed at)."""
+    its version; a wheel whose version lives anywhere else (relabel_problem) is never carried but rebuilt."""
+    problem = relabel_problem(wheel)
+    if problem is not None:
+        raise SparkNightlyError(problem)
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
         dist_info = _dist_info(names, wheel)
         distribution = dist_info.removesuffix(".dist-info").rsplit("-", 1)[0]
         metas = [n for n in names if PurePosixPath(n).name == _BUILD_META and n.count("/") == 1]
-        if len(metas) != 1:
-            raise SparkNightlyError(f"{wheel.name}: expected one <package>/{_BUILD_META}, found {metas or 'none'}")
         members: dict[str, bytes] = {}
         new_info = f"{distribution}-{version}.dist-info"
         for name in names:
@@ -198,7 +210,7 @@ def relabel_kernels(wheel: Path, version: str, out_dir: Path, epoch: int) -> Pat
                 continue
             data = archive.read(name)
             if name == metas[0]:
-                data = _with_build_meta_version(data, version, wheel)
+                data = _BUILD_META_VERSION.sub(f'__version__ = "{version}"', data.decode(), count=1).encode()
             elif name == f"{dist_info}/METADATA":
                 data = _with_version(data, version)
             members[f"{new_info}/{name.split('/', 1)[1]}" if name.startswith(f"{dist_info}/") else name] = data
@@ -206,13 +218,6 @@ def relabel_kernels(wheel: Path, version: str, out_dir: Path, epoch: int) -> Pat
     target = out_dir / _wheel_name(wheel.name, version)
     _write_wheel(target, members, f"{new_info}/RECORD", epoch)
     return target
-
-
-def _with_build_meta_version(data: bytes, version: str, wheel: Path) -> bytes:
-    new, count = _BUILD_META_VERSION.subn(f"__version__ = {version!r}".replace("'", '"'), data.decode(), count=1)
-    if count != 1:
-        raise SparkNightlyError(f'{wheel.name}: its {_BUILD_META} has no `__version__ = "..."` line')
-    return new.encode()
 
 
 def _dist_info(names: list[str], wheel: Path) -> str:
