@@ -52,11 +52,15 @@ class CellNumbers:
             "ref": self.ref,
             "reason": self.reason,
         }
-        optional = {"rerun_value": self.rerun_value, "gap": self.gap or None}
-        if self.b_over_a is not None:
-            optional |= {"b_over_a": self.b_over_a, "pairs": self.pairs, "last_good": self.last_good}
-            optional |= {"a_night": self.a_night, "in_turn": self.in_turn or None}
-        return data | {key: value for key, value in optional.items() if value is not None or key == "last_good"}
+        if self.rerun_value is not None:
+            data["rerun_value"] = self.rerun_value
+        if self.gap:
+            data["gap"] = self.gap
+        if self.b_over_a is not None:  # paired: what A was, even when unknown
+            data |= {"b_over_a": self.b_over_a, "pairs": self.pairs, "last_good": self.last_good}
+            data |= {"a_night": self.a_night} if self.a_night else {}
+            data |= {"in_turn": True} if self.in_turn else {}
+        return data
 
     @staticmethod
     def from_json(data: Mapping[str, Any]) -> CellNumbers:

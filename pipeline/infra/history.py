@@ -26,7 +26,7 @@ LOCK_WAIT_S = 120.0
 # the baseline then: read back as PASS.
 ACCEPTED = frozenset({Status.PASS, Status.XFAIL})
 LEGACY = "legacy"
-_ACCEPTED_ROWS = (Status.PASS.value, Status.XFAIL.value, LEGACY)
+_ACCEPTED_ROWS = (*sorted(status.value for status in ACCEPTED), LEGACY)  # as the rows spell them
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS samples (

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from pipeline.errors import SparkNightlyError
 from pipeline.infra.git import Git
+from pipeline.infra.runtime import parse_filename
 from pipeline.infra.wheel_cache import CacheEntry, WheelCache, cache_key
 from pipeline.infra.wheels import read_metadata
 from pipeline.stages.build.builders.base import Builder, BuildSource, Toolchain
@@ -73,14 +74,10 @@ def kernel_carry(
     return KernelCarry(families, key, earlier)
 
 
-def family_of(wheel: Path) -> str:
-    return wheel.name.split("-", 1)[0].replace("_", "-")
-
-
 def carry_kernels(carry: KernelCarry, built: Sequence[Path], staging: Path, epoch: int) -> list[Path]:
     """The earlier kernel wheels, relabeled to the version of tonight's Python wheel, into `staging`."""
     assert carry.earlier is not None
-    python = [w for w in built if family_of(w) not in carry.families]
+    python = [w for w in built if parse_filename(w.name)[0] not in carry.families]
     versions = {read_metadata(w).version for w in python}
     if len(versions) != 1:
         raise SparkNightlyError(f"cannot carry kernels: tonight's Python wheels have versions {sorted(versions)}")
@@ -90,6 +87,6 @@ def carry_kernels(carry: KernelCarry, built: Sequence[Path], staging: Path, epoc
 
 def remember_kernels(carry: KernelCarry, built: Sequence[Path], cache: WheelCache, commit: str, seconds: float) -> None:
     """Keep tonight's freshly built kernel wheels under their native inputs' key for the nights after."""
-    kernels = [w for w in built if family_of(w) in carry.families]
+    kernels = [w for w in built if parse_filename(w.name)[0] in carry.families]
     if kernels:
         cache.store(carry.key, kernels, {"commit": commit}, seconds)

@@ -94,20 +94,19 @@ def _shortened(reason: str, cells: int) -> str:
 
 def cell_numbers(outcome: CellOutcome) -> dict[str, Any]:
     """The cell's numbers as its entry carries them (outcome.CellNumbers' JSON form)."""
-    paired = outcome.confirmation is not None
-    last_good = outcome.last_good
+    confirmation, last_good = outcome.confirmation, outcome.last_good
     return CellNumbers(
-        outcome.status,
-        round(outcome.gate.value, 3),
-        outcome.gate.ref,
-        outcome.reason,
-        round(outcome.rerun_gate.value, 3) if outcome.rerun_gate is not None else None,
-        outcome.gap or None,
-        round(outcome.confirmation.mean_ratio, 4) if outcome.confirmation is not None else None,
-        outcome.pairs_measured if paired else None,
-        last_good.id if paired and last_good else None,
-        last_good.night if paired and last_good and last_good.night else None,
-        paired and outcome.in_turn,
+        status=outcome.status,
+        value=round(outcome.gate.value, 3),
+        ref=outcome.gate.ref,
+        reason=outcome.reason,
+        rerun_value=round(outcome.rerun_gate.value, 3) if outcome.rerun_gate is not None else None,
+        gap=outcome.gap or None,
+        b_over_a=round(confirmation.mean_ratio, 4) if confirmation is not None else None,
+        pairs=outcome.pairs_measured,
+        last_good=last_good.id if last_good else None,
+        a_night=last_good.night if last_good and last_good.night else None,
+        in_turn=outcome.in_turn,
     ).to_json()
 
 
