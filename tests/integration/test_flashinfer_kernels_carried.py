@@ -2,10 +2,13 @@
 changed. The tree is FlashInfer's real one (the flashinfer-python sdist from PyPI as a git repository, built by its
 own backend every night) with AOT projects laid out as upstream's (`flashinfer-cubin/`, `flashinfer-jit-cache/`: a
 package whose `_build_meta.py` holds the version FlashInfer compares with its own); their "kernels" are a digest of
-the tree's `csrc/`, since compiling real ones needs a GPU toolchain, which is what carrying them saves."""
+the tree's `csrc/`, since compiling real ones needs a GPU toolchain, which is what carrying them saves. What the carry
+does to a kernel wheel is tried on the one FlashInfer publishes (flashinfer-cubin 0.6.13, pinned by sha256)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import tarfile
 import zipfile
 from pathlib import Path
@@ -14,12 +17,14 @@ import pytest
 
 from pipeline.infra.pypi import download_sdist
 from pipeline.infra.wheel_cache import WheelCache
-from pipeline.infra.wheels import read_metadata
+from pipeline.infra.wheels import check_archive, read_metadata
 from pipeline.settings import from_environment
 from pipeline.stages.build.build_wheels import BuildResult, build_source
 from pipeline.stages.build.builders import BUILDERS
 from pipeline.stages.build.builders.base import BuildSource, Toolchain
+from pipeline.stages.build.overlay import relabel_kernels, relabel_problem
 from tests.gitrepos import Upstream
+from tests.upstream import FLASHINFER_CUBIN
 
 pytestmark = pytest.mark.integration
 
@@ -138,3 +143,30 @@ def test_a_python_only_change_carries_the_kernels_under_tonights_version_and_a_k
     third, third_wheels = night("night3")
     assert "kernels (flashinfer-cubin, flashinfer-jit-cache) built: no earlier build" in third.why
     assert _kernels(third_wheels["flashinfer-cubin"]) != _kernels(first_wheels["flashinfer-cubin"])
+
+
+def test_upstreams_cubin_wheel_relabels_to_tonights_version_with_every_kernel_byte_for_byte(tmp_path: Path) -> None:
+    """What the carry does to the wheel FlashInfer publishes (flashinfer-cubin 0.6.13, about 16,000 cubins): its own
+    package then reports tonight's version, which FlashInfer compares with its own at import; nothing else moves."""
+    upstream = FLASHINFER_CUBIN.fetch()
+    version = "0.6.13+g0123456789.d20261127"
+    assert relabel_problem(upstream) is None
+    carried = relabel_kernels(upstream, version, tmp_path / "out", epoch=1764201600)
+    assert carried.name == f"flashinfer_cubin-{version}-py3-none-any.whl"
+    assert read_metadata(carried).version == version and check_archive(carried).problems == ()
+    before, after = _kernels(upstream), _kernels(carried)
+    assert len(after) > 15000 and after == before
+    package = tmp_path / "site" / "flashinfer_cubin"
+    package.mkdir(parents=True)
+    with zipfile.ZipFile(carried) as archive:
+        for name in ("__init__.py", "_build_meta.py"):
+            (package / name).write_bytes(archive.read(f"flashinfer_cubin/{name}"))
+    reported = subprocess.run(
+        [sys.executable, "-c", "import flashinfer_cubin as c; print(c.__version__, c.__git_version__)"],
+        cwd=tmp_path / "site",
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout.split()
+    assert reported == [version, "57ba7eeb7ea3003a2d6ad5d9a057c4f952709bac"]  # the commit its kernels came from
