@@ -21,6 +21,7 @@ from pipeline.infra.cache_lock import exclusive
 from pipeline.infra.files import write_atomically
 from pipeline.infra.git import commits_between
 from pipeline.infra.history import History
+from pipeline.infra.runtime_cache import prune_runtimes
 from pipeline.infra.supply import Supply
 from pipeline.outcome import Failure, Outcome
 from pipeline.places import RunDir
@@ -446,6 +447,13 @@ def _stage_reports(state: NightRun) -> None:
     write_atomically(state.report, render_html(run, state.outcomes, series))
 
 
+def _stage_cache(state: NightRun) -> None:
+    try:
+        prune_runtimes(state.settings.places.cache, state.settings.cache_runtimes_max_gib, say=state.progress.say)
+    except OSError as exc:  # a full or read-only disk: the night's verdict stands, the next night tries again
+        state.progress.say(f"cache: runtimes not pruned: {exc}")
+
+
 def _save_series(state: NightRun, entry_id: str) -> None:
     """The entry's charts as its shard's history draws them, handed over with its outcome to the merge."""
     path = state.plan.run.series(entry_id)
@@ -526,4 +534,10 @@ STAGES = (
     Stage("publish", "only a passing night, as a new dated release", _stage_publish),
     Stage("alert", "open, update or close one alert per regression key", _stage_alerts, after_crash=True),
     Stage("report", "run.json, summary.md, junit.xml and report.html", _stage_reports, after_crash=True),
+    Stage(
+        "cache",
+        "the cached runtimes past cache.runtimes_max_gib removed, least recently used first, none used within a day",
+        _stage_cache,
+        after_crash=True,
+    ),
 )

@@ -148,6 +148,13 @@ class Settings:
         key="build.min_free_gib",
         minimum=0,
     )
+    cache_runtimes_max_gib: int = _setting(
+        200,
+        "disk (GiB) the cached runtimes may take; past it a night's end removes the least recently used, never one"
+        " used within a day (0: keep every one)",
+        key="cache.runtimes_max_gib",
+        minimum=0,
+    )
     build_image: str = _setting(
         "nvidia/cuda:13.0.1-devel-ubuntu24.04",
         "base of the build image (docker mode)",

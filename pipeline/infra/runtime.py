@@ -20,6 +20,7 @@ from pipeline.infra import procs
 from pipeline.infra.base_env import normalize
 from pipeline.infra.cache_lock import exclusive
 from pipeline.infra.files import sha256_of, write_atomically
+from pipeline.infra.runtime_cache import stamp_used
 from pipeline.progress import Say, quiet
 
 RUNTIME_FORMAT = 1
@@ -111,6 +112,7 @@ def load_runtime(root: Path) -> Runtime | None:
     if meta.get("version") != RUNTIME_FORMAT or not (root / "bin" / "python").exists():
         return None
     lock = tuple(LockedFile(**f) for f in meta["lock"])
+    stamp_used(root)  # what the cache keeps longest (runtime_cache)
     return Runtime(root, meta["key"], tuple(meta["requirements"]), lock)
 
 

@@ -120,7 +120,7 @@ def test_nightly_dry_run_lists_the_stages_and_the_profiles_entries(capsys: pytes
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "nightly on profile spark: 1 entries (gpt-oss-120b)"
     assert [line.split(". ", 1)[1].split(":")[0] for line in out[1:]] == [
-        "candidate", "weights", "entries", "decide", "culprits", "publish", "alert", "report"
+        "candidate", "weights", "entries", "decide", "culprits", "publish", "alert", "report", "cache"
     ]  # fmt: skip
     assert main(["nightly", "--profile", "spark", "--dry-run", "--only", "smollm2-135m-instruct"]) == 2
     assert "--only smollm2-135m-instruct: not an entry of profile spark" in capsys.readouterr().err

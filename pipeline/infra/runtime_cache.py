@@ -1,0 +1,157 @@
+"""The runtimes' share of the disk: each use stamped, the least recently used removed past a budget.
+
+Every built night and every culprit trial or bisection step makes a runtime of its own (an overlay is about 0.7 GB
+on the CPU, a CUDA runtime 10 GB or more), so a runner that keeps them all fills its disk within weeks. At the end of
+a night the runtimes beyond `cache.runtimes_max_gib` go, least recently used first. Never one used in the last day
+(tonight's, a shard's, the last good build's that tonight's pairs booted), never one a maker holds, and never a
+companion whose overlay stays (the overlay loads the companion's packages from its folder).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline.progress import Say, quiet
+
+USED_STAMP = "last-used"
+RECENT_S = 24 * 3600  # a runtime used within this long is tonight's or a shard's: never removed
+GIB = 1024**3
+
+
+def stamp_used(root: Path) -> None:
+    """Note that a night used this runtime now (best effort: a read-only cache is still usable)."""
+    with suppress(OSError):
+        (root / USED_STAMP).touch()
+
+
+@dataclass(frozen=True)
+class CachedRuntime:
+    """One folder under the cache's runtimes/, as pruning sees it."""
+
+    name: str
+    size_bytes: int
+    last_used: float  # seconds since the epoch
+    companion: str | None  # the runtime an overlay is layered over
+
+
+def disk_size(root: Path) -> int:
+    """Bytes the folder takes on disk, a file linked twice counted once."""
+    seen: set[tuple[int, int]] = set()
+    total = 0
+    for folder, _dirs, files in os.walk(root):
+        for name in files:
+            try:
+                info = os.lstat(os.path.join(folder, name))
+            except OSError:
+                continue
+            if (info.st_dev, info.st_ino) not in seen:
+                seen.add((info.st_dev, info.st_ino))
+                total += info.st_blocks * 512
+    return total
+
+
+def _last_used(root: Path) -> float:
+    times = []
+    for name in (USED_STAMP, "runtime.json"):
+        with suppress(OSError):
+            times.append((root / name).stat().st_mtime)
+    return max(times) if times else root.stat().st_mtime
+
+
+def _companion(root: Path) -> str | None:
+    try:
+        companion = json.loads((root / "runtime.json").read_text()).get("companion")
+    except (OSError, ValueError):
+        return None
+    return companion if isinstance(companion, str) else None
+
+
+def cached_runtimes(runtimes_dir: Path) -> list[CachedRuntime]:
+    """Every runtime folder (complete or not) under `runtimes_dir`; removal leftovers are not runtimes."""
+    if not runtimes_dir.is_dir():
+        return []
+    return [
+        CachedRuntime(root.name, disk_size(root), _last_used(root), _companion(root))
+        for root in sorted(runtimes_dir.iterdir())
+        if root.is_dir() and not root.name.startswith(".")
+    ]
+
+
+def eviction_plan(runtimes: Sequence[CachedRuntime], budget_bytes: int, now: float) -> list[CachedRuntime]:
+    """The runtimes to remove, in order, so the rest fit the budget: least recently used first, where a companion
+    counts as used whenever one of its overlays was, and goes only after them. None used within RECENT_S."""
+    by_name = {r.name: r for r in runtimes}
+    used = {r.name: r.last_used for r in runtimes}
+    for runtime in runtimes:  # an overlay's use is its companion's use
+        if runtime.companion in used:
+            used[runtime.companion] = max(used[runtime.companion], runtime.last_used)
+    has_overlays = {r.companion for r in runtimes if r.companion in by_name}
+    total = sum(r.size_bytes for r in runtimes)
+    plan: list[CachedRuntime] = []
+    for name in sorted(by_name, key=lambda n: (used[n], n in has_overlays, n)):
+        if total <= budget_bytes or used[name] > now - RECENT_S:
+            break
+        plan.append(by_name[name])
+        total -= by_name[name].size_bytes
+    return plan
+
+
+@contextmanager
+def _unless_busy(root: Path) -> Iterator[bool]:
+    """True while this process holds the runtime's maker lock; False when a maker holds it now."""
+    lock = root.parent / f"{root.name}.lock"
+    with lock.open("a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def remove_runtime(root: Path) -> bool:
+    """Remove one runtime: renamed out of its place first, so a crash mid-way leaves no folder that looks whole."""
+    with _unless_busy(root) as free:
+        if not free:
+            return False
+        doomed = root.parent / f".removing-{root.name}-{os.getpid()}"
+        root.rename(doomed)
+    shutil.rmtree(doomed, ignore_errors=True)
+    (root.parent / f"{root.name}.lock").unlink(missing_ok=True)
+    return True
+
+
+def prune_runtimes(cache_dir: Path, budget_gib: float, *, say: Say = quiet, now: float | None = None) -> list[str]:
+    """Remove the least recently used runtimes past the budget (0: keep every one); returns the removed names."""
+    runtimes_dir = cache_dir / "runtimes"
+    for leftover in runtimes_dir.glob(".removing-*"):  # an earlier removal that crashed mid-way
+        shutil.rmtree(leftover, ignore_errors=True)
+    if budget_gib <= 0:
+        return []
+    runtimes = cached_runtimes(runtimes_dir)
+    total = sum(r.size_bytes for r in runtimes)
+    plan = eviction_plan(runtimes, int(budget_gib * GIB), time.time() if now is None else now)
+    if not plan:
+        say(f"cache: runtimes take {total / GIB:.1f} GiB of {budget_gib:g} GiB; none removed")
+        return []
+    removed = [r for r in plan if remove_runtime(runtimes_dir / r.name)]
+    freed = sum(r.size_bytes for r in removed)
+    busy = f"; {len(plan) - len(removed)} in use by a maker kept" if len(removed) < len(plan) else ""
+    oldest = min((r.last_used for r in removed), default=0.0)
+    since = time.strftime("%Y-%m-%d", time.gmtime(oldest))
+    say(
+        f"cache: runtimes took {total / GIB:.1f} GiB of {budget_gib:g} GiB; removed {len(removed)} "
+        f"({freed / GIB:.1f} GiB), least recently used first (the oldest last used {since}){busy}"
+    )
+    return [r.name for r in removed]
