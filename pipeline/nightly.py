@@ -18,6 +18,7 @@ from pipeline.config.bundle import Config
 from pipeline.config.matrix import ModelEntry, Profile
 from pipeline.errors import PipelineCrash, SparkNightlyError, UsageError
 from pipeline.infra.cache_lock import exclusive
+from pipeline.infra.confirmed import ConfirmedBook
 from pipeline.infra.files import write_atomically
 from pipeline.infra.git import commits_between
 from pipeline.infra.history import History
@@ -448,8 +449,12 @@ def _stage_reports(state: NightRun) -> None:
 
 
 def _stage_cache(state: NightRun) -> None:
+    places = state.settings.places
+    runtimes = places.cache / "runtimes"
+    confirmed = ConfirmedBook(places.state.confirmed).builds()  # every cell's A: pairs may boot it any later night
+    keep = frozenset(Path(b.ref).name for b in confirmed if b.kind == "runtime" and Path(b.ref).parent == runtimes)
     try:
-        prune_runtimes(state.settings.places.cache, state.settings.cache_runtimes_max_gib, say=state.progress.say)
+        prune_runtimes(places.cache, state.settings.cache_runtimes_max_gib, keep=keep, say=state.progress.say)
     except OSError as exc:  # a full or read-only disk: the night's verdict stands, the next night tries again
         state.progress.say(f"cache: runtimes not pruned: {exc}")
 

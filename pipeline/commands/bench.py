@@ -119,10 +119,11 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
 def _tonight(
     url: str | None, settings: Settings, config: Config, entry: ModelEntry, log_dir: Path
 ) -> Iterator[OpenAIClient | Turns]:
-    """The server measured: booted here, held as Turns where the profile holds one server (so a build paired with it
-    is served in turns), or the running server at `url` (which cannot step aside: pairs are served beside it)."""
+    """The server measured: booted here and held as Turns (a build paired with it is served in turns where the
+    profile holds one server, beside it where two fit, tonight's booted again between blocks of pairs), or the
+    running server at `url` (which cannot step aside nor be booted again: pairs are served beside it)."""
     profile = config.matrix.profiles[entry.profile]
-    if url is not None or profile.servers_at_once > 1:
+    if url is not None:
         if url is not None and profile.servers_at_once < 2:
             to_stderr("bench: --url: a running server cannot step aside; a paired build is served beside it")
         with served(url, settings, config, entry, "bench") as (client, _, _):

@@ -119,6 +119,10 @@ class ConfirmedBook:
         cells = sorted((c for k, c in data["cells"].items() if k.startswith(prefix)), key=lambda c: c["night"])
         return BuildRef.from_json(data["builds"][cells[-1]["build"]]) if cells else None
 
+    def builds(self) -> list[BuildRef]:
+        """Every build some cell's A is: what pairs may boot on any later night."""
+        return [BuildRef.from_json(b) for b in self._load()["builds"].values()]
+
     def accept(self, key: str, build: BuildRef, *, night: str, run_id: str, how: str) -> None:
         """Tonight's build becomes the cell's A; builds no cell names any more are forgotten.
 

@@ -85,10 +85,14 @@ def cached_runtimes(runtimes_dir: Path) -> list[CachedRuntime]:
     ]
 
 
-def eviction_plan(runtimes: Sequence[CachedRuntime], budget_bytes: int, now: float) -> list[CachedRuntime]:
+def eviction_plan(
+    runtimes: Sequence[CachedRuntime], budget_bytes: int, now: float, keep: frozenset[str] = frozenset()
+) -> list[CachedRuntime]:
     """The runtimes to remove, in order, so the rest fit the budget: least recently used first, where a companion
-    counts as used whenever one of its overlays was, and goes only after them. None used within RECENT_S."""
+    counts as used whenever one of its overlays was, and goes only after them. None used within RECENT_S, none in
+    `keep` (a cell's last confirmed build, which pairs boot on any later night) nor a companion of one of those."""
     by_name = {r.name: r for r in runtimes}
+    kept = keep | {r.companion for r in runtimes if r.name in keep and r.companion is not None}
     used = {r.name: r.last_used for r in runtimes}
     for runtime in runtimes:  # an overlay's use is its companion's use
         if runtime.companion in used:
@@ -99,6 +103,8 @@ def eviction_plan(runtimes: Sequence[CachedRuntime], budget_bytes: int, now: flo
     for name in sorted(by_name, key=lambda n: (used[n], n in has_overlays, n)):
         if total <= budget_bytes or used[name] > now - RECENT_S:
             break
+        if name in kept:
+            continue
         plan.append(by_name[name])
         total -= by_name[name].size_bytes
     return plan
@@ -132,8 +138,16 @@ def remove_runtime(root: Path) -> bool:
     return True
 
 
-def prune_runtimes(cache_dir: Path, budget_gib: float, *, say: Say = quiet, now: float | None = None) -> list[str]:
-    """Remove the least recently used runtimes past the budget (0: keep every one); returns the removed names."""
+def prune_runtimes(
+    cache_dir: Path,
+    budget_gib: float,
+    *,
+    keep: frozenset[str] = frozenset(),
+    say: Say = quiet,
+    now: float | None = None,
+) -> list[str]:
+    """Remove the least recently used runtimes past the budget (0: keep every one), none named in `keep`; returns
+    the removed names."""
     runtimes_dir = cache_dir / "runtimes"
     for leftover in runtimes_dir.glob(".removing-*"):  # an earlier removal that crashed mid-way
         shutil.rmtree(leftover, ignore_errors=True)
@@ -141,7 +155,7 @@ def prune_runtimes(cache_dir: Path, budget_gib: float, *, say: Say = quiet, now:
         return []
     runtimes = cached_runtimes(runtimes_dir)
     total = sum(r.size_bytes for r in runtimes)
-    plan = eviction_plan(runtimes, int(budget_gib * GIB), time.time() if now is None else now)
+    plan = eviction_plan(runtimes, int(budget_gib * GIB), time.time() if now is None else now, keep)
     if not plan:
         say(f"cache: runtimes take {total / GIB:.1f} GiB of {budget_gib:g} GiB; none removed")
         return []

@@ -17,7 +17,7 @@ import yaml
 
 from pipeline.cli import main
 from pipeline.stages.release.publish import nightly_releases
-from tests.integration.conftest import Place, bench_one_case, golden_for_another_stage
+from tests.integration.conftest import CPU_ENTRY, Place, bench_one_case, golden_for_another_stage
 from tests.vllm_repo import VllmRepo, make_day_of_main, make_vllm_repo, plant_pulls
 
 pytestmark = [pytest.mark.integration, pytest.mark.built_night]
@@ -150,6 +150,36 @@ def test_a_night_whose_main_alone_fails_names_the_guilty_commit_of_a_day_of_main
     assert (
         "## Bisection of vllm main" in summary_md
         and "| step | commit | built | time | verdict | detail |" in summary_md
+    )
+    alerts = [a.read_text() for a in (run / "alerts").glob("*.md")]
+    assert alerts and all(day[18][:12] in text for text in alerts), alerts[:1]
+
+
+def test_a_night_whose_main_alone_is_slower_names_the_guilty_commit_by_its_pairs(place: Place, tmp_path: Path) -> None:
+    """A good night, then a day of 32 commits whose 19th waits 25 ms in every engine step (a third of the decode rate
+    at 19 t/s, more on a faster host): the night FAILs on main alone by its pairs against the good night's build, and
+    the bisection names the guilty commit and its PR within 7 builds, each step judged by the night's own rules (the
+    cell's screen, then pairs side by side against the last confirmed build, tonight's booted again between blocks)."""
+    repo = make_vllm_repo(tmp_path / "vllm-repo")  # its own main: the module's repository gets a day of its own
+    bench_one_case(place)
+    golden_for_another_stage(place)
+    assert _night(place, repo) == 0  # the last good night: its build becomes the cells' A
+    day = make_day_of_main(repo, 32, guilty=19, guilty_change="slower", native=24)
+    assert _night(place, repo) == 6
+    run = _run(place)
+    entry = json.loads((run / "entries" / f"{CPU_ENTRY}.json").read_text())
+    assert (entry["status"], entry["stage"]) == ("FAIL", "perf"), entry["reason"]
+    assert entry["numbers"]["cells"]["tg32"]["status"] == "FAIL", entry["numbers"]["cells"]["tg32"]
+    found = json.loads((run / "culprit" / "bisect.json").read_text())
+    assert found["first_bad"]["sha"] == day[18] and found["first_bad_pr"] == 32019, found
+    built = [s for s in found["steps"] if s["verdict"] != "SKIPPED"]
+    assert 0 < len(built) <= 7, found["steps"]
+    assert all(re.fullmatch(r"vllm: (cached overlay|overlay \(\d+ s\))", s["build"]) for s in built), found["steps"]
+    failed = [s for s in built if s["verdict"] == "FAIL"]
+    assert failed and all("the last confirmed build" in s["detail"] for s in failed), failed  # decided by pairs
+    summary = json.loads((run / "run.json").read_text())
+    assert (
+        f"first bad commit of vllm main: {day[18][:12]}" in summary["suspects"] and "PR #32019" in summary["suspects"]
     )
     alerts = [a.read_text() for a in (run / "alerts").glob("*.md")]
     assert alerts and all(day[18][:12] in text for text in alerts), alerts[:1]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import replace
 from pathlib import Path
 
@@ -329,9 +329,12 @@ def runs_by_client(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return order
 
 
-def test_pairs_alternate_a_b_then_b_a(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pairs_alternate_a_b_then_b_a_and_the_later_boot_changes_sides_block_by_block(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     order = runs_by_client(monkeypatch)
     watched: list[str] = []
+    boots: list[str] = []
 
     @contextmanager
     def watch() -> Iterator[None]:
@@ -339,17 +342,45 @@ def test_pairs_alternate_a_b_then_b_a(monkeypatch: pytest.MonkeyPatch) -> None:
         yield
         watched.append("end")
 
-    measure = pairs.interleaved_pairs(lambda build: "A", "B", "m", watch=watch)  # type: ignore[arg-type,return-value]
+    def again_a(build: BuildRef) -> object:
+        boots.append("A")
+        return "A"
+
+    def again_b(why: str) -> object:
+        boots.append("B")
+        return "B2"
+
+    beside = pairs.Beside(lambda build: "A", again_a, lambda: "B", again_b)  # type: ignore[arg-type,return-value]
+    measure = pairs.interleaved_pairs(beside, "m", watch=watch, say=lambda line: None)
     measured = measure(_case(20.0), "tg_tps", 3, _build("a"))
-    warm_ups = ["A", "B", "A", "B"]
-    assert order == [*warm_ups, "A", "B", "B", "A", "A", "B"]  # then A B / B A / A B
+    assert order == ["A", "B", "A", "B", "A", "B", "B", "A", "A", "B"]  # warm-ups, then A B / B A / A B
     assert measured is not None and all(b / a == pytest.approx(0.5) for a, b in measured)  # always (A, B)
     order.clear()
-    more = measure(_case(20.0), "tg_tps", 5, _build("a"))
-    assert order == ["B", "A", "A", "B"] and more is not None and more[:3] == measured  # reused, the order goes on
+    more = measure(_case(20.0), "tg_tps", 8, _build("a"))
+    # pair 4 ends the first block (B booted first, A later); before the second, tonight's build is booted again
+    # after A and warmed up twice, its pairs going on in the same A B / B A order
+    assert boots == ["B"]
+    assert order == ["B", "A", "B2", "B2", "A", "B2", "B2", "A", "A", "B2", "B2", "A"]
+    assert more is not None and more[:3] == measured  # reused, the order goes on
     order.clear()
-    assert measure(_case(20.0), "pp_tps", 5, _build("a")) is not None and order == []  # the case's other cell
-    assert watched == ["start", "end", "start", "end"]  # one window per batch measured, none when nothing is
+    assert measure(_case(20.0), "pp_tps", 8, _build("a")) is not None and order == []  # the case's other cell
+    measure(_case(20.0), "tg_tps", 12, _build("a"))
+    assert boots == ["B", "A"]  # the third block: now A, booted earlier than B2, is booted again
+    assert watched == ["start", "end"] * 4  # one window per block measured, none when nothing is
+
+
+def test_pairs_beside_a_server_given_by_url_keep_their_boots_and_say_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    order = runs_by_client(monkeypatch)
+    said: list[str] = []
+
+    def never(build: BuildRef) -> object:
+        raise AssertionError("A was booted again though B cannot be")
+
+    beside = pairs.Beside(lambda build: "A", never, lambda: "B", None)  # type: ignore[arg-type]
+    measure = pairs.interleaved_pairs(beside, "m", watch=nullcontext, say=said.append)
+    assert measure(_case(20.0), "tg_tps", 8, _build("a")) is not None
+    assert order[4:] == ["A", "B", "B", "A"] * 4
+    assert said == ["m: tonight's server is not ours to boot again: the boots' order is not swapped"]
 
 
 def test_a_failed_cell_back_on_its_confirmed_build_passes_without_pairing_the_build_with_itself(

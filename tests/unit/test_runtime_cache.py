@@ -56,6 +56,16 @@ def test_a_companion_counts_as_used_when_its_overlay_was_and_goes_only_after_its
     assert [r.name for r in eviction_plan(runtimes, 0, NOW)] == ["overlay-old", "other", "overlay-new", "companion"]
 
 
+def test_a_cells_last_confirmed_build_and_its_companion_stay_however_old() -> None:
+    runtimes = [
+        cached("companion", 3, 60),
+        cached("confirmed-overlay", 0.7, 50, companion="companion"),
+        cached("stale", 3, 5),
+    ]
+    plan = eviction_plan(runtimes, 0, NOW, keep=frozenset({"confirmed-overlay"}))
+    assert [r.name for r in plan] == ["stale"]
+
+
 def make_runtime(runtimes: Path, name: str, mib: int, days_ago: float, companion: str | None = None) -> Path:
     """A runtime folder as install_runtime leaves it, made `days_ago` before NOW."""
     root = runtimes / name

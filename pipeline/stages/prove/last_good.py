@@ -6,7 +6,6 @@ image tag derived from the lock), so the same build on two nights has one name a
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -39,6 +38,59 @@ def candidate_of(build: BuildRef, profile: Profile) -> Candidate | None:
     return Candidate(profile, runtime=runtime) if runtime is not None else None
 
 
+class LastGoodServers:
+    """The last confirmed builds beside tonight's: each booted on first demand and kept serving until the night's
+    stack closes, or booted again (its earlier boot stopped first) when the pairs swap which server is the newer."""
+
+    def __init__(
+        self, entry: ModelEntry, profile: Profile, stack: ExitStack, *, cache_dir: Path, log_dir: Path, say: Say
+    ) -> None:
+        self.entry, self.profile, self.cache_dir, self.log_dir, self.say = entry, profile, cache_dir, log_dir, say
+        self._served: dict[str, tuple[OpenAIClient, ExitStack] | None] = {}
+        self._boots = 0
+        stack.callback(self._stop_all)
+
+    def __call__(self, build: BuildRef) -> OpenAIClient | None:
+        """The build's server, booted on first demand; None when it cannot be served (said why)."""
+        if build.id not in self._served:
+            self._served[build.id] = self._boot(build, "beside tonight's")
+        served = self._served[build.id]
+        return served[0] if served is not None else None
+
+    def again(self, build: BuildRef) -> OpenAIClient | None:
+        """A new boot of the build, its earlier one stopped first; None when it cannot be served (said why)."""
+        earlier = self._served.pop(build.id, None)
+        if earlier is not None:
+            earlier[1].close()
+        self._served[build.id] = self._boot(build, "again, its earlier boot stopped")
+        served = self._served[build.id]
+        return served[0] if served is not None else None
+
+    def _boot(self, build: BuildRef, how: str) -> tuple[OpenAIClient, ExitStack] | None:
+        candidate = candidate_of(build, self.profile)
+        if candidate is None:
+            self.say(f"{self.entry.id}: the last confirmed build {build.describe()} is gone from {build.ref}; no pairs")
+            return None
+        self.say(f"{self.entry.id}: booting the last confirmed build {build.describe()} {how}")
+        self._boots += 1
+        logs = self.log_dir / ("last-good" if self._boots == 1 else f"last-good-{self._boots}")
+        own = ExitStack()
+        try:
+            server = own.enter_context(
+                boot(self.entry, candidate, cache_dir=self.cache_dir, log_dir=logs, say=self.say)
+            )
+        except (EngineError, ProcessError) as exc:
+            own.close()
+            self.say(f"{self.entry.id}: the last confirmed build {build.describe()} did not boot: {exc}")
+            return None
+        return server.client, own
+
+    def _stop_all(self) -> None:
+        for served in self._served.values():
+            if served is not None:
+                served[1].close()
+
+
 def last_good_server(
     entry: ModelEntry,
     profile: Profile,
@@ -47,28 +99,6 @@ def last_good_server(
     cache_dir: Path,
     log_dir: Path,
     say: Say,
-) -> Callable[[BuildRef], OpenAIClient | None]:
+) -> LastGoodServers:
     """Boots a build on first demand and keeps it serving until `stack` closes; None when it cannot be served."""
-    served: dict[str, OpenAIClient | None] = {}
-
-    def serve(build: BuildRef) -> OpenAIClient | None:
-        if build.id in served:
-            return served[build.id]
-        candidate = candidate_of(build, profile)
-        if candidate is None:
-            say(f"{entry.id}: the last confirmed build {build.describe()} is gone from {build.ref}; no pairs")
-            served[build.id] = None
-            return None
-        say(f"{entry.id}: booting the last confirmed build {build.describe()} beside tonight's")
-        try:
-            server = stack.enter_context(
-                boot(entry, candidate, cache_dir=cache_dir, log_dir=log_dir / "last-good", say=say)
-            )
-        except (EngineError, ProcessError) as exc:
-            say(f"{entry.id}: the last confirmed build {build.describe()} did not boot: {exc}")
-            served[build.id] = None
-            return None
-        served[build.id] = server.client
-        return server.client
-
-    return serve
+    return LastGoodServers(entry, profile, stack, cache_dir=cache_dir, log_dir=log_dir, say=say)

@@ -1,6 +1,6 @@
 """Performance judgement on the real CPU engine: no alarm on identical reruns, a CPU hog during measurement makes the
 cells INCONCLUSIVE and keeps them out of history. (A planted slowdown is caught through the whole nightly in
-tests/integration/test_nightly_real.py; a build paired with a second copy of itself in test_bench_pair_with.py.)
+tests/integration/test_nightly_real.py; a build paired with a second copy of itself in test_side_by_side_pairs.py.)
 """
 
 from __future__ import annotations

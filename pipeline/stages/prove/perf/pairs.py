@@ -1,15 +1,17 @@
 """Measuring pairs of A (the last confirmed build) and B (tonight's) on one host: side by side, or boots in turn.
 
-Side by side, A and B are one server each and measured run for run, A B then B A...; in turns (a host that holds
-one server), each pair is a boot of A and a boot of B next to each other in time, in alternating order, every
-boot a new one: the boot pair's difference carries both boots' own offsets, so tonight's boots measure the boot
-spread that the side-by-side pairs can only be told.
+Side by side, A and B are one server each and measured run for run, A B then B A..., in blocks between which the
+server booted earlier is booted again, so the later boot changes sides and the boots' order cancels; in turns (a
+host that holds one server), each pair is a boot of A and a boot of B next to each other in time, in alternating
+order, every boot a new one: the boot pair's difference carries both boots' own offsets, so tonight's boots measure
+the boot spread that the side-by-side pairs can only be told.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import Any
 
 from pipeline.detect.boots import BootPair
@@ -27,40 +29,100 @@ RUNS_PER_BOOT = 3
 WARMUP_RUNS = 2
 
 
-def interleaved_pairs(
-    serve: Callable[[BuildRef], OpenAIClient | None], candidate: OpenAIClient, model: str, *, watch: Watch
-) -> PairedMeasure:
-    """Measure A (served on demand by `serve`) and the candidate B run for run, per case: A B, B A, A B, ...
+# Side by side, a case's pairs come in blocks of PAIRS_PER_BLOCK. Before each block after a case's first, the server
+# booted earlier is replaced by a new boot of its build, so the later boot is A in one block and B in the next: an
+# order effect (the later of two boots measuring a few per cent faster, as on an AMX Xeon) cancels in the case's
+# mean instead of counting against tonight's build, which is always booted first. CONFIRM_PAIRS is two blocks.
+PAIRS_PER_BLOCK = 4
 
-    Alternating the order in each pair cancels a slow drift within the night (a warming host, a
-    filling cache); the shared host state of the night cancels in each ratio. Pairs already measured
-    for a case are reused when more are asked. Each batch of pairs is one health window (`watch`).
-    """
-    runs: dict[tuple[str, str], list[tuple[RunSample, RunSample]]] = {}
-    sides: dict[str, tuple[OpenAIClient, PromptMaker, float]] = {}
 
-    def side(name: str, client: OpenAIClient) -> tuple[OpenAIClient, PromptMaker, float]:
-        if name not in sides:
-            sides[name] = (client, PromptMaker(client, model), latency_estimate(client))
-        return sides[name]
+@dataclass(frozen=True)
+class Beside:
+    """A (the last confirmed build) and B (tonight's) served side by side, each bootable again."""
 
-    def measure(result: CaseResult, metric: str, wanted: int, last_good: BuildRef) -> list[tuple[float, float]] | None:
-        served = serve(last_good)
-        if served is None:
-            return None
+    serve_a: Callable[[BuildRef], OpenAIClient | None]  # A's server, booted on first demand; None: it cannot serve
+    again_a: Callable[[BuildRef], OpenAIClient | None]  # a new boot of A, its earlier one stopped
+    tonight: Callable[[], OpenAIClient]
+    again_b: Callable[[str], OpenAIClient] | None  # a new boot of B; None: not ours to boot (bench --url)
+
+
+@dataclass
+class _Servers:
+    """The two servers a build's pairs measure now, and which of them was booted later."""
+
+    a: Side
+    b: Side
+    later: str  # "a" or "b"
+
+
+class _SideBySide:
+    """PairedMeasure for servers side by side: see interleaved_pairs."""
+
+    def __init__(self, beside: Beside, model: str, *, watch: Watch, say: Say) -> None:
+        self.beside, self.model, self.watch, self.say = beside, model, watch, say
+        self.runs: dict[tuple[str, str], list[tuple[RunSample, RunSample]]] = {}
+        self.servers: dict[str, _Servers] = {}
+        self.unswapped_said = False
+
+    def __call__(
+        self, result: CaseResult, metric: str, wanted: int, last_good: BuildRef
+    ) -> list[tuple[float, float]] | None:
         case = (result.pp_cell, result.tg_cell)
-        a, b = side(f"a:{last_good.id}", served), side("b", candidate)
-        done = runs.setdefault((last_good.id, result.pp_cell.name), [])
-        if len(done) < wanted:  # the case's other cell asks for pairs already measured: nothing to watch
-            with watch():
-                if not done:
-                    for client, prompts, latency in (a, b, a, b):  # two warm-ups each, not kept: A was just booted
-                        measure_run(client, model, case, prompts=prompts, latency_s=latency)
-                while len(done) < wanted:
-                    done.append(measure_pair(a, b, model, case, a_first=pair_order(len(done))))
+        now = self.servers.get(last_good.id)
+        fresh: tuple[Side, ...] = ()
+        if now is None:
+            served = self.beside.serve_a(last_good)
+            if served is None:
+                return None
+            now = self.servers[last_good.id] = _Servers(self._side(served), self._side(self.beside.tonight()), "a")
+            fresh = (now.a, now.b)
+        done = self.runs.setdefault((last_good.id, result.pp_cell.name), [])
+        while len(done) < wanted:
+            if done and len(done) % PAIRS_PER_BLOCK == 0:  # a new block: the later boot changes sides
+                rebooted = self._swap(now, last_good)
+                if rebooted is None:
+                    return None
+                fresh = rebooted
+            block_end = min(wanted, (len(done) // PAIRS_PER_BLOCK + 1) * PAIRS_PER_BLOCK)
+            with self.watch():
+                for client, prompts, latency in (*fresh, *fresh):  # two warm-ups of a new boot, not kept
+                    measure_run(client, self.model, case, prompts=prompts, latency_s=latency)
+                fresh = ()
+                while len(done) < block_end:
+                    done.append(measure_pair(now.a, now.b, self.model, case, a_first=pair_order(len(done))))
         return [(ra.metric(metric), rb.metric(metric)) for ra, rb in done[:wanted]]
 
-    return measure
+    def _side(self, client: OpenAIClient) -> Side:
+        return client, PromptMaker(client, self.model), latency_estimate(client)
+
+    def _swap(self, now: _Servers, last_good: BuildRef) -> tuple[Side, ...] | None:
+        """The earlier-booted server booted again: the new boot's side to warm (none when B is not ours to boot), or
+        None when A did not boot again."""
+        if self.beside.again_b is None:
+            if not self.unswapped_said:
+                self.unswapped_said = True
+                self.say(f"{self.model}: tonight's server is not ours to boot again: the boots' order is not swapped")
+            return ()
+        if now.later == "a":
+            self.say(f"{self.model}: tonight's build booted again, after A's boot, so the later boot changes sides")
+            now.b, now.later = self._side(self.beside.again_b("pairs: the later boot changes sides")), "b"
+            return (now.b,)
+        client = self.beside.again_a(last_good)
+        if client is None:
+            return None
+        now.a, now.later = self._side(client), "a"
+        return (now.a,)
+
+
+def interleaved_pairs(beside: Beside, model: str, *, watch: Watch, say: Say) -> PairedMeasure:
+    """Measure A and the candidate B run for run, per case: A B, B A, A B, ... in blocks whose later-booted server
+    alternates (PAIRS_PER_BLOCK).
+
+    Alternating the order in each pair cancels a slow drift within the night (a warming host, a filling cache);
+    swapping the later boot block by block cancels the boots' order; the shared host state of the night cancels in
+    each ratio. Pairs already measured for a case are reused when more are asked. A block, with the warm-ups of a
+    new boot, is one health window (`watch`); boots are made outside any window."""
+    return _SideBySide(beside, model, watch=watch, say=say)
 
 
 # A health window over a measurement (health.watched): raises HostUnhealthy at its end if foreign load spoiled it.

@@ -22,7 +22,7 @@ from pipeline.stages.prove.last_good import last_good_server
 from pipeline.stages.prove.perf.judge import PerfContext, judge_results
 from pipeline.stages.prove.perf.measure import CaseResult, case_spec, run_bench
 from pipeline.stages.prove.perf.paired import CellOutcome, InTurn, PairedMeasure
-from pipeline.stages.prove.perf.pairs import boots_in_turn, interleaved_pairs
+from pipeline.stages.prove.perf.pairs import Beside, boots_in_turn, interleaved_pairs
 from pipeline.stages.prove.perf.turns import Turns
 
 
@@ -90,7 +90,9 @@ def measure_and_judge(  # noqa: PLR0913 -- the perf stage's inputs, by keyword (
             paired = boots_in_turn(turns, entry.served_model_name, entry.bench.cases(), watch=watch, say=say)
         else:
             serve = last_good_server(entry, profile, last_good, cache_dir=cache_dir, log_dir=log_dir, say=say)
-            paired = interleaved_pairs(serve, tonight(), entry.served_model_name, watch=watch)
+            again_b = turns.fresh_tonight if turns is not None else None  # a server given by URL is not ours
+            beside = Beside(serve, serve.again, tonight, again_b)
+            paired = interleaved_pairs(beside, entry.served_model_name, watch=watch, say=say)
         outcomes = judge_results(
             results, thresholds, ctx, health_before=before, health_after=after, remeasure=remeasure, paired=paired
         )
