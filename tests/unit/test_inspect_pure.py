@@ -8,7 +8,8 @@ import pytest
 
 from pipeline.infra.fatbin import Image, Inventory, _parse_headers
 from pipeline.stages.build.arch_rules import cubin_runs_on, platform_problem, ptx_runs_on
-from pipeline.stages.build.inspect import CubinSet, Target, cubin_note, judge_library
+from pipeline.stages.build.inspect import CubinSet, Target, WheelReport, companion_notes, cubin_note, judge_library
+from pipeline.status import Status
 
 SPARK = Target(True, "sm_121a", (13, 0), "2.13.0", "linux_aarch64", (2, 39))
 
@@ -147,3 +148,21 @@ def test_bare_cubins_are_counted_and_those_that_cannot_load_are_left_to_the_jit(
         "3 cubins (sm_100a 2, sm_120f 1): 1 load on sm_121a; the kernels of the other 2 are JIT-compiled at first "
         "use (FlashInfer's JIT, which needs nvcc in the runtime)"
     )
+
+
+def _report(name: str, version: str) -> WheelReport:
+    return WheelReport(f"{name}-{version}.whl", name, version, Status.PASS, (), (), ())
+
+
+def test_flashinfer_without_an_aot_kernel_wheel_runs_on_jit_and_the_inspection_says_so() -> None:
+    (note,) = companion_notes([_report("vllm", "0.26.0"), _report("flashinfer-python", "0.6.14")])
+    assert note.startswith("flashinfer-python 0.6.14 has no AOT kernel wheel tonight (flashinfer-cubin, ")
+    assert "every FlashInfer kernel is JIT-compiled at first use" in note and "each boot's time includes it" in note
+    with_kernels = [_report("flashinfer-python", "0.6.14"), _report("flashinfer-cubin", "0.6.14")]
+    assert companion_notes(with_kernels) == []  # its own version's kernels: nothing to say
+    other = companion_notes([_report("flashinfer-python", "0.6.14"), _report("flashinfer-cubin", "0.6.13")])
+    assert other == [
+        "flashinfer-cubin 0.6.13 beside flashinfer-python 0.6.14: FlashInfer ignores a companion of another version, "
+        "so these kernels are JIT-compiled at first use"
+    ]
+    assert companion_notes([_report("vllm", "0.26.0")]) == []  # no FlashInfer built tonight

@@ -43,6 +43,7 @@ def render_summary(run: Mapping[str, Any], outcomes: Sequence[Outcome]) -> str:
         reason = outcome.reason.replace("|", "\\|").replace("\n", " ")
         status, took = outcome.status.value, f"{outcome.duration_s:.0f} s"
         lines.append(f"| {outcome.entry}{required} | {status} | {outcome.stage} | {reason} | {took} |")
+    lines += _build_section(run)
     lines += _gap_section(outcomes)
     lines += _boots_section(outcomes)
     if run.get("suspects"):
@@ -76,6 +77,16 @@ def _bisection_section(bisection: Mapping[str, Any]) -> list[str]:
         detail = str(step["detail"]).replace("|", "\\|").replace("\n", " ")
         built = str(step["build"] or "-").replace("|", "\\|")
         lines.append(f"| {number} | {subject} | {built} | {step['seconds']:.0f} s | {step['verdict']} | {detail} |")
+    return lines
+
+
+def _build_section(run: Mapping[str, Any]) -> list[str]:
+    """Tonight's build, a line a source (overlay or native, and why), then what the wheels' inspection noted."""
+    if not run.get("builds"):
+        return []
+    lines = ["", "## Tonight's build", ""]
+    lines += [f"- {b['family']}: {b['kind']}: {b['why']}" for b in run["builds"]]
+    lines += [f"- note: {note}" for note in run.get("wheel_notes", [])]
     return lines
 
 

@@ -135,20 +135,29 @@ def inspect_wheels(
     problems.extend(f"no wheel of {family}" for family in families if family not in names)
     statuses = [r.status for r in reports] + [Status.FAIL] * bool(problems)
     status = worst(statuses) if statuses else Status.FAIL
-    notes = tuple(_companion_notes(reports))
+    notes = tuple(companion_notes(reports))
     return ArtifactReport(status, tuple(reports), tuple(problems or (["no wheels"] if not reports else [])), notes)
 
 
-def _companion_notes(reports: Sequence[WheelReport]) -> list[str]:
+AOT_KERNEL_WHEELS = ("flashinfer-cubin", "flashinfer-jit-cache")
+
+
+def companion_notes(reports: Sequence[WheelReport]) -> list[str]:
     """FlashInfer loads its cubin and jit-cache wheels only at exactly its own version (flashinfer/jit/env.py):
-    another version is ignored with a warning, and its kernels are JIT-compiled or downloaded instead."""
+    another version is ignored with a warning, and its kernels are JIT-compiled or downloaded instead. Without any
+    of them, every kernel is JIT-compiled: the night runs on JIT, and says so."""
     versions = {r.name: r.version for r in reports}
     python = versions.get("flashinfer-python")
+    if python and not any(name.startswith(AOT_KERNEL_WHEELS) for name in versions):
+        return [
+            f"flashinfer-python {python} has no AOT kernel wheel tonight ({', '.join(AOT_KERNEL_WHEELS)}): every "
+            "FlashInfer kernel is JIT-compiled at first use (nvcc in the runtime), so each boot's time includes it"
+        ]
     return [
         f"{name} {version} beside flashinfer-python {python}: FlashInfer ignores a companion of another version, "
         "so these kernels are JIT-compiled at first use"
         for name, version in sorted(versions.items())
-        if python and name.startswith(("flashinfer-cubin", "flashinfer-jit-cache")) and version != python
+        if python and name.startswith(AOT_KERNEL_WHEELS) and version != python
     ]
 
 
