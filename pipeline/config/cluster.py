@@ -20,6 +20,20 @@ DEFAULT_RAY_PORT = 6379
 PLACEHOLDER_DOMAINS = (".example", ".invalid")
 DOCUMENTATION_NETWORKS = tuple(ipaddress.ip_network(n) for n in ("192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24"))
 ONE_HOST_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
+# What the launch sets on each node from its interconnect (cluster_launch.interconnect_env): a node's own `env` may
+# not set these, so the fast link is chosen by the product, never by a variable left over
+INTERCONNECT_VARIABLES = frozenset(
+    {
+        "VLLM_HOST_IP",
+        "NCCL_SOCKET_IFNAME",
+        "GLOO_SOCKET_IFNAME",
+        "TP_SOCKET_IFNAME",
+        "UCX_NET_DEVICES",
+        "NCCL_IB_HCA",
+        "NCCL_IB_DISABLE",
+        "RAY_memory_monitor_refresh_ms",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -31,6 +45,9 @@ class Node:
     address: str  # where Ray listens on this host (--node-ip-address) and VLLM_HOST_IP
     rdma: tuple[str, ...] = ()  # the RDMA devices of that port (NCCL_IB_HCA); none: NCCL over TCP sockets
     cache_dir: str | None = None  # paths.cache on this host, when it differs from the runner's
+    # variables of this host's processes (Ray, and the API server on the head): the GPU it serves with
+    # (CUDA_VISIBLE_DEVICES where two hosts share one machine), NCCL settings its machine needs
+    env: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -62,6 +79,7 @@ def build_cluster(doc: Document) -> Cluster:
             address=raw["interconnect"]["address"],
             rdma=_devices(raw["interconnect"].get("rdma")),
             cache_dir=os.path.expanduser(raw["cache_dir"]) if "cache_dir" in raw else None,
+            env=tuple(sorted((str(k), str(v)) for k, v in raw.get("env", {}).items())),
         )
         for raw in data["nodes"]
     )
@@ -118,5 +136,16 @@ def cluster_issues(doc: Document, cluster: Cluster, profiles: Sequence[str]) -> 
                 if index == 0
                 else f"'{node.cache_dir}' is not an absolute path: write the node's paths.cache in full",
             )
+        yield from _env_issues(doc, index, node)
         seen_names.setdefault(node.name, index)
         seen_addresses.setdefault(node.address, index)
+
+
+def _env_issues(doc: Document, index: int, node: Node) -> Iterator[ConfigIssue]:
+    for name, _value in node.env:
+        if name in INTERCONNECT_VARIABLES:
+            yield doc.issue(
+                ("nodes", index, "env", name),
+                f"{name} is set by the launch from this node's interconnect: remove it here (the fast link is "
+                "named by interconnect.interface and interconnect.address)",
+            )

@@ -78,9 +78,10 @@ class ClusterPlan:
         return self.container if index == 0 else f"{self.container}-worker{index}"
 
     def node_env(self, index: int) -> dict[str, str]:
-        """The variables of one node: the launch's, then what points Ray, NCCL, Gloo and UCX at the fast link."""
+        """The variables of one node: the launch's, the node's own (cluster.yaml), then what points Ray, NCCL, Gloo
+        and UCX at the fast link."""
         node = self.nodes[index].node
-        return dict(self.env) | interconnect_env(node)
+        return dict(self.env) | dict(node.env) | interconnect_env(node)
 
     def env_path(self, index: int) -> str:
         return f"{self.nodes[index].work_dir(self.name(index))}/env"
@@ -114,7 +115,8 @@ class ClusterPlan:
                 lines.append(f"# weights on {shell.node.name}: sha256sum -c (the head's hashes) in {folder}")
                 lines.append(f"#   if any differs: {shlex.join(ship_folder(self.head, shell, self.weights))}")
         for index, shell in enumerate(self.nodes):
-            variables = " ".join(f"{k}={v}" for k, v in sorted(interconnect_env(shell.node).items()))
+            own = dict(shell.node.env) | interconnect_env(shell.node)
+            variables = " ".join(f"{k}={v}" for k, v in sorted(own.items()))
             lines.append(f"# {shell.node.name}: {variables} (with the launch's, in {self.env_path(index)})")
             role = "Ray head" if index == 0 else "Ray worker"
             lines.append(f"# {role} on {shell.node.name}, listening on {shell.node.address}:")

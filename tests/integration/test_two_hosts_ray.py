@@ -74,11 +74,16 @@ def _configuration(tmp_path: Path, hosts: TwoHosts, engine: CpuEngine) -> dict[s
         "profile": "cpu",
         "ssh_config": str(hosts.ssh_config),
         "nodes": [
-            {"name": "spark-a", "interconnect": {"interface": FAST_IFACE, "address": hosts.fast_a}},
+            {
+                "name": "spark-a",
+                "interconnect": {"interface": FAST_IFACE, "address": hosts.fast_a},
+                "env": NODE_ENV | {HOST_MARK: "spark-a"},
+            },
             {
                 "name": "spark-b",
                 "interconnect": {"interface": FAST_IFACE, "address": hosts.fast_b},
                 "cache_dir": str(tmp_path / "worker-cache"),
+                "env": NODE_ENV | {HOST_MARK: "spark-b"},
             },
         ],
     }
@@ -90,6 +95,25 @@ def _configuration(tmp_path: Path, hosts: TwoHosts, engine: CpuEngine) -> dict[s
         "SPARK_NIGHTLY_PATHS_STATE": str(tmp_path / "state"),
         "SPARK_NIGHTLY_PATHS_CACHE": str(engine.cache_dir),
     }
+
+
+# What a two-GPU machine's hosts must set in every process (NVLink multicast off), and a mark of each host's own: the
+# node's `env` of cluster.yaml reaches its Ray processes, across ssh on the worker
+NODE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+HOST_MARK = "TWO_HOSTS_TEST_NODE"
+
+
+def _ray_environments(ns: str) -> list[dict[str, str]]:
+    """The environment of each Ray daemon (raylet, gcs_server) running in namespace `ns`."""
+    found = []
+    for pid, name in named_pids(ns):
+        if name in ("raylet", "gcs_server"):
+            try:
+                raw = Path(f"/proc/{pid}/environ").read_bytes()
+            except OSError:
+                continue
+            found.append(dict(item.split("=", 1) for item in raw.decode(errors="replace").split("\0") if "=" in item))
+    return found
 
 
 def _left_in(hosts: TwoHosts) -> list[str]:
@@ -166,6 +190,13 @@ def test_the_cluster_comes_up_over_the_fast_link_and_ctrl_c_stops_it_on_both_hos
             between = [(a, b) for a, b in ray if not (a.startswith("127.") or b.startswith("127."))]
             assert between and all(a.rsplit(":", 1)[0] in (hosts.fast_a, hosts.fast_b) for a, _ in between), between
             assert all(b.rsplit(":", 1)[0] in (hosts.fast_a, hosts.fast_b) for _, b in between), between
+        # each host's Ray runs with that host's own variables from cluster.yaml, the fast link's beside them
+        for ns, host, address in ((hosts.head_ns, "spark-a", hosts.fast_a), (hosts.worker_ns, "spark-b", hosts.fast_b)):
+            daemons = _ray_environments(ns)
+            assert daemons, f"no Ray daemon in {ns}"
+            for environ in daemons:
+                assert environ.get(HOST_MARK) == host and environ.get("VLLM_HOST_IP") == address, (ns, environ)
+                assert all(environ.get(k) == v for k, v in NODE_ENV.items()), (ns, environ)
         driver.send_signal(signal.SIGINT)  # Ctrl-C on the head
         try:
             code = driver.wait(120)

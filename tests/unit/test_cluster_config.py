@@ -49,6 +49,22 @@ def test_a_sound_cluster_reaches_its_profile_and_only_it(tmp_path: Path) -> None
     assert config.matrix.profiles["cpu"].cluster is None
 
 
+def test_two_hosts_on_one_machine_each_get_their_own_gpu_through_their_env(tmp_path: Path) -> None:
+    nvls_off = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+    nodes = [
+        _node("gpu-a", "10.77.0.1") | {"env": {"CUDA_VISIBLE_DEVICES": "0"} | nvls_off},
+        _node("gpu-b", "10.77.0.2") | {"env": {"CUDA_VISIBLE_DEVICES": "1"} | nvls_off},
+    ]
+    cluster = (
+        load_config(_config(tmp_path, {"version": 1, "profile": "spark", "nodes": nodes}))
+        .matrix.profiles["spark"]
+        .cluster
+    )
+    assert cluster is not None
+    assert [dict(n.env)["CUDA_VISIBLE_DEVICES"] for n in cluster.nodes] == ["0", "1"]
+    assert all(dict(n.env)["NCCL_NVLS_ENABLE"] == "0" for n in cluster.nodes)
+
+
 def test_no_cluster_file_leaves_the_cluster_entries_to_be_skipped(tmp_path: Path) -> None:
     paths = _config(tmp_path, {})
     (tmp_path / "cluster.yaml").unlink()
@@ -67,6 +83,12 @@ def test_no_cluster_file_leaves_the_cluster_entries_to_be_skipped(tmp_path: Path
         ([_node("a", "192.168.177.11") | {"cache_dir": "/c"}, _node("b", "192.168.177.12")], "remove cache_dir"),
         ([_node("a", "192.168.177.11"), _node("b", "192.168.177.12") | {"cache_dir": "c"}], "not an absolute path"),
         ([_node("a", "192.168.177.11", rdma="mlx5_0,mlx5_1"), _node("b", "192.168.177.12")], "rdma"),
+        (
+            [_node("a", "192.168.177.11") | {"env": {"NCCL_SOCKET_IFNAME": "eth0"}}, _node("b", "192.168.177.12")],
+            "nodes[0].env.NCCL_SOCKET_IFNAME: NCCL_SOCKET_IFNAME is set by the launch from this node's interconnect",
+        ),
+        ([_node("a", "192.168.177.11") | {"env": {"-x": "1"}}, _node("b", "192.168.177.12")], "nodes[0].env"),
+        ([_node("a", "192.168.177.11") | {"env": {"CUDA_VISIBLE_DEVICES": 0}}, _node("b", "192.168.177.12")], "env"),
     ],
 )
 def test_validate_refuses_a_cluster_that_cannot_be_two_hosts_on_a_link(

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.config.cluster import Cluster, Node
+from pipeline.config.cluster import INTERCONNECT_VARIABLES, Cluster, Node
 from pipeline.config.matrix import BenchSpec, Launch, ModelEntry, Profile, TorchExpectation
 from pipeline.errors import EngineError
 from pipeline.infra.cluster_launch import interconnect_env
@@ -211,6 +211,30 @@ def test_the_ray_plan_is_a_sequence_that_ships_checks_and_joins_before_it_serves
 def test_a_node_without_rdma_runs_nccl_over_the_links_sockets() -> None:
     tcp = Node("b", "eth9", "10.0.0.2")
     assert interconnect_env(tcp)["NCCL_IB_DISABLE"] == "1" and "NCCL_IB_HCA" not in interconnect_env(tcp)
+
+
+def test_the_variables_a_node_may_not_set_are_every_one_the_launch_sets_from_its_interconnect() -> None:
+    for node in (Node("b", "eth9", "10.0.0.2"), Node("a", "enp1s0f1np1", "10.0.0.1", rdma=("rocep1s0f1",))):
+        assert set(interconnect_env(node)) <= INTERCONNECT_VARIABLES
+
+
+def test_each_node_runs_with_its_own_variables_and_the_fast_link_is_the_launchs() -> None:
+    nodes = (
+        Node("gpu-a", "veth-a", "10.77.0.1", env=(("CUDA_VISIBLE_DEVICES", "0"), ("NCCL_NVLS_ENABLE", "0"))),
+        Node("gpu-b", "veth-b", "10.77.0.2", env=(("CUDA_VISIBLE_DEVICES", "1"), ("NCCL_NVLS_ENABLE", "0"))),
+    )
+    cluster = Cluster("spark", nodes, "cluster.yaml")
+    entry = _entry(launch=Launch("ray"), topology="cluster", nodes=2, serve={"tensor_parallel_size": 2})
+    profile = replace(SPARK, cluster=cluster)
+    runtime = ContainerRuntime("img:1", "/hf")
+    plan = ray_plan(entry, profile, runtime=runtime, model_ref="m", port=1, container="c", cache_dir="/c")
+    assert plan.cluster is not None
+    head, worker = plan.cluster.node_env(0), plan.cluster.node_env(1)
+    assert (head["CUDA_VISIBLE_DEVICES"], worker["CUDA_VISIBLE_DEVICES"]) == ("0", "1")
+    assert head["NCCL_NVLS_ENABLE"] == worker["NCCL_NVLS_ENABLE"] == "0"
+    assert (head["NCCL_SOCKET_IFNAME"], worker["NCCL_SOCKET_IFNAME"]) == ("veth-a", "veth-b")
+    assert plan.env["CUDA_VISIBLE_DEVICES"] == "0"  # the API server runs on the head, with the head's GPU
+    assert "# gpu-b: CUDA_VISIBLE_DEVICES=1 " in "\n".join(plan.cluster.render())
 
 
 def test_a_ray_entry_on_a_runner_without_a_cluster_says_where_the_cluster_goes() -> None:
