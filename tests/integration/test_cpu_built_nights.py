@@ -171,14 +171,15 @@ def test_a_night_whose_main_alone_is_slower_names_the_guilty_commit_by_its_pairs
     run = _run(place)
     entry = json.loads((run / "entries" / f"{CPU_ENTRY}.json").read_text())
     assert (entry["status"], entry["stage"]) == ("FAIL", "perf"), entry["reason"]
-    assert entry["numbers"]["cells"]["tg32"]["status"] == "FAIL", entry["numbers"]["cells"]["tg32"]
+    assert re.search(r"tg32: [0-9.]+x the last confirmed build over \d+ pairs, FAIL", entry["reason"]), entry["reason"]
     found = json.loads((run / "culprit" / "bisect.json").read_text())
     assert found["first_bad"]["sha"] == day[18] and found["first_bad_pr"] == 32019, found
     built = [s for s in found["steps"] if s["verdict"] != "SKIPPED"]
     assert 0 < len(built) <= 7, found["steps"]
     assert all(re.fullmatch(r"vllm: (cached overlay|overlay \(\d+ s\))", s["build"]) for s in built), found["steps"]
-    failed = [s for s in built if s["verdict"] == "FAIL"]
-    assert failed and all("the last confirmed build" in s["detail"] for s in failed), failed  # decided by pairs
+    # tonight's FAIL opened the cell's regression: a step that still measures below the accepted nights FAILs as it
+    # is, and one that does not is PASSed only by its pairs against the last confirmed build
+    assert {s["verdict"] for s in built} == {"PASS", "FAIL"}, found["steps"]
     summary = json.loads((run / "run.json").read_text())
     assert (
         f"first bad commit of vllm main: {day[18][:12]}" in summary["suspects"] and "PR #32019" in summary["suspects"]
