@@ -455,7 +455,10 @@ def _build_summary(run: RunDir) -> dict[str, Any]:
         return {}
     builds = json.loads(run.build_record.read_text())["builds"]
     notes = json.loads(run.inspection.read_text()).get("notes", [])
-    summary = [{"family": b["family"], "kind": b["kind"], "why": b["why"]} for b in builds]
+    # a record written before builds said their kind and why (a run resumed across versions) still reports
+    summary = [
+        {"family": b.get("family", "?"), "kind": b.get("kind", "build"), "why": b.get("why", "")} for b in builds
+    ]
     return {"builds": summary, "wheel_notes": notes}
 
 

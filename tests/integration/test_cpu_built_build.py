@@ -64,7 +64,7 @@ def test_python_prs_build_an_overlay_on_the_pinned_natives_and_native_ones_are_d
     assert native_members(wheel) == native_members(base)  # every native member is the base's, byte for byte
     with zipfile.ZipFile(wheel) as archive:
         core = archive.read("vllm/v1/engine/core.py").decode()
-        assert "time.sleep(0.008)" in core  # tonight's Python: the grafted PR's change is in the wheel
+        assert "time.sleep(0.025)" in core  # tonight's Python: the grafted PR's change is in the wheel
         assert "README.md" not in archive.namelist()
     inspection = json.loads((place.runs / "tonight" / "inspect.json").read_text())
     assert inspection["status"] == "PASS", inspection

@@ -85,7 +85,7 @@ def _build_section(run: Mapping[str, Any]) -> list[str]:
     if not run.get("builds"):
         return []
     lines = ["", "## Tonight's build", ""]
-    lines += [f"- {b['family']}: {b['kind']}: {b['why']}" for b in run["builds"]]
+    lines += [f"- {b['family']}: {b['kind']}" + (f": {b['why']}" if b["why"] else "") for b in run["builds"]]
     lines += [f"- note: {note}" for note in run.get("wheel_notes", [])]
     return lines
 
