@@ -27,7 +27,7 @@ from pipeline.infra.cpu_class import cpu_class
 from pipeline.infra.openai_client import OpenAIClient
 from pipeline.settings import from_environment
 from pipeline.stages.prove.boot import prepare_candidate, restartable
-from pipeline.stages.prove.last_good import last_good_server, runtime_build
+from pipeline.stages.prove.last_good import LastGoodServers, runtime_build
 from pipeline.stages.prove.perf.measure import CaseResult
 from pipeline.stages.prove.perf.pairs import Beside, interleaved_pairs
 
@@ -59,7 +59,7 @@ def main() -> None:
                     restartable(entry, candidate, cache_dir=cache, log_dir=logs / "b") as b,
                     ExitStack() as stack,
                 ):
-                    servers = last_good_server(entry, profile, stack, cache_dir=cache, log_dir=logs, say=print)
+                    servers = LastGoodServers(entry, profile, stack, cache_dir=cache, log_dir=logs, say=print)
 
                     def again_b(why: str) -> OpenAIClient:
                         b.stop()

@@ -441,25 +441,12 @@ def _stage_reports(state: NightRun) -> None:
         "suspects": findings.suspects if findings is not None else None,
         "culprits": findings.search.to_json() if findings is not None and findings.search is not None else None,
         "bisection": findings.bisection.to_json() if findings is not None and findings.bisection is not None else None,
-    } | _build_summary(plan.run)
+        "inspection": inspection_summary(plan.run),  # how tonight's build was made and what inspection noted
+    }
     write_reports(plan.run, run, state.outcomes)
     series = [s for e in plan.entries for s in _series_of(state, e.id)]
     state.report = plan.run.report
     write_atomically(state.report, render_html(run, state.outcomes, series))
-
-
-def _build_summary(run: RunDir) -> dict[str, Any]:
-    """What tonight's build was and what its inspection noted (a FlashInfer running on JIT, say); empty for a night
-    that installed a pinned runtime or crashed before its build."""
-    if not (run.build_record.exists() and run.inspection.exists()):
-        return {}
-    builds = json.loads(run.build_record.read_text())["builds"]
-    notes = json.loads(run.inspection.read_text()).get("notes", [])
-    # a record written before builds said their kind and why (a run resumed across versions) still reports
-    summary = [
-        {"family": b.get("family", "?"), "kind": b.get("kind", "build"), "why": b.get("why", "")} for b in builds
-    ]
-    return {"builds": summary, "wheel_notes": notes}
 
 
 def _stage_cache(state: NightRun) -> None:

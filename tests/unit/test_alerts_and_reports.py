@@ -118,7 +118,7 @@ def test_the_summary_says_what_tonights_build_was_and_what_its_inspection_noted(
     run = {"run_id": "r1", "night": "2026-11-27", "profile": "gpu-built", "verdict": "PASS", "publish": ""}
     jit = "flashinfer-python 0.6.14 has no AOT kernel wheel tonight (flashinfer-cubin, flashinfer-jit-cache): ..."
     why = "overlay on f80647f341b3: only Python changed (3 files)"
-    built = run | {"builds": [{"family": "vllm", "kind": "overlay", "why": why}], "wheel_notes": [jit]}
+    built = run | {"inspection": {"builds": [{"family": "vllm", "kind": "overlay", "why": why}], "notes": [jit]}}
     summary = render_summary(built, [Outcome("x", Status.PASS, "perf", "ok", True, 1.0)])
     assert (
         "## Tonight's build\n\n- vllm: overlay: overlay on f80647f341b3: only Python changed (3 files)\n"

@@ -9,8 +9,11 @@ import pytest
 
 from pipeline import nightly
 from pipeline.cli import main
-from pipeline.infra.files import sha256_of
 from pipeline.stages.aftermath.alert import PIPELINE_KEY
+from pipeline.stages.build.build_wheels import BuildResult
+from pipeline.stages.build.inspect import ArtifactReport, WheelReport
+from pipeline.stages.build.night_build import write_build_record, write_report
+from pipeline.status import Status
 from tests.wheelfactory import make_wheel
 
 PROBLEM = "vllm/_C.so: no image for sm_121a: cubins sm_90"
@@ -21,12 +24,14 @@ def refused_build(root: Path, run_id: str) -> Path:
     run_dir, wheels = root / "runs" / run_id, root / "wheels" / run_id
     run_dir.mkdir(parents=True)
     wheels.mkdir(parents=True)
-    wheel = make_wheel(wheels, "vllm", "0.27.2.dev1+g0123456.d20261121", {"_C.so": b"\x7fELF"})
-    build = {"wheels": [{"filename": wheel.name, "sha256": sha256_of(wheel), "size": wheel.stat().st_size}]}
-    (run_dir / "build.json").write_text(json.dumps({"version": 1, "builds": [build | {"family": "vllm"}]}))
+    version = "0.27.2.dev1+g0123456.d20261121"
+    wheel = make_wheel(wheels, "vllm", version, {"_C.so": b"\x7fELF"})
+    # the build record and the inspection as `build` writes them, by its own writers
+    built = BuildResult("vllm", "k" * 24, False, (wheel,), 1.0, 1.0, "native", "native build: no earlier build")
+    write_build_record(run_dir / "build.json", [built])
     (run_dir / "plan.json").write_text(json.dumps({"version": 1, "created": "2026-11-21T01:00:00Z", "sources": []}))
-    inspection = {"status": "FAIL", "problems": [], "wheels": [{"problems": [PROBLEM]}]}
-    (run_dir / "inspect.json").write_text(json.dumps(inspection))
+    refused = WheelReport(wheel.name, "vllm", version, Status.FAIL, (PROBLEM,), (), ())
+    write_report(run_dir / "inspect.json", ArtifactReport(Status.FAIL, (refused,), ()))
     return run_dir
 
 

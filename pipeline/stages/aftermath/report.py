@@ -81,12 +81,14 @@ def _bisection_section(bisection: Mapping[str, Any]) -> list[str]:
 
 
 def _build_section(run: Mapping[str, Any]) -> list[str]:
-    """Tonight's build, a line a source (overlay or native, and why), then what the wheels' inspection noted."""
-    if not run.get("builds"):
+    """Tonight's build, a line a source (overlay or native, and why), then what the wheels' inspection noted (the
+    night's publish.inspection_summary)."""
+    inspection = run.get("inspection") or {}
+    if not inspection.get("builds"):
         return []
     lines = ["", "## Tonight's build", ""]
-    lines += [f"- {b['family']}: {b['kind']}" + (f": {b['why']}" if b["why"] else "") for b in run["builds"]]
-    lines += [f"- note: {note}" for note in run.get("wheel_notes", [])]
+    lines += [f"- {b['family']}: {b['kind']}" + (f": {b['why']}" if b["why"] else "") for b in inspection["builds"]]
+    lines += [f"- note: {note}" for note in inspection.get("notes", [])]
     return lines
 
 

@@ -25,7 +25,7 @@ from pipeline.infra.runtime import Runtime
 from pipeline.infra.supply import ONLINE, Supply, ensure_runtime
 from pipeline.infra.weights import CONVERTER_SET, offline_env
 from pipeline.progress import Say, quiet
-from pipeline.stages.prove.last_good import last_good_server
+from pipeline.stages.prove.last_good import LastGoodServers
 from pipeline.stages.prove.perf import Turns
 
 _SCORER = Path(__file__).resolve().parents[2] / "infra" / "hf_score.py"
@@ -201,7 +201,7 @@ def last_confirmed_judge(  # noqa: PLR0913 -- the stage's inputs, each by keywor
     if turns is not None and profile.servers_at_once < 2:
         name = f"the last confirmed build {build.describe()} (in a boot of its own)"
         return TurnJudge(turns, build, entry.served_model_name, name, DRIFT_LOGPROB_TOLERANCE, SERVER_MARGIN)
-    client = last_good_server(entry, profile, stack, cache_dir=cache_dir, log_dir=log_dir, say=say)(build)
+    client = LastGoodServers(entry, profile, stack, cache_dir=cache_dir, log_dir=log_dir, say=say)(build)
     if client is None:
         return None
     name = f"the last confirmed build {build.describe()}"

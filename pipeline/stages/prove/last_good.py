@@ -54,8 +54,7 @@ class LastGoodServers:
         """The build's server, booted on first demand; None when it cannot be served (said why)."""
         if build.id not in self._served:
             self._served[build.id] = self._boot(build, "beside tonight's")
-        served = self._served[build.id]
-        return served[0] if served is not None else None
+        return self._client(build)
 
     def again(self, build: BuildRef) -> OpenAIClient | None:
         """A new boot of the build, its earlier one stopped first; None when it cannot be served (said why)."""
@@ -63,6 +62,9 @@ class LastGoodServers:
         if earlier is not None:
             earlier[1].close()
         self._served[build.id] = self._boot(build, "again, its earlier boot stopped")
+        return self._client(build)
+
+    def _client(self, build: BuildRef) -> OpenAIClient | None:
         served = self._served[build.id]
         return served[0] if served is not None else None
 
@@ -89,16 +91,3 @@ class LastGoodServers:
         for served in self._served.values():
             if served is not None:
                 served[1].close()
-
-
-def last_good_server(
-    entry: ModelEntry,
-    profile: Profile,
-    stack: ExitStack,
-    *,
-    cache_dir: Path,
-    log_dir: Path,
-    say: Say,
-) -> LastGoodServers:
-    """Boots a build on first demand and keeps it serving until `stack` closes; None when it cannot be served."""
-    return LastGoodServers(entry, profile, stack, cache_dir=cache_dir, log_dir=log_dir, say=say)

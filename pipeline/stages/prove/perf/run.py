@@ -18,7 +18,7 @@ from pipeline.config.thresholds import Thresholds
 from pipeline.infra.openai_client import OpenAIClient
 from pipeline.progress import Say
 from pipeline.stages.prove.health import CpuWindow, HealthReport, judge_window, watched
-from pipeline.stages.prove.last_good import last_good_server
+from pipeline.stages.prove.last_good import LastGoodServers
 from pipeline.stages.prove.perf.judge import PerfContext, judge_results
 from pipeline.stages.prove.perf.measure import CaseResult, case_spec, run_bench
 from pipeline.stages.prove.perf.paired import CellOutcome, InTurn, PairedMeasure
@@ -89,7 +89,7 @@ def measure_and_judge(  # noqa: PLR0913 -- the perf stage's inputs, by keyword (
         if turns is not None and profile.servers_at_once < 2:
             paired = boots_in_turn(turns, entry.served_model_name, entry.bench.cases(), watch=watch, say=say)
         else:
-            serve = last_good_server(entry, profile, last_good, cache_dir=cache_dir, log_dir=log_dir, say=say)
+            serve = LastGoodServers(entry, profile, last_good, cache_dir=cache_dir, log_dir=log_dir, say=say)
             again_b = turns.fresh_tonight if turns is not None else None  # a server given by URL is not ours
             beside = Beside(serve, serve.again, tonight, again_b)
             paired = interleaved_pairs(beside, entry.served_model_name, watch=watch, say=say)
