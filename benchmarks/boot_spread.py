@@ -29,6 +29,7 @@ from pipeline.settings import from_environment
 from pipeline.stages.prove.boot import prepare_candidate, restartable
 from pipeline.stages.prove.last_good import LastGoodServers, runtime_build
 from pipeline.stages.prove.perf.measure import CaseResult
+from pipeline.stages.prove.perf.paired import PairsOverBoots
 from pipeline.stages.prove.perf.pairs import Beside, interleaved_pairs
 
 ROOT = Path(__file__).parents[1]
@@ -69,8 +70,9 @@ def main() -> None:
                     beside = Beside(servers, servers.again, lambda: b.server.client, swap)
                     measure = interleaved_pairs(beside, entry.served_model_name, watch=nullcontext, say=print)
                     for metric, cell in cells.items():
-                        pairs = measure(result, metric, CONFIRM_PAIRS, a)
-                        assert pairs is not None, "the runtime did not serve"
+                        measured = measure(result, metric, CONFIRM_PAIRS, a)
+                        assert isinstance(measured, PairsOverBoots), "the runtime did not serve"
+                        pairs = measured.values
                         alone = confirm(pairs)
                         counted = confirm(pairs, min_effect=rules.min_effect, boot_sd=rules.boot_sd)
                         se = alone.sd_log_ratio / math.sqrt(len(pairs))

@@ -40,6 +40,16 @@ def edit(runtime: Path, module: str, anchor: str, addition: str) -> None:
         cached.unlink()
 
 
+# vLLM 0.32's engine core: each step schedules here
+STEP_ANCHOR = "        scheduler_output = self.scheduler.schedule(self._should_throttle_prefills())\n"
+
+
+def plant_slowdown(source: Path, target: Path, delay_s: float, *, key: str | None = None) -> Path:
+    """A copy of the runtime at `source` whose engine sleeps `delay_s` in every step; `key` renames its content key."""
+    addition = f"        time.sleep({delay_s})  # planted slowdown\n"
+    return plant(source, target, "vllm/v1/engine/core.py", STEP_ANCHOR, addition, key=key)
+
+
 # vLLM's structured output, 0.26 to 0.32: the engine applies the grammar's mask to the logits here
 GRAMMAR_MODULE = "vllm/v1/structured_output/utils.py"
 GRAMMAR_ANCHOR = "    grammar_bitmask = grammar_output.grammar_bitmask\n"

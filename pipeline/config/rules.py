@@ -260,8 +260,9 @@ def threshold_issues(
     elif not rules.passable():
         yield doc.issue(
             ("pairs", "min_effect"),
-            f"min_effect {rules.min_effect:g} is within the boot spread (boot_sd {rules.boot_sd:g}): pairs could never "
-            f"pass an unchanged build; raise min_effect above {2 * rules.boot_sd:.3g}",
+            f"min_effect {rules.min_effect:g} is within the boot spread (boot_sd {rules.boot_sd:g} over the boots of "
+            f"max_pairs {rules.max_pairs}: {rules.narrowest_boot_sd():.3g}): pairs could never pass an unchanged "
+            f"build; raise min_effect above {2 * rules.narrowest_boot_sd():.3g} or max_pairs",
         )
 
 

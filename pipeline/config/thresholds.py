@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from statistics import NormalDist
 from typing import Any
@@ -90,6 +91,11 @@ class Reference:
 # A paired regression smaller than this is not blocked (unless a hardware's thresholds say otherwise): below it B/A
 # ratios are within what a build change that nobody would revert (and residual within-night drift) produces.
 MIN_EFFECT = 0.02
+# Side by side, pairs stop here unless the hardware's thresholds say otherwise: 8, then once 8 more.
+MAX_SIDE_BY_SIDE_PAIRS = 16
+# Side by side, a case's pairs come in blocks of this many; before each block after the first, the server booted
+# earlier is booted again (stages/prove/perf/pairs.py), B first: A1 B1, A1 B2, A2 B2, A2 B3, ...
+PAIRS_PER_BLOCK = 4
 # Two-sided confidence level of the interval on B/A that must lie above 1 - min_effect for a PASS.
 CI_LEVEL = 0.95
 
@@ -124,6 +130,9 @@ class PairRules:
 
     min_effect: float = MIN_EFFECT
     boot_sd: float = 0.0
+    # Side by side, the most pairs a cell is measured with, in steps of 8 while undecided: past 16 only where boots
+    # spread so far that more boots must be averaged (each block of 4 pairs boots one side again).
+    max_pairs: int = MAX_SIDE_BY_SIDE_PAIRS
 
     def shift(self) -> float:
         """The sequential test's alternative, as a log ratio: SEQUENTIAL_SHIFT, or min_effect where larger."""
@@ -138,9 +147,36 @@ class PairRules:
         return -MAX_BOOT_PAIRS * self.shift() ** 2 / (2 * variance) <= pass_at
 
     def passable(self) -> bool:
-        """Whether an unchanged build can PASS at all: its CI, at least as wide as the boot spread's, must fit above
-        1 - min_effect (the normal quantile is the narrowest the t interval gets)."""
-        return self.min_effect > NormalDist().inv_cdf(0.5 + CI_LEVEL / 2) * self.boot_sd
+        """Whether an unchanged build can PASS at all side by side: its CI, at least as wide as the boot spread's
+        over the boots of max_pairs, must fit above 1 - min_effect (the normal quantile is the narrowest the t
+        interval gets)."""
+        return self.min_effect > NormalDist().inv_cdf(0.5 + CI_LEVEL / 2) * self.narrowest_boot_sd()
+
+    def narrowest_boot_sd(self) -> float:
+        """The boot term of max_pairs side-by-side pairs, the most boots a cell averages."""
+        return self.boot_sd * math.sqrt(boot_share(blocked_boots(self.max_pairs)))
+
+
+def blocked_boots(pairs: int) -> list[tuple[int, int]]:
+    """Each side-by-side pair's (A boot, B boot), counted from 0, for `pairs` pairs in blocks of PAIRS_PER_BLOCK,
+    one side booted again before each block after the first, B first."""
+    boots, a, b = [], 0, 0
+    for index in range(pairs):
+        block = index // PAIRS_PER_BLOCK
+        if block and index % PAIRS_PER_BLOCK == 0:
+            a, b = (a, b + 1) if block % 2 else (a + 1, b)
+        boots.append((a, b))
+    return boots
+
+
+def boot_share(boots: Sequence[tuple[int, int]]) -> float:
+    """The variance of the pairs' mean boot offset, in units of one boot pair's (boot_sd squared), given each pair's
+    (A boot, B boot). A boot's offset enters the mean with the share of pairs measured on it, each side's offset
+    carrying half a boot pair's variance: one boot pair gives 1, k boot pairs of new boots 1/k, and blocks that
+    boot one side again each time (A1 B1, A1 B2, A2 B2, ...) a little more than 1/k, as neighbours share a boot."""
+    n = len(boots)
+    shares = Counter(("a", a) for a, _ in boots) + Counter(("b", b) for _, b in boots)
+    return sum((count / n) ** 2 for count in shares.values()) / 2
 
 
 @dataclass(frozen=True)
@@ -185,7 +221,11 @@ def build_thresholds(hardware: str, model_id: str, data: Mapping[str, Any]) -> T
         for name, raw in data["cells"].items()
     }
     raw_pairs = data.get("pairs", {})
-    pairs = PairRules(float(raw_pairs.get("min_effect", MIN_EFFECT)), float(raw_pairs.get("boot_sd", 0.0)))
+    pairs = PairRules(
+        float(raw_pairs.get("min_effect", MIN_EFFECT)),
+        float(raw_pairs.get("boot_sd", 0.0)),
+        int(raw_pairs.get("max_pairs", MAX_SIDE_BY_SIDE_PAIRS)),
+    )
     return Thresholds(
         hardware,
         model_id,

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from pipeline.config.thresholds import CI_LEVEL, MIN_EFFECT
+from pipeline.config.thresholds import CI_LEVEL, MIN_EFFECT, boot_share
 from pipeline.detect.stats import MEDIAN_VARIANCE_FACTOR, median, robust_sd, t_cdf, t_quantile
 
 # Figures below: benchmarks/detector_simulation.py --sweep, 200 series a case, -5 % step with dips, month of 30.
@@ -197,6 +197,7 @@ def confirm(
     ci_level: float = CI_LEVEL,
     boot_sd: float = 0.0,
     statistic: Literal["mean", "trimmed"] | None = None,
+    boots: Sequence[tuple[int, int]] | None = None,
 ) -> Confirmation:
     """Decide on interleaved (A, B) pairs measured on the same night, A the last good build and B the candidate.
 
@@ -207,6 +208,8 @@ def confirm(
     Pairs measure two server processes, and two boots of one build can differ by more than the pairs' spread shows
     (memory layout, kernel choices made at start-up): boot_sd, the SD of log(B/A) between such boots as measured on
     the hardware, is added to the error of the mean, so that a boot's own offset is never taken for the build's.
+    `boots` names each pair's (A boot, B boot) where the pairs span several boots (side by side, one server booted
+    again between blocks): the boot term then shrinks as boot_share says; without it, all pairs share one boot pair.
     """
     for a, b in pairs:
         _check_positive((a, b), "paired measurements")
@@ -219,14 +222,18 @@ def confirm(
     logs = [math.log(b / a) for a, b in pairs]
     mean, se_pairs, pairs_df = _location(logs, statistic or PAIRED_STATISTIC)
     sd = se_pairs * math.sqrt(n)
-    se = math.hypot(se_pairs, boot_sd)
+    boots = boots or [(0, 0)] * n
+    share = boot_share(boots)
+    se = math.hypot(se_pairs, boot_sd * math.sqrt(share))
     df = float(pairs_df)
     if boot_sd > 0:
         # Welch-Satterthwaite: the boot spread is a known variance (infinite degrees of freedom), so the error's
         # degrees of freedom grow as it dominates; all of them when the pairs themselves agree exactly.
         df = math.inf if se_pairs == 0 else df * (se / se_pairs) ** 4
     unit = f"{n} pairs"
-    extra = f" (counting a boot-to-boot SD of {boot_sd:.1%})" if boot_sd > 0 else ""
+    a_boots, b_boots = len({a for a, _ in boots}), len({b for _, b in boots})
+    over = f" over {a_boots} boot{'s' * (a_boots > 1)} of A and {b_boots} of B" if share < 1 else ""
+    extra = f" (counting a boot-to-boot SD of {boot_sd:.1%}{over})" if boot_sd > 0 else ""
     return decide(mean, se, df, n=n, unit=unit, sd=sd, min_effect=min_effect, fail_alpha=fail_alpha,
                   ci_level=ci_level, boot_sd=boot_sd, note=extra)  # fmt: skip
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from benchmarks.plants import plant
+from benchmarks.plants import plant, plant_slowdown
 from pipeline.infra.cpu_class import cpu_class
 from pipeline.infra.runtime import runtime_key, runtime_root
 from tests.integration.conftest import CpuEngine
@@ -28,15 +28,6 @@ def planted_delay_s(cpu_engine: CpuEngine, tg32_tps: float | None = None) -> flo
         assert tg32.ref is not None
         tg32_tps = tg32.ref
     return PLANTED_SHARE_OF_A_STEP / tg32_tps
-
-
-STEP_ANCHOR = "        scheduler_output = self.scheduler.schedule(self._should_throttle_prefills())\n"
-
-
-def plant_slowdown(source: Path, target: Path, delay_s: float, *, key: str | None = None) -> Path:
-    """A copy of the runtime at `source` whose engine sleeps `delay_s` in every step; `key` renames its content key."""
-    addition = f"        time.sleep({delay_s})  # planted slowdown\n"
-    return plant(source, target, "vllm/v1/engine/core.py", STEP_ANCHOR, addition, key=key)
 
 
 SAMPLER_ANCHOR = "        logits = logits.to(torch.float32)\n"

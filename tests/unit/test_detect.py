@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from pipeline.config.thresholds import blocked_boots, boot_share
 from pipeline.detect import confirm, detect_step, screen
 from pipeline.detect.stats import MEDIAN_VARIANCE_FACTOR, regularized_beta, robust_sd, t_cdf, t_quantile
 from pipeline.detect.steps import (
@@ -181,6 +182,30 @@ def test_two_boots_of_one_build_a_few_percent_apart_are_not_blamed_once_the_boot
     # More pairs of the same two processes cannot average the boots' offset away.
     many = confirm(pairs_with_log_ratios(*logs * 8), min_effect=0.05, boot_sd=0.015)
     assert many.decision == "INCONCLUSIVE" and many.ci_low < 0.95
+
+
+def test_pairs_over_many_boots_average_the_boots_offsets_and_fail_a_ten_percent_slowdown() -> None:
+    # A build 10 % slower, side by side over blocks of 4 pairs, one server booted again before each block: each
+    # block's boots add an offset of a few per cent either way (the CPU's boot spread, boot_sd 0.05).
+    offsets = (0.03, -0.02, 0.01, -0.035, 0.025, -0.01, 0.02, -0.015)
+    logs = [math.log(0.9) + offset + noise for offset in offsets for noise in (0.004, -0.003, 0.002, -0.004)]
+    boots = blocked_boots(len(logs))
+    spread = confirm(pairs_with_log_ratios(*logs), min_effect=0.07, boot_sd=0.05, boots=boots)
+    assert spread.decision == "FAIL" and "over 4 boots of A and 5 of B" in spread.reason
+    # the same pairs taken as one boot pair keep the whole boot spread: no number of pairs decides them
+    one = confirm(pairs_with_log_ratios(*logs), min_effect=0.07, boot_sd=0.05)
+    assert one.decision == "INCONCLUSIVE" and one.mean_ratio == spread.mean_ratio
+    # and a build against itself over the same boots PASSes, where one boot pair could not rule out 7 %
+    same = [log - math.log(0.9) for log in logs]
+    assert confirm(pairs_with_log_ratios(*same), min_effect=0.07, boot_sd=0.05, boots=boots).decision == "PASS"
+    assert confirm(pairs_with_log_ratios(*same), min_effect=0.07, boot_sd=0.05).decision == "INCONCLUSIVE"
+
+
+def test_the_boot_term_shrinks_with_the_boots_the_pairs_span() -> None:
+    assert boot_share([(0, 0)] * 8) == 1.0  # one boot pair: its whole offset
+    assert boot_share([(i, i) for i in range(4)]) == pytest.approx(1 / 4)  # four boot pairs of new boots
+    # one side booted again before each block: neighbours share a boot, so a little more than 1/blocks
+    assert boot_share(blocked_boots(32)) == pytest.approx(0.234, abs=0.001) and boot_share(blocked_boots(32)) > 1 / 8
 
 
 def test_with_a_boot_spread_identical_pairs_still_leave_an_error() -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.config.matrix import Cell
-from pipeline.config.thresholds import Level, PairRules, Reference, Thresholds
+from pipeline.config.thresholds import Level, PairRules, Reference, Thresholds, blocked_boots
 from pipeline.detect.steps import Confirmation
 from pipeline.infra.confirmed import BuildRef, ConfirmedBook
 from pipeline.infra.history import History
@@ -20,7 +20,7 @@ from pipeline.stages.prove.perf import pairs
 from pipeline.stages.prove.perf.gate import CellVerdict
 from pipeline.stages.prove.perf.judge import PerfContext, Remeasure, judge_results
 from pipeline.stages.prove.perf.measure import CaseResult, RequestSample, RunSample
-from pipeline.stages.prove.perf.paired import CellOutcome, PairedMeasure
+from pipeline.stages.prove.perf.paired import CellOutcome, PairedMeasure, PairsOverBoots, side_by_side
 from pipeline.stages.prove.perf.run import JudgedPerf
 from pipeline.stages.prove.perf.verdict import perf_verdict
 from pipeline.status import Status
@@ -354,18 +354,20 @@ def test_pairs_alternate_a_b_then_b_a_and_the_later_boot_changes_sides_block_by_
     measure = pairs.interleaved_pairs(beside, "m", watch=watch, say=lambda line: None)
     measured = measure(_case(20.0), "tg_tps", 3, _build("a"))
     assert order == ["A", "B", "A", "B", "A", "B", "B", "A", "A", "B"]  # warm-ups, then A B / B A / A B
-    assert measured is not None and all(b / a == pytest.approx(0.5) for a, b in measured)  # always (A, B)
+    assert measured is not None and all(b / a == pytest.approx(0.5) for a, b in measured.values)  # always (A, B)
     order.clear()
     more = measure(_case(20.0), "tg_tps", 8, _build("a"))
     # pair 4 ends the first block (B booted first, A later); before the second, tonight's build is booted again
     # after A and warmed up twice, its pairs going on in the same A B / B A order
     assert boots == ["B"]
     assert order == ["B", "A", "B2", "B2", "A", "B2", "B2", "A", "A", "B2", "B2", "A"]
-    assert more is not None and more[:3] == measured  # reused, the order goes on
+    assert more is not None and more.values[:3] == measured.values  # reused, the order goes on
     order.clear()
     assert measure(_case(20.0), "pp_tps", 8, _build("a")) is not None and order == []  # the case's other cell
-    measure(_case(20.0), "tg_tps", 12, _build("a"))
+    third = measure(_case(20.0), "tg_tps", 12, _build("a"))
     assert boots == ["B", "A"]  # the third block: now A, booted earlier than B2, is booted again
+    # each pair names the boots it measured, as the pair rules count them
+    assert third is not None and third.boots == [(0, 0)] * 4 + [(0, 1)] * 4 + [(1, 1)] * 4 == blocked_boots(12)
     assert watched == ["start", "end"] * 4  # one window per block measured, none when nothing is
 
 
@@ -574,3 +576,27 @@ def test_a_failing_entry_s_reason_is_one_short_line_per_cell_and_the_derivation_
     many = [_slower_cell(f"tg{n} (c1)", 0.5, 3) for n in range(8)]
     crowded = perf_verdict("m", JudgedPerf([], HEALTHY, many), HEALTHY).reason
     assert len(crowded) <= 200 and crowded.endswith("(8 failing cells; each in the report)"), crowded
+
+
+def test_side_by_side_pairs_go_on_while_undecided_up_to_the_hardwares_max_pairs() -> None:
+    asked: list[int] = []
+
+    def unchanged(result: CaseResult, metric: str, wanted: int, a: BuildRef) -> PairsOverBoots:
+        asked.append(wanted)  # the same build on both sides, every pair alike: only the boots' offsets are unknown
+        return PairsOverBoots([(100.0, 100.0)] * wanted, blocked_boots(wanted))
+
+    # 8 pairs span three boots: their interval cannot rule out 7 % yet; 16 span five, and PASS
+    found = side_by_side(unchanged, _case(20.0), "tg_tps", _build("a"), PairRules(0.07, 0.05, 64))
+    assert found is not None and found[0].decision == "PASS" and asked == [8, 16] and len(found[1].values) == 16
+    asked.clear()
+    found = side_by_side(unchanged, _case(20.0), "tg_tps", _build("a"), PairRules(0.07, 0.05, 8))
+    assert found is not None and found[0].decision == "INCONCLUSIVE" and asked == [8]  # the hardware's most
+    # pairs of one boot pair (a server given by URL) cannot average boots: more of them are asked, then no more
+    asked.clear()
+
+    def one_boot_pair(result: CaseResult, metric: str, wanted: int, a: BuildRef) -> list[tuple[float, float]]:
+        asked.append(wanted)
+        return [(100.0, 100.0)] * wanted
+
+    found = side_by_side(one_boot_pair, _case(20.0), "tg_tps", _build("a"), PairRules(0.07, 0.05, 24))
+    assert found is not None and found[0].decision == "INCONCLUSIVE" and asked == [8, 16, 24]

@@ -95,8 +95,14 @@ def test_pair_rules_are_read_from_the_file_and_default_to_the_detectors() -> Non
     cells = {"tg32": {"ref": 18.7, "unit": "t/s", "warn": "-35%", "fail": "-60%"}}
     assert build_thresholds("spark-gb10", "m", {"cells": cells}).pairs == PairRules(MIN_EFFECT, 0.0)
     rules = build_thresholds("cpu-x86", "m", {"cells": cells, "pairs": {"min_effect": 0.06, "boot_sd": 0.02}}).pairs
-    assert rules == PairRules(0.06, 0.02) and rules.passable()
-    assert not PairRules(0.03, 0.02).passable()  # the 95 % interval of an unchanged build is at least +-3.9 % wide
+    assert rules == PairRules(0.06, 0.02, 16) and rules.passable()
+    # over the 16 pairs' three boots, the 95 % interval of an unchanged build is at least +-2.6 % wide
+    assert not PairRules(0.025, 0.02).passable()
+    # averaging more boots narrows it: 64 pairs of 17 boots, +-1.4 %
+    more = build_thresholds(
+        "cpu-x86", "m", {"cells": cells, "pairs": {"min_effect": 0.025, "boot_sd": 0.02, "max_pairs": 64}}
+    )
+    assert more.pairs == PairRules(0.025, 0.02, 64) and more.pairs.passable()
 
 
 def test_every_cpu_class_the_suite_can_land_on_has_a_measured_reference_or_the_stated_fallback() -> None:

@@ -1,5 +1,6 @@
 """A tripped cell's pairs against its last confirmed build (A): how they are measured (the callables' shapes) and
-what they decide. Side by side, 8 pairs of runs and once 16; in turns (a host that holds one server), boot pairs
+what they decide. Side by side, 8 pairs of runs, then 8 more at a time while undecided up to the hardware's
+max_pairs (16 unless it says more); in turns (a host that holds one server), boot pairs
 one at a time, decided sequentially with the evidence of undecided nights carried (detect/sequential.py), until
 they decide or the night's boot budget is spent.
 """
@@ -22,9 +23,20 @@ from pipeline.stages.prove.perf.gate import CellVerdict
 from pipeline.stages.prove.perf.measure import CaseResult
 from pipeline.status import Status
 
-# (A, B) values of a metric for the case, as many pairs as asked for, A being the build given; None when that
-# build cannot be served. May raise HostUnhealthy when foreign load spoiled the pairs' window.
-PairedMeasure = Callable[[CaseResult, str, int, BuildRef], list[tuple[float, float]] | None]
+
+@dataclass(frozen=True)
+class PairsOverBoots:
+    """Side-by-side pairs that span several boots (a server booted again between blocks): each pair's (A, B)
+    values and the boots it measured, numbered per side, which the decision's boot term counts."""
+
+    values: list[tuple[float, float]]
+    boots: list[tuple[int, int]]
+
+
+# (A, B) values of a metric for the case, as many pairs as asked for, A being the build given (a plain list: all of
+# one boot pair); None when that build cannot be served. May raise HostUnhealthy when foreign load spoiled the
+# pairs' window.
+PairedMeasure = Callable[[CaseResult, str, int, BuildRef], list[tuple[float, float]] | PairsOverBoots | None]
 # Boot pairs on a host that holds one server (A and B booted in turns, a boot of each per pair): the first `n` boot
 # pairs of a metric for the case; None when A cannot be served. May raise HostUnhealthy like PairedMeasure.
 BootPairsMeasure = Callable[[CaseResult, str, int, BuildRef], list[BootPair] | None]
@@ -104,18 +116,42 @@ def paired_verdict(
     boot pairs are added one at a time until they decide, each a new boot of both."""
     if isinstance(paired, InTurn):
         return boot_pairs_verdict(base, a, result, paired, rules=rules, evidence=evidence, night=night)
-    pairs = paired(result, base.metric, CONFIRM_PAIRS, a.build) if a is not None else None
-    if a is None or pairs is None:
+    found = side_by_side(paired, result, base.metric, a.build, rules) if a is not None else None
+    if a is None or found is None:
         return unpaired(base, a)
-    decision = confirm(pairs, min_effect=rules.min_effect, boot_sd=rules.boot_sd)
-    if decision.decision == "INCONCLUSIVE":  # once more as many pairs: a noisy night gets a second look
-        pairs = paired(result, base.metric, 2 * CONFIRM_PAIRS, a.build) or pairs
-        decision = confirm(pairs, min_effect=rules.min_effect, boot_sd=rules.boot_sd)
+    decision, pairs = found
     status = Status(decision.decision)  # FAIL, PASS or INCONCLUSIVE: the statuses of the same names
     reason = f"{base.reason}; paired with the last confirmed build {a_text(a)}: {decision.reason}"
     return replace(
-        base, status=status, reason=reason, confirmation=decision, last_good=a.build, pairs_measured=len(pairs)
+        base, status=status, reason=reason, confirmation=decision, last_good=a.build, pairs_measured=len(pairs.values)
     )
+
+
+def side_by_side(
+    paired: PairedMeasure, result: CaseResult, metric: str, a: BuildRef, rules: PairRules
+) -> tuple[Confirmation, PairsOverBoots] | None:
+    """The pairs' decision on one metric of a case against A, side by side: CONFIRM_PAIRS, then as many more while
+    undecided, up to rules.max_pairs (each block booting one server again, so more boots are averaged); None when A
+    cannot be served."""
+    measured = paired(result, metric, CONFIRM_PAIRS, a)
+    if measured is None:
+        return None
+    pairs = _over_boots(measured)
+    decision = confirm(pairs.values, min_effect=rules.min_effect, boot_sd=rules.boot_sd, boots=pairs.boots)
+    while decision.decision == "INCONCLUSIVE" and len(pairs.values) < rules.max_pairs:
+        more = paired(result, metric, min(rules.max_pairs, len(pairs.values) + CONFIRM_PAIRS), a)
+        if more is None or len(_over_boots(more).values) <= len(pairs.values):
+            break
+        pairs = _over_boots(more)
+        decision = confirm(pairs.values, min_effect=rules.min_effect, boot_sd=rules.boot_sd, boots=pairs.boots)
+    return decision, pairs
+
+
+def _over_boots(measured: list[tuple[float, float]] | PairsOverBoots) -> PairsOverBoots:
+    """Pairs with their boots; a plain list is one boot pair."""
+    if isinstance(measured, PairsOverBoots):
+        return measured
+    return PairsOverBoots(list(measured), [(0, 0)] * len(measured))
 
 
 def unpaired(base: CellOutcome, a: LastConfirmed | None) -> CellOutcome:

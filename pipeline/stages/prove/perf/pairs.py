@@ -14,13 +14,14 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
+from pipeline.config.thresholds import PAIRS_PER_BLOCK
 from pipeline.detect.boots import BootPair
 from pipeline.errors import EngineError, ProcessError
 from pipeline.infra.confirmed import BuildRef
 from pipeline.infra.openai_client import OpenAIClient
 from pipeline.progress import Say
 from pipeline.stages.prove.perf.measure import CaseResult, PromptMaker, RunSample, latency_estimate, measure_run
-from pipeline.stages.prove.perf.paired import InTurn, PairedMeasure
+from pipeline.stages.prove.perf.paired import InTurn, PairedMeasure, PairsOverBoots
 from pipeline.stages.prove.perf.turns import Turns
 
 # Runs kept from each boot in turn, after WARMUP_RUNS that are not (a fresh boot's first requests compile and
@@ -32,8 +33,8 @@ WARMUP_RUNS = 2
 # Side by side, a case's pairs come in blocks of PAIRS_PER_BLOCK. Before each block after a case's first, the server
 # booted earlier is replaced by a new boot of its build, so the later boot is A in one block and B in the next: an
 # order effect (the later of two boots measuring a few per cent faster, as on an AMX Xeon) cancels in the case's
-# mean instead of counting against tonight's build, which is always booted first. CONFIRM_PAIRS is two blocks.
-PAIRS_PER_BLOCK = 4
+# mean instead of counting against tonight's build, which is always booted first. CONFIRM_PAIRS is two blocks. Each
+# pair says which boots it measured, so the decision's boot term shrinks with the boots averaged (boot_share).
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,7 @@ class _Servers:
     a: Side
     b: Side
     later: str  # "a" or "b"
+    boots: tuple[int, int] = (0, 0)  # which boot of A and of B they are, counted from 0
 
 
 class _SideBySide:
@@ -61,12 +63,11 @@ class _SideBySide:
     def __init__(self, beside: Beside, model: str, *, watch: Watch, say: Say) -> None:
         self.beside, self.model, self.watch, self.say = beside, model, watch, say
         self.runs: dict[tuple[str, str], list[tuple[RunSample, RunSample]]] = {}
+        self.boots: dict[tuple[str, str], list[tuple[int, int]]] = {}  # each pair's boots, as runs
         self.servers: dict[str, _Servers] = {}
         self.unswapped_said = False
 
-    def __call__(
-        self, result: CaseResult, metric: str, wanted: int, last_good: BuildRef
-    ) -> list[tuple[float, float]] | None:
+    def __call__(self, result: CaseResult, metric: str, wanted: int, last_good: BuildRef) -> PairsOverBoots | None:
         case = (result.pp_cell, result.tg_cell)
         now = self.servers.get(last_good.id)
         fresh: tuple[Side, ...] = ()
@@ -77,6 +78,7 @@ class _SideBySide:
             now = self.servers[last_good.id] = _Servers(self._side(served), self._side(self.beside.tonight()), "a")
             fresh = (now.a, now.b)
         done = self.runs.setdefault((last_good.id, result.pp_cell.name), [])
+        boots = self.boots.setdefault((last_good.id, result.pp_cell.name), [])
         while len(done) < wanted:
             if done and len(done) % PAIRS_PER_BLOCK == 0:  # a new block: the later boot changes sides
                 rebooted = self._swap(now, last_good)
@@ -90,7 +92,8 @@ class _SideBySide:
                 fresh = ()
                 while len(done) < block_end:
                     done.append(measure_pair(now.a, now.b, self.model, case, a_first=pair_order(len(done))))
-        return [(ra.metric(metric), rb.metric(metric)) for ra, rb in done[:wanted]]
+                    boots.append(now.boots)
+        return PairsOverBoots([(ra.metric(metric), rb.metric(metric)) for ra, rb in done[:wanted]], boots[:wanted])
 
     def _side(self, client: OpenAIClient) -> Side:
         return client, PromptMaker(client, self.model), latency_estimate(client)
@@ -106,11 +109,13 @@ class _SideBySide:
         if now.later == "a":
             self.say(f"{self.model}: tonight's build booted again, after A's boot, so the later boot changes sides")
             now.b, now.later = self._side(self.beside.again_b("pairs: the later boot changes sides")), "b"
+            now.boots = (now.boots[0], now.boots[1] + 1)
             return (now.b,)
         client = self.beside.again_a(last_good)
         if client is None:
             return None
         now.a, now.later = self._side(client), "a"
+        now.boots = (now.boots[0] + 1, now.boots[1])
         return (now.a,)
 
 
