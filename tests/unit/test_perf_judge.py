@@ -13,14 +13,14 @@ import pytest
 from pipeline.config.matrix import Cell
 from pipeline.config.thresholds import Level, PairRules, Reference, Thresholds, blocked_boots
 from pipeline.detect.steps import Confirmation
-from pipeline.infra.confirmed import BuildRef, ConfirmedBook
+from pipeline.infra.confirmed import BuildRef, ConfirmedBook, LastConfirmed
 from pipeline.infra.history import History
 from pipeline.stages.prove.health import HealthReport, HostFacts
 from pipeline.stages.prove.perf import pairs
-from pipeline.stages.prove.perf.gate import CellVerdict
+from pipeline.stages.prove.perf.gate import CellVerdict, judge_cell
 from pipeline.stages.prove.perf.judge import PerfContext, Remeasure, judge_results
 from pipeline.stages.prove.perf.measure import CaseResult, RequestSample, RunSample
-from pipeline.stages.prove.perf.paired import CellOutcome, PairedMeasure, PairsOverBoots, side_by_side
+from pipeline.stages.prove.perf.paired import CellOutcome, PairedMeasure, PairsOverBoots, paired_verdict, side_by_side
 from pipeline.stages.prove.perf.run import JudgedPerf
 from pipeline.stages.prove.perf.verdict import perf_verdict
 from pipeline.status import Status
@@ -600,3 +600,23 @@ def test_side_by_side_pairs_go_on_while_undecided_up_to_the_hardwares_max_pairs(
 
     found = side_by_side(one_boot_pair, _case(20.0), "tg_tps", _build("a"), PairRules(0.07, 0.05, 24))
     assert found is not None and found[0].decision == "INCONCLUSIVE" and asked == [8, 16, 24]
+
+
+def test_once_another_cell_fails_the_entry_side_by_side_pairs_are_not_extended() -> None:
+    asked: list[int] = []
+
+    def unchanged(result: CaseResult, metric: str, wanted: int, a: BuildRef) -> PairsOverBoots:
+        asked.append(wanted)
+        return PairsOverBoots([(100.0, 100.0)] * wanted, blocked_boots(wanted))
+
+    rules = PairRules(0.07, 0.05, 64)
+    gate = judge_cell(_thresholds().cells["pp128"], [400.0])
+    base = CellOutcome("pp128", "pp_tps", Status.INCONCLUSIVE, "tripped", gate)
+    a = LastConfirmed(_build("a"))
+    alone = paired_verdict(base, a, _case(20.0), unchanged, rules=rules)
+    assert alone.status == Status.PASS and asked == [8, 16]  # undecided at 8: more pairs, more boots
+    asked.clear()
+    # tg32 already FAILs the entry: the first 8 pairs decide what they can, and no boot is made for more
+    after = paired_verdict(base, a, _case(20.0), unchanged, rules=rules, failed=("tg32",))
+    assert after.status == Status.INCONCLUSIVE and asked == [8], after.reason
+    assert after.reason.endswith("no pairs more for it: tg32 already FAILs the entry")

@@ -168,7 +168,8 @@ def judge_results(
             found = _cell_case(
                 finals[case], cell, metric, thresholds=thresholds, ctx=ctx, remeasure=remeasure, paired=paired
             )
-            outcome, finals[case] = _judge_cell(found)
+            failed = tuple(o.cell for o in outcomes if o.status == Status.FAIL)
+            outcome, finals[case] = _judge_cell(replace(found, failed=failed))
         except HostUnhealthy as exc:
             gate = judge_cell(thresholds.cells[cell], finals[case].values(metric))
             reason = f"the host became unhealthy during its rerun or pairs, numbers not judged: {exc}"
@@ -187,17 +188,15 @@ def judge_results(
 def _in_judging_order(
     results: Sequence[CaseResult], thresholds: Thresholds, ctx: PerfContext, paired: PairedMeasure | InTurn
 ) -> list[tuple[CaseResult, str, str]]:
-    """Every judged cell once, in the cases' order; in turns the cell that measured slowest first. Boot pairs serve
-    every cell, and the cell that dropped most decides soonest: once it FAILs the entry, no boot is spent on a cell
-    whose small drop the pairs would need many boots to tell from none (docs/verdict.md)."""
+    """Every judged cell once, the cell that measured slowest first. The cell that dropped most decides soonest:
+    once it FAILs the entry, no boot is spent on a cell whose small drop the pairs would need many boots to tell from
+    none (in turns no boot pair, side by side no pairs past the first; docs/verdict.md)."""
     first: dict[str, tuple[CaseResult, str, str]] = {}  # a cell named by two cases is judged once, with the first
     for result in results:
         for cell, metric in _cells(result):
             if cell in thresholds.cells:
                 first.setdefault(cell, (result, cell, metric))
     cells = list(first.values())
-    if not isinstance(paired, InTurn):
-        return cells
 
     def drop(item: tuple[CaseResult, str, str]) -> float:
         result, cell, metric = item
@@ -250,6 +249,7 @@ class CellCase:
     gate: CellVerdict
     screened: Screen
     evidence: Evidence | None  # carried boot pairs and the boot spread, in turns
+    failed: tuple[str, ...] = ()  # cells already FAILed tonight: side by side, this one's pairs are not extended
 
     @property
     def in_turn(self) -> bool:
@@ -273,8 +273,9 @@ class CellCase:
     def pairs_decide(self, base: CellOutcome, measured: CaseResult, *, clearable: bool = True) -> CellOutcome:
         known = replace(self.evidence, clearable=clearable) if self.evidence is not None else None
         return paired_verdict(
-            base, self.a, measured, self.paired, rules=self.thresholds.pairs, evidence=known, night=self.ctx.night
-        )
+            base, self.a, measured, self.paired, rules=self.thresholds.pairs, evidence=known, night=self.ctx.night,
+            failed=self.failed,
+        )  # fmt: skip
 
 
 def _cell_case(

@@ -110,18 +110,24 @@ def paired_verdict(
     rules: PairRules,
     evidence: Evidence | None = None,
     night: str = "",
+    failed: Sequence[str] = (),
 ) -> CellOutcome:
     """The pairs' decision against A, with one extension when the first set cannot decide; without pairs, why not.
     An extension narrows the pairs' own error, never the boot spread: A and B are the same two processes. In turns,
     boot pairs are added one at a time until they decide, each a new boot of both."""
     if isinstance(paired, InTurn):
         return boot_pairs_verdict(base, a, result, paired, rules=rules, evidence=evidence, night=night)
-    found = side_by_side(paired, result, base.metric, a.build, rules) if a is not None else None
+    most = CONFIRM_PAIRS if failed else rules.max_pairs  # another cell FAILs the entry: no pairs past the first
+    found = (
+        side_by_side(paired, result, base.metric, a.build, replace(rules, max_pairs=most)) if a is not None else None
+    )
     if a is None or found is None:
         return unpaired(base, a)
     decision, pairs = found
     status = Status(decision.decision)  # FAIL, PASS or INCONCLUSIVE: the statuses of the same names
     reason = f"{base.reason}; paired with the last confirmed build {a_text(a)}: {decision.reason}"
+    if failed and status == Status.INCONCLUSIVE and rules.max_pairs > most:
+        reason += f"; no pairs more for it: {', '.join(failed)} already FAILs the entry"
     return replace(
         base, status=status, reason=reason, confirmation=decision, last_good=a.build, pairs_measured=len(pairs.values)
     )
@@ -172,6 +178,7 @@ def boot_pairs_verdict(
     rules: PairRules,
     evidence: Evidence | None = None,
     night: str = "",
+    failed: Sequence[str] = (),
 ) -> CellOutcome:
     """Boot pairs against A one at a time, each followed by the sequential decision (with the undecided evidence of
     earlier nights against the same A), until it decides, MAX_BOOT_PAIRS are measured, or the boot budget cannot pay
