@@ -3,8 +3,9 @@
 Each round runs both, through the perf stage's own code (pairs.interleaved_pairs with the last confirmed build's
 servers, paired.side_by_side with the pair rules of thresholds/cpu-x86): tonight's side (B) booted first, then A
 beside it, 8 pairs and 8 more at a time while undecided, one server booted again before each block of 4. "itself":
-B is A's runtime. "10 % slower": B is a copy of it whose engine sleeps in every step, sized on this host's tg32 (c1)
-so a decode step takes 1/0.9 as long (benchmarks/plants.py). The designs take turns, one first in odd rounds, the
+B is A's runtime. "10 % slower": B is a copy of it whose engine sleeps in every step, sized on the tg32 (c1)
+reference of this host's CPU class so a decode step takes 1/0.9 as long (benchmarks/plants.py); the B/A each night
+prints is what the sleep did on this host. The designs take turns, one first in odd rounds, the
 other in even ones. Each verdict is printed with its pairs, boots and time, then each design's counts: the issue's
 goal is the 10 % build FAILed and the build against itself PASSed.
 Run on a quiet host: .venv/bin/python benchmarks/pair_power.py [ROUNDS]

@@ -1,10 +1,11 @@
 """Benchmark: how often side-by-side pairs PASS an unchanged build and FAIL a slower one, through the decision's own
 code (paired.side_by_side with the CPU profile's pair rules), over simulated nights.
 
-A simulated night measures pairs as pairs.interleaved_pairs does: blocks of 4, one server booted again before each
-block after the first (B first), each boot adding its own offset (a normal of SD spread/sqrt(2) in the log, so two
-boots differ by `spread`), each pair its own noise (SD 0.03 in the log, about what a tg32 pair shows on a 2-core
-CPU). The spreads are the measured one (0.043, benchmarks/boot_spread.py) and wider ones a host may have.
+A simulated night measures pairs as pairs.interleaved_pairs does (config.thresholds.blocked_boots: blocks of 4,
+one server booted again before each block after the first, B first), each boot adding its own offset (a normal of
+SD spread/sqrt(2) in the log, so two boots differ by `spread`), each pair its own noise (SD 0.03 in the log, about
+what a tg32 pair shows on a 2-core CPU). The spreads are the measured one (0.043, benchmarks/boot_spread.py) and
+wider ones a host may have.
 Run: .venv/bin/python benchmarks/side_by_side_simulation.py [NIGHTS]
 """
 
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import cast
 
 from pipeline.config.bundle import ConfigPaths, load_config
-from pipeline.config.thresholds import PAIRS_PER_BLOCK, PairRules
+from pipeline.config.thresholds import PairRules, blocked_boots
 from pipeline.infra.confirmed import BuildRef
 from pipeline.stages.prove.perf.measure import CaseResult
 from pipeline.stages.prove.perf.paired import PairedMeasure as Measure
@@ -33,26 +34,20 @@ UNREAD_CASE, UNREAD_BUILD = cast(CaseResult, None), cast(BuildRef, None)
 
 
 def simulated_night(rng: random.Random, slowdown: float, spread: float) -> Measure:
-    """A night's pairs of a build `slowdown` slower than A (0.1 = 10 %), boots offset by `spread` a pair of them."""
-    offsets: dict[str, list[float]] = {"a": [], "b": []}
+    """A night's pairs of a build `slowdown` slower than A (0.1 = 10 %), boots offset by `spread` a pair of them,
+    in the layout the side-by-side pairs boot (blocked_boots)."""
+    offsets: dict[tuple[str, int], float] = {}
     values: list[tuple[float, float]] = []
-    boots: list[tuple[int, int]] = []
-    now = {"a": 0, "b": 0}
 
-    def offset(side: str) -> float:
-        while len(offsets[side]) <= now[side]:
-            offsets[side].append(rng.gauss(0.0, spread / math.sqrt(2)))
-        return offsets[side][now[side]]
+    def offset(side: str, boot: int) -> float:
+        return offsets.setdefault((side, boot), rng.gauss(0.0, spread / math.sqrt(2)))
 
     def measure(result: CaseResult, metric: str, wanted: int, a: BuildRef) -> PairsOverBoots:
-        while len(values) < wanted:
-            block = len(values) // PAIRS_PER_BLOCK
-            if block and len(values) % PAIRS_PER_BLOCK == 0:  # B booted again first, then A, then B...
-                now["b" if block % 2 else "a"] += 1
-            log = math.log1p(-slowdown) + offset("b") - offset("a") + rng.gauss(0.0, PAIR_SD)
+        boots = blocked_boots(wanted)
+        for a_boot, b_boot in boots[len(values) :]:
+            log = math.log1p(-slowdown) + offset("b", b_boot) - offset("a", a_boot) + rng.gauss(0.0, PAIR_SD)
             values.append((100.0, 100.0 * math.exp(log)))
-            boots.append((now["a"], now["b"]))
-        return PairsOverBoots(values[:wanted], boots[:wanted])
+        return PairsOverBoots(values[:wanted], boots)
 
     return measure
 

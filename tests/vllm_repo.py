@@ -71,7 +71,7 @@ _SAMPLE = """        # Use float32 for the logits.
 """
 PLANTED: dict[str, tuple[str, str, str, str]] = {
     # a step that waits before scheduling: every decode step slower by the same 25 ms (a third of the decode rate at
-    # 19 t/s, half at 38, a fifth at 9.5): past the CPU profile's pair rules (min_effect 15 %) on a host twice as
+    # 19 t/s, half at 38, a fifth at 9.5): past the CPU profile's pair rules (min_effect 7 %) on a host twice as
     # fast or half as fast as the CPU references
     "slower": (
         "vllm/v1/engine/core.py",

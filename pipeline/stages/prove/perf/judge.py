@@ -168,8 +168,7 @@ def judge_results(
             found = _cell_case(
                 finals[case], cell, metric, thresholds=thresholds, ctx=ctx, remeasure=remeasure, paired=paired
             )
-            failed = tuple(o.cell for o in outcomes if o.status == Status.FAIL)
-            outcome, finals[case] = _judge_cell(replace(found, failed=failed))
+            outcome, finals[case] = _judge_cell(replace(found, failed=_failed_by_pairs(outcomes)))
         except HostUnhealthy as exc:
             gate = judge_cell(thresholds.cells[cell], finals[case].values(metric))
             reason = f"the host became unhealthy during its rerun or pairs, numbers not judged: {exc}"
@@ -183,6 +182,11 @@ def judge_results(
         _record_pairs(outcomes, ctx)
         _move_last_good(outcomes, ctx)
     return outcomes
+
+
+def _failed_by_pairs(outcomes: Sequence[CellOutcome]) -> tuple[str, ...]:
+    """The cells whose pairs FAILed the entry already tonight: no boot is made for another cell's undecided pairs."""
+    return tuple(o.cell for o in outcomes if o.status == Status.FAIL and o.confirmation is not None)
 
 
 def _in_judging_order(
@@ -249,7 +253,7 @@ class CellCase:
     gate: CellVerdict
     screened: Screen
     evidence: Evidence | None  # carried boot pairs and the boot spread, in turns
-    failed: tuple[str, ...] = ()  # cells already FAILed tonight: side by side, this one's pairs are not extended
+    failed: tuple[str, ...] = ()  # cells whose pairs FAILed the entry tonight: no boot is made for this one's pairs
 
     @property
     def in_turn(self) -> bool:

@@ -62,8 +62,6 @@ class InTurn:
     usual: int = 2 * pair_limits.MAX_BOOT_PAIRS
     # Boot pairs measured tonight against a build, for any cell (one boot pair measures every case): free to reuse
     measured: Callable[[str], int] = _none_yet
-    # Cells whose boot pairs FAILed tonight: the entry FAILs, so no boot is made for another cell's undecided pairs
-    failed: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -116,7 +114,7 @@ def paired_verdict(
     An extension narrows the pairs' own error, never the boot spread: A and B are the same two processes. In turns,
     boot pairs are added one at a time until they decide, each a new boot of both."""
     if isinstance(paired, InTurn):
-        return boot_pairs_verdict(base, a, result, paired, rules=rules, evidence=evidence, night=night)
+        return boot_pairs_verdict(base, a, result, paired, rules=rules, evidence=evidence, night=night, failed=failed)
     most = CONFIRM_PAIRS if failed else rules.max_pairs  # another cell FAILs the entry: no pairs past the first
     found = (
         side_by_side(paired, result, base.metric, a.build, replace(rules, max_pairs=most)) if a is not None else None
@@ -146,9 +144,10 @@ def side_by_side(
     decision = confirm(pairs.values, min_effect=rules.min_effect, boot_sd=rules.boot_sd, boots=pairs.boots)
     while decision.decision == "INCONCLUSIVE" and len(pairs.values) < rules.max_pairs:
         more = paired(result, metric, min(rules.max_pairs, len(pairs.values) + CONFIRM_PAIRS), a)
-        if more is None or len(_over_boots(more).values) <= len(pairs.values):
+        grown = _over_boots(more) if more is not None else pairs
+        if len(grown.values) <= len(pairs.values):  # A stopped serving, or the measure has no more to give
             break
-        pairs = _over_boots(more)
+        pairs = grown
         decision = confirm(pairs.values, min_effect=rules.min_effect, boot_sd=rules.boot_sd, boots=pairs.boots)
     return decision, pairs
 
@@ -199,7 +198,7 @@ def boot_pairs_verdict(
             return False
         if len(boots) < paired.measured(last_good.id):
             return True
-        return paired.boots_left() >= 2 and not paired.failed
+        return paired.boots_left() >= 2 and not failed
 
     while can_grow():
         measured = paired.measure(result, base.metric, len(boots) + 1, last_good)
@@ -218,11 +217,9 @@ def boot_pairs_verdict(
         if decision.decision != "INCONCLUSIVE":
             break
     if not boots or decision is None or pooled is None:
-        return _no_boot_pairs(base, a, paired)
+        return _no_boot_pairs(base, a, paired, failed)
     reason = f"{base.reason}; booted in turns with the last confirmed build {a_text(a)}: {decision.reason}, pooled "
-    reason += f"from {pooled.source}{_why_it_stopped(decision, len(boots), paired)}"
-    if decision.decision == "FAIL":
-        paired.failed.append(base.cell)
+    reason += f"from {pooled.source}{_why_it_stopped(decision, len(boots), failed)}"
     confirmation = _confirmation(boots, decision, pooled, rules)
     return replace(
         base,
@@ -238,11 +235,11 @@ def boot_pairs_verdict(
     )
 
 
-def _no_boot_pairs(base: CellOutcome, a: LastConfirmed, paired: InTurn) -> CellOutcome:
+def _no_boot_pairs(base: CellOutcome, a: LastConfirmed, paired: InTurn, failed: Sequence[str]) -> CellOutcome:
     """A cell judged with no boot pair: another cell FAILed the entry first, the budget was spent, or A did not
     serve."""
-    if paired.failed:
-        stopped = f"no boot pair is made for it: {', '.join(paired.failed)} already FAILs the entry"
+    if failed:
+        stopped = f"no boot pair is made for it: {', '.join(failed)} already FAILs the entry"
         return replace(base, status=Status.INCONCLUSIVE, reason=f"{base.reason}; {stopped}", last_good=a.build)
     if paired.boots_left() < 2:
         spent = "the night's boot budget is spent before the first boot pair (two boots)"
@@ -250,12 +247,12 @@ def _no_boot_pairs(base: CellOutcome, a: LastConfirmed, paired: InTurn) -> CellO
     return unpaired(base, a)
 
 
-def _why_it_stopped(decision: SequentialResult, pairs: int, paired: InTurn) -> str:
+def _why_it_stopped(decision: SequentialResult, pairs: int, failed: Sequence[str]) -> str:
     """Why a cell's boot pairs ended before their limit without a FAIL: another cell FAILed the entry, or the budget
     ran out (with what deciding would have cost); nothing where they decided on their own."""
     if decision.decision == "FAIL" or pairs >= pair_limits.MAX_BOOT_PAIRS:
         return ""
-    stop = f"no boot more for it: {', '.join(paired.failed)} already FAILs the entry" if paired.failed else ""
+    stop = f"no boot more for it: {', '.join(failed)} already FAILs the entry" if failed else ""
     if decision.decision == "INCONCLUSIVE" and decision.carry:
         return f"; {stop or 'the boot budget is spent'} ({_to_decide(decision)})"
     return f"; {stop}" if stop else ""

@@ -62,8 +62,8 @@ class _SideBySide:
 
     def __init__(self, beside: Beside, model: str, *, watch: Watch, say: Say) -> None:
         self.beside, self.model, self.watch, self.say = beside, model, watch, say
-        self.runs: dict[tuple[str, str], list[tuple[RunSample, RunSample]]] = {}
-        self.boots: dict[tuple[str, str], list[tuple[int, int]]] = {}  # each pair's boots, as runs
+        # each case's pairs against a build: A's run, B's run, and the boots of A and B they measured
+        self.runs: dict[tuple[str, str], list[tuple[RunSample, RunSample, tuple[int, int]]]] = {}
         self.servers: dict[str, _Servers] = {}
         self.unswapped_said = False
 
@@ -78,7 +78,6 @@ class _SideBySide:
             now = self.servers[last_good.id] = _Servers(self._side(served), self._side(self.beside.tonight()), "a")
             fresh = (now.a, now.b)
         done = self.runs.setdefault((last_good.id, result.pp_cell.name), [])
-        boots = self.boots.setdefault((last_good.id, result.pp_cell.name), [])
         while len(done) < wanted:
             if done and len(done) % PAIRS_PER_BLOCK == 0:  # a new block: the later boot changes sides
                 rebooted = self._swap(now, last_good)
@@ -91,9 +90,10 @@ class _SideBySide:
                     measure_run(client, self.model, case, prompts=prompts, latency_s=latency)
                 fresh = ()
                 while len(done) < block_end:
-                    done.append(measure_pair(now.a, now.b, self.model, case, a_first=pair_order(len(done))))
-                    boots.append(now.boots)
-        return PairsOverBoots([(ra.metric(metric), rb.metric(metric)) for ra, rb in done[:wanted]], boots[:wanted])
+                    ra, rb = measure_pair(now.a, now.b, self.model, case, a_first=pair_order(len(done)))
+                    done.append((ra, rb, now.boots))
+        kept = done[:wanted]
+        return PairsOverBoots([(ra.metric(metric), rb.metric(metric)) for ra, rb, _ in kept], [b for *_, b in kept])
 
     def _side(self, client: OpenAIClient) -> Side:
         return client, PromptMaker(client, self.model), latency_estimate(client)
