@@ -1,5 +1,6 @@
-"""The vLLM repository the GPU's built nights resolve (the `gpu-built` profile), made where PyPI is reachable and
-carried to a GPU host that has no network, as one tarball of a bare repository laid out as GitHub serves it:
+"""The vLLM and FlashInfer repositories the GPU's built nights resolve (the `gpu-built` profile), made where PyPI is
+reachable and carried to a GPU host that has no network, as one tarball of two bare repositories laid out as GitHub
+serves them. vLLM's (o/upstream.git):
 
     main                 vLLM 0.26.0's sdist, then the Python its x86-64 wheel carries (the tree the profile pins)
     refs/pull/301/head   a docs change          (harmless)
@@ -9,7 +10,10 @@ carried to a GPU host that has no network, as one tarball of a bare repository l
                          a 2 ms sleep in each engine step as the 11th (`git update-ref refs/heads/main day` makes it
                          tonight's main)
 
-    python -m benchmarks.gpu_built_repo DEST.tar.gz     prints the settings line and the pinned tree
+FlashInfer's (f/upstream.git): main is flashinfer-python 0.6.14's sdist, the release vLLM 0.26.0 pins
+(tests/flashinfer_repo.py), built from its tree every night.
+
+    python -m benchmarks.gpu_built_repo DEST.tar.gz     prints the settings lines and the pinned tree
 """
 
 from __future__ import annotations
@@ -20,13 +24,15 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+from tests.flashinfer_repo import make_flashinfer_repo
 from tests.vllm_repo import GPU_PLANTED, VLLM_026_SDIST, VLLM_026_X86, make_day_of_main, make_vllm_repo, plant_pulls
 
 PULLS = {"docs": 301, "garbage": 302, "tidy": 303}
 DAY = 16
 DAY_GUILTY = 11  # the 2 ms sleep
 DAY_NATIVE = 6  # a C++ change, reverted by the next commit
-REMOTE = "o/upstream.git"  # where the tarball's bare repository unpacks
+REMOTE = "o/upstream.git"  # where the tarball's bare repositories unpack: vLLM's
+FLASHINFER_REMOTE = "f/upstream.git"  # and FlashInfer's
 
 
 def main() -> None:
@@ -41,11 +47,18 @@ def main() -> None:
         repo.upstream.git("push", "--quiet", "--force", "origin", f"{day[-1]}:refs/heads/day")
         repo.upstream.git("push", "--quiet", "--force", "origin", f"{repo.base}:refs/heads/main")
         tree = repo.upstream.git("rev-parse", f"{repo.base}^{{tree}}")
+        flashinfer = make_flashinfer_repo(Path(scratch) / "flashinfer")
+        flashinfer_main = flashinfer.git("rev-parse", "HEAD")
         with tarfile.open(dest, "w:gz") as archive:
             archive.add(remote, arcname=REMOTE)
+            archive.add(flashinfer.remote, arcname=FLASHINFER_REMOTE)
         shutil.rmtree(Path(scratch) / "sdist", ignore_errors=True)
     print(f"main {repo.base} (tree {tree}); day {day[0][:12]}..{day[-1][:12]}, the slower commit {day[DAY_GUILTY - 1]}")
-    print(f"unpack into DIR, then: --set sources.vllm.repo=file://DIR/{REMOTE} --set sources.vllm.ref=main")
+    print(f"FlashInfer's main {flashinfer_main}")
+    print(
+        f"unpack into DIR, then: --set sources.vllm.repo=file://DIR/{REMOTE} --set sources.vllm.ref=main "
+        f"--set sources.flashinfer.repo=file://DIR/{FLASHINFER_REMOTE} --set sources.flashinfer.ref=main"
+    )
 
 
 if __name__ == "__main__":

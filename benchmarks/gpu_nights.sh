@@ -11,7 +11,8 @@
 #   STEPS (default all, in this order): good,slower,again,nan,grammar,kernel,variants,spread; `reference` records
 #   the golden reference the variants need without a whole night (`spark-nightly golden ENTRY --record`).
 #   Built nights (`--profile gpu-built`, their own history under WORK/state-built), from the repository tarball
-#   VLLM_REPO made by `python -m benchmarks.gpu_built_repo` (vLLM 0.26.0's tree, PRs 301-303, a day of main):
+#   VLLM_REPO made by `python -m benchmarks.gpu_built_repo` (vLLM 0.26.0's tree, PRs 301-303, a day of main;
+#   FlashInfer 0.6.14's tree, built into the night's flashinfer-python):
 #   built (main alone), guilty (main with PRs 301,302,303: 302 shifts the logits), built-again (main alone: closes
 #   the guilty night's alert), day (main moved to the day's 16
 #   commits, the 11th a 2 ms sleep per engine step: the night fails on main alone and bisects it)
@@ -89,14 +90,17 @@ for path in sorted(pathlib.Path(sys.argv[1]).glob("entries/*.json")):
 PY
 }
 
-built_night() {  # built_night NAME [PRS]: a night of the gpu-built profile over the carried vLLM repository
+built_night() {  # built_night NAME [PRS [ARGS...]]: a night of the gpu-built profile over the carried repositories
     local prs=${2:-}
     if [ ! -d "$work/vllm-repo" ]; then
         mkdir -p "$work/vllm-repo" && tar -xzf "${VLLM_REPO:?the tarball of python -m benchmarks.gpu_built_repo}" \
             -C "$work/vllm-repo"
     fi
     local args=(--set "sources.vllm.repo=file://$work/vllm-repo/o/upstream.git" --set sources.vllm.ref=main)
+    [ -d "$work/vllm-repo/f/upstream.git" ] && args+=(  # FlashInfer's tree, where the tarball carries it
+        --set "sources.flashinfer.repo=file://$work/vllm-repo/f/upstream.git" --set sources.flashinfer.ref=main)
     [ -n "$prs" ] && args+=(--set "sources.vllm.prs=$prs")
+    args+=("${@:3}")
     SPARK_NIGHTLY_PATHS_STATE=$work/state-built NIGHT_PROFILE=gpu-built night "$1" "$here" "${args[@]}"
     local run
     run=$(ls -td "$work"/runs/*/ | head -1)
@@ -118,7 +122,8 @@ PY
 for step in ${steps//,/ }; do
     case $step in
         built|built-again) built_night "$step" ;;
-        guilty) built_night guilty 301,302,303 ;;
+        guilty)  # CULPRIT_BUILDS=0: the guilty night without its culprit search (about 15 minutes of trials)
+            built_night guilty 301,302,303 ${CULPRIT_BUILDS:+--set "culprit.max_builds=$CULPRIT_BUILDS"} ;;
         day)
             git -C "$work/vllm-repo/o/upstream.git" update-ref refs/heads/main refs/heads/day
             built_night day ;;

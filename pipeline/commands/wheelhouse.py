@@ -20,6 +20,7 @@ from pipeline.infra.wheel_target import Target
 from pipeline.infra.wheelhouse import WheelSet, make_wheelhouse
 from pipeline.progress import to_stderr
 from pipeline.settings import Settings
+from pipeline.stages.build.night_build import tree_build_sets
 from pipeline.stages.prove.supplies import base_of, night_sets
 
 
@@ -29,7 +30,9 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser], co
         parents=[common],
         help="fetch every file a night of the profile installs into one folder, for a runner without the network",
         description="Resolve the profile's candidate, the golden judge's and converter's environment and its "
-        "entries' package weights, less what the base environment already provides, and download every file with "
+        "entries' package weights, the build environment of each source a built profile builds from its tree on the "
+        "host (read from the source's main now: gpu-built's FlashInfer), less what the base environment already "
+        "provides, and download every file with "
         "its sha256 into DIR (files/ and the index wheelhouse.json). A second run fetches nothing; a damaged file is "
         "named and fetched again. The base is the runner's (candidate.base_python, else the profile's "
         "candidate.base), or, for a runner elsewhere, --base-listing. For a runner unlike this machine (another "
@@ -90,7 +93,8 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
     else:
         base = base_of(settings, profile)
         resolver = args.python or (base.python if base else sys.executable)
-    sets = night_sets(profile, entries) + ([gate_set()] if args.gate else [])
+    sets = night_sets(profile, entries) + tree_build_sets(settings, profile, say=to_stderr)
+    sets += [gate_set()] if args.gate else []
     if not sets:
         raise UsageError(f"profile {profile.name} installs nothing a wheelhouse holds (its wheels are built)")
     strips = [arg for glob in args.strip for arg in ("--strip", glob)] + (["--gate"] if args.gate else [])

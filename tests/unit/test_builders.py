@@ -124,3 +124,18 @@ def test_flashinfer_without_the_split_builds_the_monolithic_jit_cache(tmp_path: 
     steps = builder.steps(root, SOURCE, TOOLCHAIN, PATHS)
     assert [s.name for s in steps] == ["flashinfer-python", "flashinfer-cubin", "flashinfer-jit-cache"]
     assert all("FLASHINFER_JIT_CACHE_WHEEL_KIND" not in s.env for s in steps)
+
+
+def test_flashinfer_for_no_architecture_builds_its_python_alone_with_no_torch_and_no_index(tmp_path: Path) -> None:
+    root = _tree(tmp_path, FLASHINFER_TREE)  # a checkout with the AOT projects: none is built without an arch
+    builder = BUILDERS["flashinfer"]
+    no_arch = Toolchain(cuda_arch=None, torch="torch==2.11.0", index_urls=(), max_jobs=2, mode="host", ccache_dir=None)
+    assert builder.families(root, None) == builder.families(None, None) == ("flashinfer-python",)
+    assert builder.kernel_families(root, None) == ()
+    assert builder.build_requirements(root, no_arch) == ("setuptools>=77", "uv")
+    (step,) = builder.steps(root, SOURCE, no_arch, PATHS)
+    assert (step.name, step.argv[-1], step.produces) == ("flashinfer-python", ".", "flashinfer-python")
+    # the build backend's own best-effort installs find no index: the locked build environment stays as locked
+    assert (step.env["UV_OFFLINE"], step.env["PIP_NO_INDEX"]) == ("1", "1")
+    assert "FLASHINFER_CUDA_ARCH_LIST" not in step.env
+    assert builder.build_requirements(root, TOOLCHAIN)[-4:] == ("torch==2.13.0", "uv", "wheel", "ninja")

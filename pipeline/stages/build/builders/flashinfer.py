@@ -41,9 +41,11 @@ class FlashInferBuilder:
     """FlashInfer's wheels with the kernels compiled for the target architecture."""
 
     family = "flashinfer"
-    revision = 2
+    revision = 3
 
     def families(self, root: Path | None, cuda_arch: str | None = None) -> tuple[str, ...]:
+        if not cuda_arch:  # no architecture to compile for: flashinfer-python alone, its kernels JIT-compiled in use
+            return ("flashinfer-python",)
         found = tuple(name for name, folder in _PROJECTS if root is None or (root / folder / "pyproject.toml").exists())
         if root is not None and cuda_arch and self._split(root):
             found += (provider_family(cuda_arch),)
@@ -55,10 +57,14 @@ class FlashInferBuilder:
 
     def build_requirements(self, root: Path, toolchain: Toolchain) -> tuple[str, ...]:
         wanted: list[str] = []
-        folders = [folder for name, folder in _PROJECTS if name in self.families(root)]
+        folders = [folder for name, folder in _PROJECTS if name in self.families(root, toolchain.cuda_arch)]
         folders += [PROVIDER_FOLDER] * (bool(toolchain.cuda_arch) and self._split(root))
         for folder in folders:
             wanted.extend(r for r in without_torch(pyproject_build_requires(root / folder)) if r not in wanted)
+        if not self.kernel_families(root, toolchain.cuda_arch):
+            # flashinfer-python alone is packaging (its kernels are sources, compiled at first use): no torch, no
+            # compiler; and the environment stays small enough for a wheelhouse carried to an offline runner
+            return (*wanted, "uv")
         return (*wanted, toolchain.torch, "uv", "wheel", "ninja")
 
     def rust_channel(self, root: Path | None) -> str | None:
@@ -67,6 +73,12 @@ class FlashInferBuilder:
     def steps(self, root: Path | None, source: BuildSource, toolchain: Toolchain, paths: Paths) -> list[Step]:
         env = common_env(toolchain, source) | {
             "FLASHINFER_BUILD_NO_PIP": "1",  # the build environment is locked: its hooks must not install into it
+            # the build backend installs cuda-tile's compiler wheels into the build interpreter with uv or pip,
+            # best effort (0.6.14: `_install_cuda_tile_compile_deps`), whatever FLASHINFER_BUILD_NO_PIP says: with
+            # no index it fails at once and the build goes on, so the locked environment stays what its lock says
+            "UV_OFFLINE": "1",
+            "PIP_NO_INDEX": "1",
+            "PIP_FIND_LINKS": "",
             "BUILD_NVEP": "0",  # a best-effort native step that differs silently with what the host happens to have
         }
         if toolchain.cuda_arch:
@@ -77,7 +89,7 @@ class FlashInferBuilder:
         steps = [
             uv_build(name, folder, paths, env | (self._shim_env(arch) if name == "flashinfer-jit-cache" else {}))
             for name, folder in _PROJECTS
-            if name in self.families(root)
+            if name in self.families(root, toolchain.cuda_arch)
         ]
         if arch:  # the provider split: one wheel of compiled kernels for the architecture, named after it
             provider = uv_build(
