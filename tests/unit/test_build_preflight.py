@@ -65,3 +65,16 @@ def test_a_pure_python_build_needs_no_disk_for_cuda_objects(tmp_path: Path) -> N
     checks = build_checks(no_gpu, tmp_path, min_free_gib=10**9, rust=False, which={"ccache": "/usr/bin/ccache"}.get,
                           environ={}, python_include=_headers(tmp_path, present=True))  # fmt: skip
     assert all(c.ok for c in checks) and "nvcc" not in {c.name for c in checks}
+
+
+def test_a_build_that_compiles_nothing_needs_no_compiler_headers_or_cache(tmp_path: Path) -> None:
+    # gpu-built's flashinfer-python: packaging alone, on a GPU host with no ccache and no Python headers
+    no_arch = Toolchain(cuda_arch=None, torch="torch==2.11.0", index_urls=(), max_jobs=8, mode="host", ccache_dir=None)
+    checks = build_checks(
+        no_arch, tmp_path, min_free_gib=0, rust=False, compiles=False, which=lambda _: None, environ={},
+        python_include=_headers(tmp_path, present=False),
+    )  # fmt: skip
+    assert [c.name for c in checks] == ["disk"]
+    require(checks)
+    compiling = build_checks(no_arch, tmp_path, min_free_gib=0, rust=False, which=lambda _: None, environ={})
+    assert "ccache" in [c.name for c in compiling if not c.ok]  # vLLM's CPU build compiles: ccache is still asked

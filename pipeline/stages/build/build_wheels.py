@@ -187,7 +187,9 @@ def _run_native_steps(  # noqa: PLR0913 -- the build's folders and limits, by ke
 ) -> tuple[str, ...]:
     """The preflight, then each step of the builder but those of the `skipped` families (kernels carried from an
     earlier build), here or in the build image; returns the families the source must yield."""
-    checks = build_checks(toolchain, work_dir, min_free_gib=min_free_gib, rust=builder.rust_channel(root) is not None)
+    rust = builder.rust_channel(root) is not None
+    compiles = builder.compiles(root, toolchain)
+    checks = build_checks(toolchain, work_dir, min_free_gib=min_free_gib, rust=rust, compiles=compiles)
     for check in checks:
         state = "ok" if check.ok else ("MISSING" if check.required else "missing (optional)")
         say(f"{builder.family}: preflight {check.name}: {state}: {check.found}")

@@ -34,14 +34,18 @@ def build_checks(
     *,
     min_free_gib: int,
     rust: bool,
+    compiles: bool = True,
     which: Which = shutil.which,
     environ: dict[str, str] | None = None,
     python_include: Path | None = None,
 ) -> list[Check]:
-    """Every prerequisite of tonight's build in this toolchain's mode; `rust` when a source has a Rust part."""
+    """Every prerequisite of tonight's build in this toolchain's mode; `rust` when a source has a Rust part;
+    `compiles` False for a source that is packaging alone (flashinfer-python with no AOT kernels: no compiler)."""
     environ = dict(os.environ) if environ is None else environ
     # a CUDA build holds the source, its objects and wheels and fills the compiler cache; a pure-Python one does not
     checks = [disk_check(work_dir, min_free_gib if toolchain.cuda_arch else 0, "or lower build.min_free_gib")]
+    if not compiles and toolchain.mode == "host":
+        return checks
     if toolchain.mode == "docker":
         docker = which("docker")
         return [*checks, Check("docker", docker is not None, docker or "not on PATH", "install Docker Engine")]

@@ -133,6 +133,10 @@ class Builder(Protocol):
 
     def build_requirements(self, root: Path, toolchain: Toolchain) -> tuple[str, ...]: ...
 
+    def compiles(self, root: Path, toolchain: Toolchain) -> bool:
+        """Whether the build runs a compiler (headers, ccache and, for an architecture, nvcc are then needed)."""
+        ...
+
     def rust_channel(self, root: Path | None) -> str | None:
         """The Rust toolchain the source builds with (its rust-toolchain.toml), or None when it has no Rust part."""
         ...

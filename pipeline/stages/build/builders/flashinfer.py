@@ -67,6 +67,9 @@ class FlashInferBuilder:
             return (*wanted, "uv")
         return (*wanted, toolchain.torch, "uv", "wheel", "ninja")
 
+    def compiles(self, root: Path, toolchain: Toolchain) -> bool:
+        return bool(self.kernel_families(root, toolchain.cuda_arch))
+
     def rust_channel(self, root: Path | None) -> str | None:
         return None
 

@@ -45,6 +45,9 @@ class VllmBuilder:
         # setuptools-rust (the optional Rust frontend) comes with the list where the source has one
         return (*without_torch(read_requirements(listed)), toolchain.torch, "uv")
 
+    def compiles(self, root: Path, toolchain: Toolchain) -> bool:
+        return True  # its C++ and CUDA extensions, or the CPU build's
+
     def rust_channel(self, root: Path | None) -> str | None:
         return rust_toolchain_channel(root) if root is not None else None
 
