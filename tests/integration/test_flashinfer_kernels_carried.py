@@ -30,7 +30,8 @@ pytestmark = pytest.mark.integration
 
 SDIST = "flashinfer-python==0.7.2.post1"
 # no architecture: the AOT projects here compile nothing; torch as the builder asks for it on every FlashInfer build
-TOOLCHAIN = Toolchain(cuda_arch=None, torch="torch==2.13.0", index_urls=(), max_jobs=2, mode="host", ccache_dir=None)
+# an architecture: without one FlashInfer yields flashinfer-python alone (no AOT kernels to carry)
+TOOLCHAIN = Toolchain(cuda_arch="12.1a", torch="torch==2.13.0", index_urls=(), max_jobs=2, mode="host", ccache_dir=None)
 
 _AOT_PYPROJECT = """\
 [build-system]

@@ -14,7 +14,8 @@ from pipeline.stages.build.kernel_carry import kernel_carry
 from tests.gitrepos import Upstream
 from tests.wheelfactory import make_wheel
 
-TOOLCHAIN = Toolchain(cuda_arch=None, torch="torch==2.13.0", index_urls=(), max_jobs=2, mode="host", ccache_dir=None)
+# an architecture: without one FlashInfer yields flashinfer-python alone (no AOT kernels to carry)
+TOOLCHAIN = Toolchain(cuda_arch="12.1a", torch="torch==2.13.0", index_urls=(), max_jobs=2, mode="host", ccache_dir=None)
 pytestmark = pytest.mark.integration
 
 HOST = {"python": "3.12.3", "machine": "aarch64"}
