@@ -89,18 +89,31 @@ def eviction_plan(
     runtimes: Sequence[CachedRuntime], budget_bytes: int, now: float, keep: frozenset[str] = frozenset()
 ) -> list[CachedRuntime]:
     """The runtimes to remove, in order, so the rest fit the budget: least recently used first, where a companion
-    counts as used whenever one of its overlays was, and goes only after them. None used within RECENT_S, none in
-    `keep` (a cell's last confirmed build, which pairs boot on any later night) nor a companion of one of those."""
+    counts as used whenever one of its overlays was (through every layer between), and goes only after them. None
+    used within RECENT_S, none in `keep` (a cell's last confirmed build, which pairs boot on any later night) nor
+    anything one of those is layered over."""
     by_name = {r.name: r for r in runtimes}
-    kept = keep | {r.companion for r in runtimes if r.name in keep and r.companion is not None}
+
+    def under(name: str) -> list[str]:
+        """What a runtime is layered over, nearest first (an overlay over FlashInfer's layer over the companion)."""
+        found: list[str] = []
+        companion = by_name[name].companion if name in by_name else None
+        while companion is not None and companion not in found:
+            found.append(companion)
+            companion = by_name[companion].companion if companion in by_name else None
+        return found
+
+    kept = keep | {below for name in keep for below in under(name)}
     used = {r.name: r.last_used for r in runtimes}
-    for runtime in runtimes:  # an overlay's use is its companion's use
-        if runtime.companion in used:
-            used[runtime.companion] = max(used[runtime.companion], runtime.last_used)
-    has_overlays = {r.companion for r in runtimes if r.companion in by_name}
+    for runtime in runtimes:  # an overlay's use is the use of everything it is layered over
+        for below in under(runtime.name):
+            if below in used:
+                used[below] = max(used[below], runtime.last_used)
+    # what others are layered over leaves after them: an overlay, then FlashInfer's layer, then the companion
+    layered_over = {name: sum(name in under(r.name) for r in runtimes) for name in by_name}
     total = sum(r.size_bytes for r in runtimes)
     plan: list[CachedRuntime] = []
-    for name in sorted(by_name, key=lambda n: (used[n], n in has_overlays, n)):
+    for name in sorted(by_name, key=lambda n: (used[n], layered_over[n], n)):
         if total <= budget_bytes or used[name] > now - RECENT_S:
             break
         if name in kept:

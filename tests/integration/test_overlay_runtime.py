@@ -52,3 +52,35 @@ def test_an_overlay_over_a_layered_companion_sees_the_base_the_companion_and_its
     )
     assert found.returncode == 0, found.stderr
     assert found.stdout.split() == ["base", "companion", "overlay"]
+
+
+def test_two_vllms_over_one_flashinfer_layer_import_flashinfer_from_one_place(tmp_path: Path) -> None:
+    # gpu-built: tonight's FlashInfer in a layer of its own under each night's or trial's vLLM, so the kernel sources
+    # its JIT modules were compiled against keep one path whichever vLLM boots
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    companion_pkg = make_wheel(wheels, "companiondep", "1.0", {"__init__.py": b"WHERE = 'c'\n"}, platform="any")
+    kernels_pkg = make_wheel(wheels, "fakeinfer", "0.6.14", {"__init__.py": b"WHERE = 't'\n"}, platform="any")
+    main_pkg = make_wheel(wheels, "tonight", "0.26.0", {"__init__.py": b"WHERE = 'main'\n"}, platform="any")
+    (wheels / "trial").mkdir()
+    trial_pkg = make_wheel(
+        wheels / "trial", "tonight", "0.26.0+trial", {"__init__.py": b"WHERE = 'trial'\n"}, platform="any"
+    )
+    companion_python = create_venv(tmp_path / "companion", sys.executable, tmp_path)
+    _install(companion_python, companion_pkg, tmp_path / "companion.log")
+    companion = Runtime(tmp_path / "companion", "companion-key", (), ())
+
+    trees = overlay_runtime("gpu-built-trees", companion, [kernels_pkg], tmp_path / "cache", tmp_path)
+    found = []
+    for tonight in (main_pkg, trial_pkg):
+        overlay = overlay_runtime("gpu-built-overlay", trees, [tonight], tmp_path / "cache", tmp_path)
+        probe = "import companiondep, fakeinfer, tonight; print(companiondep.WHERE, tonight.WHERE, fakeinfer.__file__)"
+        done = subprocess.run(
+            [str(overlay.root / "bin" / "python"), "-c", probe], capture_output=True, text=True, check=False
+        )
+        assert done.returncode == 0, done.stderr
+        found.append(done.stdout.split())
+        assert [f.name for f in overlay.lock] == ["fakeinfer", "tonight"]  # the whole environment, every layer
+    (main, trial) = found
+    assert main[:2] == ["c", "main"] and trial[:2] == ["c", "trial"]
+    assert main[2] == trial[2] and main[2].startswith(str(trees.root))  # one FlashInfer, one path

@@ -56,6 +56,19 @@ def test_a_companion_counts_as_used_when_its_overlay_was_and_goes_only_after_its
     assert [r.name for r in eviction_plan(runtimes, 0, NOW)] == ["overlay-old", "other", "overlay-new", "companion"]
 
 
+def test_through_a_layer_between_the_overlay_goes_first_then_the_layer_then_the_companion() -> None:
+    # gpu-built: vLLM's overlay over tonight's FlashInfer ("trees") over the companion ("a-companion" sorts first)
+    runtimes = [
+        cached("a-companion", 3, 40),
+        cached("trees", 0.1, 30, companion="a-companion"),
+        cached("overlay", 0.7, 2, companion="trees"),
+        cached("other", 3, 10),
+    ]
+    assert [r.name for r in eviction_plan(runtimes, 1 * GIB, NOW)] == ["other", "overlay", "trees", "a-companion"]
+    kept = eviction_plan(runtimes, 0, NOW, keep=frozenset({"overlay"}))
+    assert [r.name for r in kept] == ["other"]  # a confirmed build keeps every layer it stands on
+
+
 def test_a_cells_last_confirmed_build_and_its_companion_stay_however_old() -> None:
     runtimes = [
         cached("companion", 3, 60),

@@ -129,7 +129,13 @@ def built_runtime(
     from_trees = [w for w in wheels if read_metadata(w).name in tree_built(profile)]
     if bases and len(bases) + len(from_trees) == len(wheels):
         layer = ensure_runtime(companion_set(profile, bases), supply, cache_dir, log_dir, say=say)
-        return overlay_runtime(f"{profile.name}-overlay", layer, wheels, cache_dir, log_dir, say=say)
+        if from_trees:
+            # tonight's FlashInfer in a layer of its own, under every vLLM of the night: its kernel sources keep one
+            # path, so the JIT modules compiled against them stay valid for every trial (in the vLLM overlay's own
+            # venv each new vLLM moved them, and FlashInfer compiled its kernels again at each first boot, ~95 s)
+            layer = overlay_runtime(f"{profile.name}-trees", layer, from_trees, cache_dir, log_dir, say=say)
+        ours = [w for w in wheels if w not in from_trees]
+        return overlay_runtime(f"{profile.name}-overlay", layer, ours, cache_dir, log_dir, say=say)
     requirements = (*(str(w) for w in wheels), *profile.candidate_requirements)
     wheel_set = WheelSet(f"{profile.name}-candidate", requirements, profile.candidate_remove)
     return ensure_runtime(wheel_set, supply, cache_dir, log_dir, say=say)
