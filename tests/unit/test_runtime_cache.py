@@ -123,7 +123,22 @@ def test_a_runtime_whose_maker_holds_its_lock_is_kept(tmp_path: Path) -> None:
         removed = prune_runtimes(tmp_path, 1 / 1024**2, say=said.append, now=NOW)
     assert removed == ["cpu-idle"]
     assert (runtimes / "cpu-busy" / "runtime.json").exists()
-    assert "1 in use by a maker kept" in said[-1]
+    assert "1 kept, in use by a maker or under one" in said[-1]
+
+
+def test_what_a_busy_overlay_is_layered_over_stays_with_it(tmp_path: Path) -> None:
+    runtimes = tmp_path / "runtimes"
+    make_runtime(runtimes, "gpu-built-companion", 2, 40)
+    make_runtime(runtimes, "gpu-built-trees", 1, 35, companion="gpu-built-companion")
+    make_runtime(runtimes, "gpu-built-overlay", 1, 30, companion="gpu-built-trees")
+    make_runtime(runtimes, "cpu-idle", 2, 20)
+    said: list[str] = []
+    with (runtimes / "gpu-built-overlay.lock").open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)  # a maker holds the overlay now: its layer and companion are needed
+        removed = prune_runtimes(tmp_path, 1 / 1024**2, say=said.append, now=NOW)
+    assert removed == ["cpu-idle"]
+    assert all((runtimes / name / "runtime.json").exists() for name in ("gpu-built-trees", "gpu-built-companion"))
+    assert "3 kept, in use by a maker or under one" in said[-1]
 
 
 def test_a_budget_of_zero_keeps_every_runtime(tmp_path: Path) -> None:

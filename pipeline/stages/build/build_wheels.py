@@ -199,7 +199,9 @@ def _run_native_steps(  # noqa: PLR0913 -- the build's folders and limits, by ke
         steps = [s for s in builder.steps(root, source, toolchain, image_paths()) if s.produces not in skipped]
         _build_in_image(steps, builder.rust_channel(root), toolchain, requirements, root, staging, work_dir, say)
     else:
-        runtime = build_runtime(builder.family, requirements, toolchain, supply, cache_dir, work_dir, say=say)
+        runtime = build_runtime(
+            builder.family, requirements, toolchain, supply, cache_dir, work_dir, compiles=compiles, say=say
+        )
         paths = Paths(str(runtime.python), str(runtime.bin("uv")), str(staging))
         for step in builder.steps(root, source, toolchain, paths):
             if step.produces not in skipped:
@@ -221,11 +223,13 @@ def build_runtime(
     cache_dir: Path,
     log_dir: Path,
     *,
+    compiles: bool = True,
     say: Say = quiet,
 ) -> Runtime:
-    """The build environment on the host: pip with the network (and the toolchain's torch index) as always, or,
-    where the runner has a wheelhouse or a base, the night's supply (offline: the wheelhouse's set for it)."""
-    if supply.plain:
+    """The build environment on the host: pip with the network and the toolchain's torch index for a build that
+    compiles (its natives against the torch the candidate installs); for one that compiles nothing (gpu-built's
+    flashinfer-python), the night's supply where the runner has a wheelhouse or a base (offline: its set)."""
+    if supply.plain or compiles:
         return ensure_pip_runtime(
             f"build-{family}", requirements, (), cache_dir, log_dir, index_urls=toolchain.index_urls, say=say
         )

@@ -11,12 +11,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
 from pipeline.config.matrix import Profile
 from pipeline.errors import ExitCode, SparkNightlyError
+from pipeline.infra.base_env import BaseEnv
 from pipeline.infra.fatbin import ensure_cuobjdump
 from pipeline.infra.files import sha256_of, write_atomically
 from pipeline.infra.git import Git, mirror_dir
-from pipeline.infra.runtime import Runtime, overlay_runtime
+from pipeline.infra.runtime import LockedFile, Runtime, overlay_runtime
 from pipeline.infra.supply import ONLINE, Supply, ensure_runtime
 from pipeline.infra.wheel_cache import WheelCache
 from pipeline.infra.wheel_target import pip_platforms
@@ -49,6 +53,14 @@ class BuiltNight:
 class NativeBuildNeeded(SparkNightlyError):
     """Tonight's natives changed on a profile that cannot compile them: nothing to overlay, nothing to build, so
     nothing is proven (ABORTED), and nothing is blamed."""
+
+    exit_code = ExitCode.ABORTED
+
+
+class CompanionCannotCarry(SparkNightlyError):
+    """Tonight's tree-built wheel needs what the profile's companion does not hold at an accepted version (a
+    FlashInfer main that moved past the release the overlay's base pins): nothing is proven (ABORTED), and nothing
+    is blamed on the build."""
 
     exit_code = ExitCode.ABORTED
 
@@ -123,13 +135,21 @@ def built_runtime(
     say: Say,
 ) -> Runtime:
     """The runtime of tonight's wheels beside the profile's other requirements. Where every wheel is an overlay (on
-    `bases`) or of a family the profile builds from its tree every night (gpu-built's flashinfer-python), a venv
-    holding only them over a companion runtime made once per base: seconds, not a resolve; else made once per set of
-    wheels."""
+    `bases`) or of a family the profile builds from its tree every night (gpu-built's flashinfer-python), venvs
+    holding only them over a companion runtime made once per base: seconds, not a resolve (the tree-built wheels in a
+    layer of their own, checked against what the companion holds, then the overlays over it); else made once per set
+    of wheels."""
     from_trees = [w for w in wheels if read_metadata(w).name in tree_built(profile)]
     if bases and len(bases) + len(from_trees) == len(wheels):
         layer = ensure_runtime(companion_set(profile, bases), supply, cache_dir, log_dir, say=say)
         if from_trees:
+            for wheel in from_trees:
+                if unmet := unmet_requirements(wheel, layer.lock, supply.base):
+                    raise CompanionCannotCarry(
+                        f"tonight's {wheel.name} requires {'; '.join(unmet)}, which the companion of profile "
+                        f"{profile.name} ({layer.root.name}) does not hold: it carries the dependencies of the base "
+                        "release, and this tree has moved past them"
+                    )
             # tonight's FlashInfer in a layer of its own, under every vLLM of the night: its kernel sources keep one
             # path, so the JIT modules compiled against them stay valid for every trial (in the vLLM overlay's own
             # venv each new vLLM moved them, and FlashInfer compiled its kernels again at each first boot, ~95 s)
@@ -139,6 +159,23 @@ def built_runtime(
     requirements = (*(str(w) for w in wheels), *profile.candidate_requirements)
     wheel_set = WheelSet(f"{profile.name}-candidate", requirements, profile.candidate_remove)
     return ensure_runtime(wheel_set, supply, cache_dir, log_dir, say=say)
+
+
+def unmet_requirements(wheel: Path, held: Sequence[LockedFile], base: BaseEnv | None) -> list[str]:
+    """What a wheel installed with no resolve (a layer over the companion) requires, for this interpreter, that
+    neither the files under it nor the base hold at an accepted version: each as "requirement (holds version)"."""
+    versions = {canonicalize_name(f.name): f.version for f in held}
+    if base is not None:
+        versions = {canonicalize_name(name): version for name, version in base.packages.items()} | versions
+    unmet = []
+    for line in read_metadata(wheel).requires:
+        wanted = Requirement(line)
+        if wanted.marker is not None and not wanted.marker.evaluate({"extra": ""}):
+            continue  # another platform's, or an extra's
+        version = versions.get(canonicalize_name(wanted.name))
+        if version is None or not wanted.specifier.contains(version, prereleases=True):
+            unmet.append(f"{wanted.name}{wanted.specifier} (holds {version or 'none'})")
+    return unmet
 
 
 def companion_set(profile: Profile, bases: Sequence[Path]) -> WheelSet:
@@ -167,27 +204,32 @@ def tree_built(profile: Profile) -> tuple[str, ...]:
 
 
 def tree_build_sets(settings: Settings, profile: Profile, *, say: Say = quiet) -> list[WheelSet]:
-    """What a wheelhouse holds for the build environments of the sources a host-mode profile builds from their
-    trees (no pinned native base: gpu-built's FlashInfer): each read from the source's main as it is now, by the
-    builder that builds it, so an offline night builds from the wheelhouse alone. A later main that asks for other
-    build requirements fails that night's build naming the set, and a new wheelhouse holds them."""
-    if profile.candidate_from != "build" or settings.build_mode == "docker":
-        return []
+    """What a wheelhouse holds for the build environments of the sources a host-mode profile with no architecture
+    builds from their trees and compiles nothing for (gpu-built's flashinfer-python): each read from the source's
+    main as it is now, by the builder that builds it, so an offline night builds from the wheelhouse alone. A later
+    main that asks for other build requirements fails that night's build naming the set, and a new wheelhouse holds
+    them."""
+    if profile.candidate_from != "build" or settings.build_mode == "docker" or profile.arch:
+        return []  # a build for an architecture compiles: pip with the network and the torch index (the Spark's)
     toolchain = toolchain_for(profile, settings)
     sets = []
     for source in sources_from(settings, profile):
-        if source.name in profile.native_bases:
-            continue  # an overlay on its pinned base: no build environment
+        if source.name in OVERLAY_FAMILIES:
+            continue  # vLLM: an overlay on its base, or a native build that compiles
         with tempfile.TemporaryDirectory(prefix="spark-nightly-build-set-") as scratch:
             main = Source(source.name, source.repo, source.ref, (), source.settings_key)
             plan = resolve_sources([main], cache_dir=settings.places.cache, work_dir=Path(scratch), created="", say=say)
             planned = plan.source(source.name)
             tree = BuildSource.from_plan(planned, mirror_dir(settings.places.cache, planned.repo))
-            root = tree.materialize(Path(scratch) / "tree")
             try:
-                requirements = BUILDERS[source.name].build_requirements(root, toolchain)
+                root = tree.materialize(Path(scratch) / "tree")
+                builder = BUILDERS[source.name]
+                requirements = builder.build_requirements(root, toolchain)
+                compiles = builder.compiles(root, toolchain)
             finally:
                 tree.release(Path(scratch) / "tree")
+        if compiles:
+            continue
         say(f"{source.name}: builds from {planned.commit[:12]} with {' '.join(requirements)}")
         sets.append(build_set(source.name, requirements))
     return sets

@@ -22,7 +22,9 @@ from pipeline.stages.prove.boot import candidate_set
 
 def night_sets(profile: Profile, entries: Sequence[ModelEntry]) -> list[WheelSet]:
     """Every set of files a night of these entries installs or unpacks: a built night's too (what its overlay is
-    installed over, the pinned bases, the inspection's cuobjdump where a GPU architecture is named)."""
+    installed over, the pinned bases, the inspection's cuobjdump where a GPU architecture is named). A build
+    environment read from tonight's tree (gpu-built's `build-flashinfer`) is not among them: the build asks the
+    wheelhouse for it and names it where it is missing."""
     sets = [candidate_set(profile)] if profile.candidate_from == "pip" else []
     if profile.candidate_from == "build":
         sets += pinned_companion_sets(profile)

@@ -41,7 +41,7 @@ class FlashInferBuilder:
     """FlashInfer's wheels with the kernels compiled for the target architecture."""
 
     family = "flashinfer"
-    revision = 3
+    revision = 2
 
     def families(self, root: Path | None, cuda_arch: str | None = None) -> tuple[str, ...]:
         if not cuda_arch:  # no architecture to compile for: flashinfer-python alone, its kernels JIT-compiled in use
@@ -76,16 +76,16 @@ class FlashInferBuilder:
     def steps(self, root: Path | None, source: BuildSource, toolchain: Toolchain, paths: Paths) -> list[Step]:
         env = common_env(toolchain, source) | {
             "FLASHINFER_BUILD_NO_PIP": "1",  # the build environment is locked: its hooks must not install into it
-            # the build backend installs cuda-tile's compiler wheels into the build interpreter with uv or pip,
-            # best effort (0.6.14: `_install_cuda_tile_compile_deps`), whatever FLASHINFER_BUILD_NO_PIP says: with
-            # no index it fails at once and the build goes on, so the locked environment stays what its lock says
-            "UV_OFFLINE": "1",
-            "PIP_NO_INDEX": "1",
-            "PIP_FIND_LINKS": "",
             "BUILD_NVEP": "0",  # a best-effort native step that differs silently with what the host happens to have
         }
         if toolchain.cuda_arch:
             env["FLASHINFER_CUDA_ARCH_LIST"] = toolchain.cuda_arch
+        else:
+            # flashinfer-python alone: the backend installs cuda-tile's compiler wheels into the build interpreter
+            # with uv or pip, best effort (0.6.14: `_install_cuda_tile_compile_deps`), whatever
+            # FLASHINFER_BUILD_NO_PIP says; they compile kernels, which this build does not, so with no index the
+            # install fails at once, the build goes on, and the environment stays what its lock says
+            env |= {"UV_OFFLINE": "1", "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": ""}
         if source.version_label:
             env["FLASHINFER_LOCAL_VERSION"] = source.version_label
         arch = toolchain.cuda_arch if root is not None and self._split(root) else None
