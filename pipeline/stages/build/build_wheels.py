@@ -229,11 +229,12 @@ def build_runtime(
     """The build environment on the host: pip with the network and the toolchain's torch index for a build that
     compiles (its natives against the torch the candidate installs); for one that compiles nothing (gpu-built's
     flashinfer-python), the night's supply where the runner has a wheelhouse or a base (offline: its set)."""
+    wanted = build_set(family, requirements)
     if supply.plain or compiles:
         return ensure_pip_runtime(
-            f"build-{family}", requirements, (), cache_dir, log_dir, index_urls=toolchain.index_urls, say=say
+            wanted.name, wanted.requirements, (), cache_dir, log_dir, index_urls=toolchain.index_urls, say=say
         )
-    return ensure_runtime(build_set(family, requirements), supply, cache_dir, log_dir, say=say)
+    return ensure_runtime(wanted, supply, cache_dir, log_dir, say=say)
 
 
 def _build_overlay(

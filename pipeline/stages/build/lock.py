@@ -55,7 +55,7 @@ class Resolution:
 def plan_resolution(metas: Sequence[WheelMetadata], *, torch_version: str, gpu: bool) -> Resolution:
     """The requirements that resolve tonight's wheels together, and a note for every pin a built wheel replaces."""
     built = {m.name: m for m in metas}
-    wanted: dict[str, list[Requirement]] = {m.name: _requirements(m) for m in metas}
+    wanted: dict[str, list[Requirement]] = {m.name: unconditional_requirements(m) for m in metas}
     notes: list[str] = []
     requirements: list[str] = []
     resolved: list[str] = []
@@ -75,7 +75,7 @@ def plan_resolution(metas: Sequence[WheelMetadata], *, torch_version: str, gpu: 
     return Resolution(tuple(resolved), tuple(dict.fromkeys(requirements)), tuple(as_is), tuple(notes))
 
 
-def _requirements(meta: WheelMetadata) -> list[Requirement]:
+def unconditional_requirements(meta: WheelMetadata) -> list[Requirement]:
     """A wheel's unconditional requirements (those of extras are not installed)."""
     found = []
     for line in meta.requires:

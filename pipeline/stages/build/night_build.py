@@ -11,7 +11,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from pipeline.config.matrix import Profile
@@ -33,7 +32,7 @@ from pipeline.stages.build.build_wheels import BuildResult, build_set, build_sou
 from pipeline.stages.build.builders import BUILD_ORDER, BUILDERS
 from pipeline.stages.build.builders.base import BuildSource, Toolchain
 from pipeline.stages.build.inspect import ArtifactReport, Target, inspect_wheels
-from pipeline.stages.build.lock import lock_wheel_set
+from pipeline.stages.build.lock import lock_wheel_set, unconditional_requirements
 from pipeline.stages.build.native_base import BuildDecision, NativeBuilds, base_set, decide, pinned_base
 from pipeline.stages.build.native_inputs import native_digest, native_paths
 from pipeline.stages.build.resolve import Source, resolve_sources
@@ -139,7 +138,8 @@ def built_runtime(
     holding only them over a companion runtime made once per base: seconds, not a resolve (the tree-built wheels in a
     layer of their own, checked against what the companion holds, then the overlays over it); else made once per set
     of wheels."""
-    from_trees = [w for w in wheels if read_metadata(w).name in tree_built(profile)]
+    tree_families = tree_built(profile)
+    from_trees = [w for w in wheels if read_metadata(w).name in tree_families]
     if bases and len(bases) + len(from_trees) == len(wheels):
         layer = ensure_runtime(companion_set(profile, bases), supply, cache_dir, log_dir, say=say)
         if from_trees:
@@ -168,10 +168,9 @@ def unmet_requirements(wheel: Path, held: Sequence[LockedFile], base: BaseEnv | 
     if base is not None:
         versions = {canonicalize_name(name): version for name, version in base.packages.items()} | versions
     unmet = []
-    for line in read_metadata(wheel).requires:
-        wanted = Requirement(line)
+    for wanted in unconditional_requirements(read_metadata(wheel)):
         if wanted.marker is not None and not wanted.marker.evaluate({"extra": ""}):
-            continue  # another platform's, or an extra's
+            continue  # another platform's
         version = versions.get(canonicalize_name(wanted.name))
         if version is None or not wanted.specifier.contains(version, prereleases=True):
             unmet.append(f"{wanted.name}{wanted.specifier} (holds {version or 'none'})")
