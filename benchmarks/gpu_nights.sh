@@ -64,9 +64,18 @@ PY
     echo "$work/config-$name"
 }
 
+host_line() {  # the host as a night starts: load, the GPU's clocks and heat, and any process still on it
+    local gpu apps
+    gpu=$(nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw,utilization.gpu \
+        --format=csv,noheader 2>/dev/null | head -1)
+    apps=$(nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader 2>/dev/null | tr '\n' ' ')
+    say "host before $1: load $(cut -d' ' -f1-3 /proc/loadavg); gpu ${gpu:-unread}; on the GPU: ${apps:-nothing}"
+}
+
 night() {  # night NAME [CONFIG [ARGS...]]: one nightly (NIGHT_PROFILE, default gpu), its verdict and stage times
     local name=$1 config=${2:-$here} started rc
     shift $(( $# < 2 ? $# : 2 ))
+    host_line "$name"
     started=$(date +%s)
     gate --set "paths.config=$config" nightly --profile "${NIGHT_PROFILE:-gpu}" "$@" > "$work/night-$name.log" 2>&1
     rc=$?
