@@ -16,6 +16,9 @@
 #   built (main alone), guilty (main with PRs 301,302,303: 302 shifts the logits), built-again (main alone: closes
 #   the guilty night's alert), day (main moved to the day's 16
 #   commits, the 11th a 2 ms sleep per engine step: the night fails on main alone and bisects it)
+#   two-hosts (a machine with two GPUs): the gpu profile's cluster entry served across two network namespaces, one GPU
+#   each, through Ray and NCCL over their fast link, and its kill, link-down and Ctrl-C cases
+#   (benchmarks/gpu_two_hosts.py; TWO_HOST_CASES picks some, TWO_HOST_DEBS brings ip and ssh to an image without them)
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 wheelhouse=$(realpath "$1") work=${2:-/tmp/gpu-nights}
@@ -166,6 +169,17 @@ for step in ${steps//,/ }; do
             (cd "$here" && "$work/gate/bin/python" -m benchmarks.gpu_boot_spread "$entry" "${BOOTS:-8}" 5) 2>&1 \
                 | grep -vE "^\[|INFO|WARNING" | tee -a "$summary"
             say "boot spread: $(( $(date +%s) - started )) s" ;;
+        two-hosts)  # two GPUs: the cluster entry across two namespaces, one GPU each (benchmarks/gpu_two_hosts.py);
+            # TWO_HOST_DEBS: the packages of `python -m benchmarks.two_host_tools fetch`, for an image without ip and ssh
+            started=$(date +%s)
+            if [ -n "${TWO_HOST_DEBS:-}" ]; then
+                (cd "$here" && "$work/gate/bin/python" -m benchmarks.two_host_tools install "$TWO_HOST_DEBS" \
+                    "$work/tools") | tee -a "$summary"
+                export PATH=$work/tools/bin:$PATH
+            fi
+            (cd "$here" && "$work/gate/bin/python" -u -m benchmarks.gpu_two_hosts "$work" "${TWO_HOST_CASES:-}") 2>&1 \
+                | grep --line-buffered -vE "^\[|INFO|WARNING" | tee -a "$summary"
+            say "two hosts: $(( $(date +%s) - started )) s" ;;
         *) say "unknown step $step" ;;
     esac
 done

@@ -1,10 +1,10 @@
 """A Ray cluster over the runner's hosts, brought up as a sequence with readiness between steps.
 
-Nodes reachable (and separate hosts), the runtime on every node (an image shipped from the head when a node lacks it,
-image IDs compared), the weights on every node (hashed there, shipped when they differ), the head up, the workers
-joined, and the cluster showing every node on its fast-link address with its accelerator and running a job on each:
-only then does the API server start. Each failure names its node and step; everything started is stopped on every
-node on any exit, Ctrl-C included.
+Nodes reachable (and separate hosts) with their fast link up, the runtime on every node (an image shipped from the
+head when a node lacks it, image IDs compared), the weights on every node (hashed there, shipped when they differ),
+the head up, the workers joined, and the cluster showing every node on its fast-link address with its accelerator
+and running a job on each: only then does the API server start. Each failure names its node and step; everything
+started is stopped on every node on any exit, Ctrl-C included.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ NodeRuntime = ContainerRuntime | FolderRuntime
 STEP_TIMEOUT_S = 60.0  # a short command on a node (hostname, an image ID, a file write)
 SHIP_TIMEOUT_S = 3 * 3600.0  # an image or a model over the network: tens of GB
 READY_POLL_S = 2.0
+LINK_UP_STATES = frozenset({"up", "unknown"})  # /sys/class/net/IFACE/operstate of a link that carries traffic
 # Asked on the head once Ray runs: the live nodes with their addresses and resources; with `probe`, a task on each
 # node that hands 16 MiB back to the head through Ray's object store, so the link between them carries real traffic.
 CLUSTER_PROBE = """
@@ -198,6 +199,7 @@ def cluster_up(
     log_dir.mkdir(parents=True, exist_ok=True)
     try:
         _reach(plan, log_dir)
+        _links_up(plan, log_dir)
         _runtime_everywhere(plan, log_dir, say)
         if plan.weights:
             _weights_everywhere(plan, files, log_dir, say)
@@ -245,6 +247,29 @@ def _reach(plan: ClusterPlan, log_dir: Path) -> None:
                 name, "reach", f"answers as host '{host}', as {names[host]} does: a cluster is separate hosts"
             )
         names[host] = name
+
+
+def _links_up(plan: ClusterPlan, log_dir: Path) -> None:
+    """Every node's end of the fast link is up, as its kernel says: a link down is the night's trouble, not the
+    build's, and is named before Ray starts (Ray would only time out waiting for the node). Every node is asked, so
+    a link downed at one end is named at both (the other end loses its carrier)."""
+    down = []
+    for shell in plan.nodes:
+        name, interface = shell.node.name, shell.node.interface
+        state_file = f"/sys/class/net/{interface}/operstate"
+        # `|| echo absent`: a missing interface answers, so ssh's own failure stays the host lost
+        check = shell.shell(f"cat {shlex.quote(state_file)} 2>/dev/null || echo absent")
+        state = _last_line(check, log_dir / f"link-{name}.log", node=name, step="link")
+        if state not in LINK_UP_STATES:
+            down.append((name, f"{interface} {'not on the host' if state == 'absent' else state}"))
+    if down:
+        raise ClusterError(
+            ", ".join(name for name, _ in down),
+            "link",
+            "the fast link is not up (" + "; ".join(f"{name}: {said}" for name, said in down) + "): no build is judged "
+            "over it",
+            host_lost=True,
+        )
 
 
 def _runtime_everywhere(plan: ClusterPlan, log_dir: Path, say: Say) -> None:

@@ -258,3 +258,25 @@ def test_a_worker_killed_mid_night_fails_the_entry_naming_the_node(
     # Ray's probe hands 16 MiB from the worker to the head over the fast link; the weights went over ssh (management)
     assert fast > 16 << 20, (fast, mgmt)
     print(f"two-host night: {elapsed:.1f} s; fast link {fast / 2**20:.1f} MiB, management {mgmt / 2**20:.1f} MiB")
+
+
+def test_a_fast_link_down_before_the_night_makes_the_entry_inconclusive_naming_the_link(
+    sparks: tuple[TwoHosts, dict[str, str]], tmp_path: Path
+) -> None:
+    hosts, env = sparks
+    subprocess.run(["ip", "-n", hosts.worker_ns, "link", "set", FAST_IFACE, "down"], check=True)
+    night = [str(ROOT / ".venv" / "bin" / "spark-nightly"), "nightly", "--only", ENTRY, "--no-publish"]
+    done = subprocess.run(
+        hosts.on_head(night), cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+    text = done.stdout + done.stderr
+    (run,) = (tmp_path / "runs").iterdir()
+    (outcome,) = [o for o in json.loads((run / "run.json").read_text())["entries"] if o["entry"] == ENTRY]
+    # the host, not the build: the link named at both ends (a veth end whose peer is down is down), before any Ray
+    assert (outcome["status"], outcome["stage"]) == ("INCONCLUSIVE", "cluster"), outcome
+    assert outcome["reason"] == (
+        f"node spark-a, spark-b: link: the fast link is not up (spark-a: {FAST_IFACE} down; "
+        f"spark-b: {FAST_IFACE} down): no build is judged over it"
+    ), outcome
+    assert "cluster: Ray head" not in text, text
+    # the fixture checks that nothing is left in either namespace

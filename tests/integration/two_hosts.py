@@ -23,7 +23,9 @@ HEAD_NAME = "spark-a"
 WORKER_NAME = "spark-b"
 FAST_IFACE = "fast0"
 MGMT_IFACE = "mgmt0"
-SSHD = Path("/usr/sbin/sshd")
+# the first sshd on PATH (a machine whose image lacks one puts benchmarks/two_host_tools.py's wrapper there), else
+# Debian's; sshd re-execs itself for each connection, so the path is absolute
+SSHD = Path(shutil.which("sshd") or "/usr/sbin/sshd")
 RAY_TMP = Path("/tmp/ray")  # where Ray keeps its sessions unless told otherwise
 # sshd chroots its pre-authentication child here and will not start without it; Debian makes it only when an init
 # system starts the packaged sshd, which none does here

@@ -37,12 +37,26 @@ def test_the_gpu_profile_layers_vllm_over_the_host_s_torch_and_serves_one_build_
     profile = config.matrix.profiles["gpu"]
     entry = config.matrix.entry(ENTRY)
     assert profile.accelerator == "cuda" and profile.candidate_from == "pip"
-    assert profile.candidate_requirements == ("vllm==0.26.0",) and profile.candidate_base == "python3"
+    # Ray for the cluster entry; a solo night never starts it
+    assert profile.candidate_requirements == ("vllm==0.26.0", "ray==2.52.0") and profile.candidate_base == "python3"
     assert profile.torch.version == "2.11.0" and profile.torch.cuda == "13.0" and profile.servers_at_once == 1
     assert entry.launch.target == "local" and entry.launch.entrypoint == "module"  # a planted copy runs its own code
     assert entry.serve["dtype"] == "bfloat16" and entry.kernels["attention"] == "FLASH_ATTN"
     pairs = config.thresholds_for(ENTRY, None).pairs
     assert pairs.min_effect >= 1.96 * pairs.boot_sd  # an unchanged build can PASS its boot pairs
+
+
+def test_the_gpu_cluster_entry_splits_the_model_s_layers_over_two_hosts_through_ray(config: Config) -> None:
+    entry = config.matrix.entry("smollm2-135m-instruct-gpu-pp2")
+    solo = config.matrix.entry(ENTRY)
+    assert entry.profile == "gpu" and entry.nodes == 2 and entry.launch.target == "ray" and not entry.required
+    # 9 heads do not split in two: the 30 layers do
+    assert entry.serve["pipeline_parallel_size"] == 2 and "tensor_parallel_size" not in entry.serve
+    assert entry.serve["distributed_executor_backend"] == "ray"
+    assert entry.weights == solo.weights and entry.golden == solo.golden
+    # no figure measured yet: every cell judged by its own history
+    assert all(cell.ref is None for cell in config.thresholds_for(entry.id, None).cells.values())
+    assert {e.id for e in config.matrix.for_profile("gpu-built")} >= {ENTRY, entry.id}
 
 
 def test_a_gpu_server_compiles_into_its_runtime_s_own_cache_a_cpu_server_into_none(

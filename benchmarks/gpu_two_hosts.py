@@ -1,0 +1,163 @@
+"""Two hosts on a machine with two GPUs (docs/gpu.md, "Two hosts"): network namespaces spark-a and spark-b joined by
+a fast link and a management network (tests/integration/two_hosts.py, as the CPU tests make them), one GPU each
+through cluster.yaml's node variables, sshd on spark-b, and `spark-nightly nightly --profile gpu` on spark-a serving
+the cluster entry across them through Ray and NCCL. Run by `benchmarks/gpu_nights.sh WH WORK two-hosts`, whose
+environment (the gate's venv, paths, offline) it uses; each case's verdict and figures are printed.
+
+    python -m benchmarks.gpu_two_hosts WORK [CASES]     CASES (default all, in this order): pass,kill,link-down,ctrl-c
+
+pass: the whole gpu profile (the solo entry on one GPU beside the cluster entry on two), the links' bytes over the
+night; kill: the worker's raylet killed once the cluster is ready (the entry FAILs naming spark-b); link-down: the
+fast link down on spark-b before the night (INCONCLUSIVE naming the link); ctrl-c: SIGINT to the night once the
+cluster is ready (the cluster stopped on both hosts). After each, what still runs in either namespace is listed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from tests.integration.two_hosts import (
+    FAST_IFACE,
+    HEAD_NAME,
+    MGMT_IFACE,
+    WORKER_NAME,
+    TwoHosts,
+    link_bytes,
+    named_pids,
+    two_hosts,
+)
+
+HERE = Path(__file__).resolve().parents[1]
+CLUSTER_ENTRY = "smollm2-135m-instruct-gpu-pp2"
+CASES = ("pass", "kill", "link-down", "ctrl-c")
+# NVLink multicast off in every process of the machine: the night's own, and each node's Ray through cluster.yaml
+NODE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+NIGHT_TIMEOUT_S = 1500
+
+
+def cluster_file(work: Path, hosts: TwoHosts) -> Path:
+    """The runner's cluster.yaml: each host on its end of the fast link with a GPU of its own; the worker's cache a
+    folder of its own, so the weights are shipped to it as to a second Spark."""
+    nodes = []
+    for gpu, (name, address) in enumerate(((HEAD_NAME, hosts.fast_a), (WORKER_NAME, hosts.fast_b))):
+        node: dict[str, object] = {
+            "name": name,
+            "interconnect": {"interface": FAST_IFACE, "address": address},
+            "env": NODE_ENV | {"CUDA_VISIBLE_DEVICES": str(gpu)},
+        }
+        if name == WORKER_NAME:
+            node["cache_dir"] = str(work / "worker-cache")
+        nodes.append(node)
+    path = work / "cluster.yaml"
+    cluster = {"version": 1, "profile": "gpu", "ssh_config": str(hosts.ssh_config), "nodes": nodes}
+    path.write_text(yaml.safe_dump(cluster, sort_keys=False))
+    return path
+
+
+def night(hosts: TwoHosts, env: dict[str, str], log: Path, *args: str, on_ready: str = "") -> tuple[int, str, float]:
+    """One night on spark-a; `on_ready` ("kill" or "ctrl-c") acts once the cluster is ready. Its exit code, its
+    output and its time."""
+    argv = [sys.executable, "-m", "pipeline", "nightly", "--profile", "gpu", *args]
+    started = time.monotonic()
+    with log.open("w") as out:
+        process = subprocess.Popen(
+            hosts.on_head(argv), cwd=HERE, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        assert process.stdout is not None
+        try:
+            for line in process.stdout:
+                out.write(line)
+                out.flush()
+                if on_ready and "cluster ready: " in line:
+                    act(hosts, process, on_ready)
+                    on_ready = ""
+            process.wait(NIGHT_TIMEOUT_S)
+        finally:
+            if process.poll() is None:  # the night hung: SIGTERM lets it stop its cluster on both hosts
+                process.terminate()
+                try:
+                    process.wait(120)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+    return process.returncode, log.read_text(), time.monotonic() - started
+
+
+def act(hosts: TwoHosts, process: subprocess.Popen[str], what: str) -> None:
+    if what == "kill":
+        raylets = [pid for pid, name in named_pids(hosts.worker_ns) if name == "raylet"]
+        print(f"  killing spark-b's raylet {raylets}", flush=True)
+        for pid in raylets:  # Ray's process of this night, by its pid
+            os.kill(pid, signal.SIGKILL)
+    else:
+        print(f"  Ctrl-C to the night ({process.pid})", flush=True)
+        process.send_signal(signal.SIGINT)
+
+
+def left(hosts: TwoHosts) -> list[str]:
+    """What still runs in either namespace besides the worker's sshd."""
+    return [
+        f"{ns}:{pid}:{name}"
+        for ns in (hosts.head_ns, hosts.worker_ns)
+        for pid, name in named_pids(ns)
+        if name != "sshd"
+    ]
+
+
+def report(work: Path, case: str, code: int, output: str, seconds: float) -> None:
+    print(f"{case}: exit {code} in {seconds:.0f} s", flush=True)
+    for line in output.splitlines():
+        if "cluster" in line or line.startswith(("nightly ", "release: ")):
+            print(f"  {line[:300]}")
+    runs = sorted((work / "runs").iterdir(), key=lambda p: p.stat().st_mtime) if (work / "runs").is_dir() else []
+    if not runs or not (runs[-1] / "run.json").is_file():
+        print(f"  no run.json: the night stopped before its verdict (its output: {output.strip()[-300:]})")
+        return
+    for outcome in json.loads((runs[-1] / "run.json").read_text()).get("entries", []):
+        numbers = outcome.get("numbers", {})
+        print(f"  {outcome['entry']}: {outcome['status']} at {outcome['stage']}: {outcome['reason'][:400]}")
+        print(f"    stage_s {numbers.get('stage_s')}")
+        for cell, found in sorted(numbers.get("cells", {}).items()):
+            print(f"    {cell}: {found.get('status')} {found.get('value')} t/s")
+
+
+def main(argv: list[str]) -> int:
+    work = Path(argv[0]).resolve()
+    cases = argv[1].split(",") if len(argv) > 1 and argv[1] else list(CASES)
+    if unknown := sorted(set(cases) - set(CASES)):
+        raise SystemExit(f"unknown cases {unknown}: choose from {', '.join(CASES)}")
+    with two_hosts(work / "hosts") as hosts:
+        env = os.environ | NODE_ENV | {"SPARK_NIGHTLY_PATHS_CLUSTER": str(cluster_file(work, hosts))}
+        print(f"two hosts: {HEAD_NAME} {hosts.fast_a}, {WORKER_NAME} {hosts.fast_b} on {FAST_IFACE}", flush=True)
+        for case in cases:
+            log = work / f"two-hosts-{case}.log"
+            only = ["--only", CLUSTER_ENTRY, "--no-publish"]
+            if case == "pass":
+                fast, mgmt = link_bytes(hosts.head_ns, FAST_IFACE), link_bytes(hosts.head_ns, MGMT_IFACE)
+                code, output, seconds = night(hosts, env, log)
+                fast, mgmt = link_bytes(hosts.head_ns, FAST_IFACE) - fast, link_bytes(hosts.head_ns, MGMT_IFACE) - mgmt
+                report(work, case, code, output, seconds)
+                print(f"  links over the night: fast {fast / 2**20:.1f} MiB, management {mgmt / 2**20:.1f} MiB")
+            elif case == "link-down":
+                subprocess.run(["ip", "-n", hosts.worker_ns, "link", "set", FAST_IFACE, "down"], check=True)
+                try:
+                    report(work, case, *night(hosts, env, log, *only))
+                finally:
+                    subprocess.run(["ip", "-n", hosts.worker_ns, "link", "set", FAST_IFACE, "up"], check=True)
+                    time.sleep(2)  # the kernel reports the state up to a second after
+            else:
+                report(work, case, *night(hosts, env, log, *only, on_ready="kill" if case == "kill" else "ctrl-c"))
+            print(f"  left running in the two hosts: {left(hosts) or 'nothing'}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
