@@ -21,7 +21,7 @@
 #   (benchmarks/gpu_two_hosts.py; TWO_HOST_CASES picks some, TWO_HOST_DEBS brings ip and ssh to an image without them)
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-wheelhouse=$(realpath "$1") work=${2:-/tmp/gpu-nights}
+wheelhouse=$(realpath "$1") work=$(realpath -m "${2:-/tmp/gpu-nights}")
 steps=${3:-good,slower,again,nan,grammar,kernel,variants,spread}
 base=${BASE_PYTHON:-python3}
 entry=smollm2-135m-instruct-gpu
@@ -173,8 +173,11 @@ for step in ${steps//,/ }; do
             # TWO_HOST_DEBS: the packages of `python -m benchmarks.two_host_tools fetch`, for an image without ip and ssh
             started=$(date +%s)
             if [ -n "${TWO_HOST_DEBS:-}" ]; then
-                (cd "$here" && "$work/gate/bin/python" -m benchmarks.two_host_tools install "$TWO_HOST_DEBS" \
-                    "$work/tools") | tee -a "$summary"
+                debs=$(realpath "$TWO_HOST_DEBS")
+                if ! (cd "$here" && "$work/gate/bin/python" -m benchmarks.two_host_tools install "$debs" \
+                    "$work/tools") >> "$summary" 2>&1; then
+                    say "two hosts: the tools from $debs did not install (above)"; continue
+                fi
                 export PATH=$work/tools/bin:$PATH
             fi
             (cd "$here" && "$work/gate/bin/python" -u -m benchmarks.gpu_two_hosts "$work" "${TWO_HOST_CASES:-}") 2>&1 \

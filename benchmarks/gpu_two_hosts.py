@@ -19,6 +19,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -40,6 +41,9 @@ CLUSTER_ENTRY = "smollm2-135m-instruct-gpu-pp2"
 CASES = ("pass", "kill", "link-down", "ctrl-c")
 # NVLink multicast off in every process of the machine: the night's own, and each node's Ray through cluster.yaml
 NODE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+# what a node's Ray (started over ssh, with sshd's own environment) needs of the night's to find the toolchain that
+# FlashInfer's JIT compiles with on the worker as on the head; CUDA_DEVICE_ORDER so a node's GPU index is NVML's
+CARRIED = ("PATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH")
 NIGHT_TIMEOUT_S = 1500
 
 
@@ -51,7 +55,9 @@ def cluster_file(work: Path, hosts: TwoHosts) -> Path:
         node: dict[str, object] = {
             "name": name,
             "interconnect": {"interface": FAST_IFACE, "address": address},
-            "env": NODE_ENV | {"CUDA_VISIBLE_DEVICES": str(gpu)},
+            "env": NODE_ENV
+            | {name: os.environ[name] for name in CARRIED if os.environ.get(name)}
+            | {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": str(gpu)},
         }
         if name == WORKER_NAME:
             node["cache_dir"] = str(work / "worker-cache")
@@ -72,6 +78,9 @@ def night(hosts: TwoHosts, env: dict[str, str], log: Path, *args: str, on_ready:
             hosts.on_head(argv), cwd=HERE, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         )
         assert process.stdout is not None
+        # a hung night is stopped (SIGTERM: it stops its cluster on both hosts), which ends its output below
+        limit = threading.Timer(NIGHT_TIMEOUT_S, process.terminate)
+        limit.start()
         try:
             for line in process.stdout:
                 out.write(line)
@@ -81,6 +90,7 @@ def night(hosts: TwoHosts, env: dict[str, str], log: Path, *args: str, on_ready:
                     on_ready = ""
             process.wait(NIGHT_TIMEOUT_S)
         finally:
+            limit.cancel()
             if process.poll() is None:  # the night hung: SIGTERM lets it stop its cluster on both hosts
                 process.terminate()
                 try:
@@ -112,16 +122,21 @@ def left(hosts: TwoHosts) -> list[str]:
     ]
 
 
-def report(work: Path, case: str, code: int, output: str, seconds: float) -> None:
+def runs(work: Path) -> set[Path]:
+    return set((work / "runs").iterdir()) if (work / "runs").is_dir() else set()
+
+
+def report(case: str, code: int, output: str, seconds: float, new_runs: set[Path]) -> None:
+    """The night's exit, its cluster lines and verdict, and each entry's outcome from its own run.json."""
     print(f"{case}: exit {code} in {seconds:.0f} s", flush=True)
     for line in output.splitlines():
         if "cluster" in line or line.startswith(("nightly ", "release: ")):
             print(f"  {line[:300]}")
-    runs = sorted((work / "runs").iterdir(), key=lambda p: p.stat().st_mtime) if (work / "runs").is_dir() else []
-    if not runs or not (runs[-1] / "run.json").is_file():
-        print(f"  no run.json: the night stopped before its verdict (its output: {output.strip()[-300:]})")
+    found = [run / "run.json" for run in new_runs if (run / "run.json").is_file()]
+    if len(found) != 1:
+        print(f"  no run.json of this night: it stopped before its verdict (its output: {output.strip()[-300:]})")
         return
-    for outcome in json.loads((runs[-1] / "run.json").read_text()).get("entries", []):
+    for outcome in json.loads(found[0].read_text()).get("entries", []):
         numbers = outcome.get("numbers", {})
         print(f"  {outcome['entry']}: {outcome['status']} at {outcome['stage']}: {outcome['reason'][:400]}")
         print(f"    stage_s {numbers.get('stage_s')}")
@@ -137,26 +152,37 @@ def main(argv: list[str]) -> int:
     with two_hosts(work / "hosts") as hosts:
         env = os.environ | NODE_ENV | {"SPARK_NIGHTLY_PATHS_CLUSTER": str(cluster_file(work, hosts))}
         print(f"two hosts: {HEAD_NAME} {hosts.fast_a}, {WORKER_NAME} {hosts.fast_b} on {FAST_IFACE}", flush=True)
+        failed = 0
         for case in cases:
-            log = work / f"two-hosts-{case}.log"
-            only = ["--only", CLUSTER_ENTRY, "--no-publish"]
-            if case == "pass":
-                fast, mgmt = link_bytes(hosts.head_ns, FAST_IFACE), link_bytes(hosts.head_ns, MGMT_IFACE)
-                code, output, seconds = night(hosts, env, log)
-                fast, mgmt = link_bytes(hosts.head_ns, FAST_IFACE) - fast, link_bytes(hosts.head_ns, MGMT_IFACE) - mgmt
-                report(work, case, code, output, seconds)
-                print(f"  links over the night: fast {fast / 2**20:.1f} MiB, management {mgmt / 2**20:.1f} MiB")
-            elif case == "link-down":
-                subprocess.run(["ip", "-n", hosts.worker_ns, "link", "set", FAST_IFACE, "down"], check=True)
-                try:
-                    report(work, case, *night(hosts, env, log, *only))
-                finally:
-                    subprocess.run(["ip", "-n", hosts.worker_ns, "link", "set", FAST_IFACE, "up"], check=True)
-                    time.sleep(2)  # the kernel reports the state up to a second after
-            else:
-                report(work, case, *night(hosts, env, log, *only, on_ready="kill" if case == "kill" else "ctrl-c"))
+            try:
+                run_case(work, hosts, env, case)
+            except Exception as exc:  # one case's trouble is said, and the next case runs
+                failed += 1
+                print(f"{case}: broke: {type(exc).__name__}: {exc}", flush=True)
             print(f"  left running in the two hosts: {left(hosts) or 'nothing'}", flush=True)
-    return 0
+    return 1 if failed else 0
+
+
+def run_case(work: Path, hosts: TwoHosts, env: dict[str, str], case: str) -> None:
+    log = work / f"two-hosts-{case}.log"
+    only = ["--only", CLUSTER_ENTRY, "--no-publish"]
+    before = runs(work)
+    if case == "pass":
+        fast, mgmt = link_bytes(hosts.head_ns, FAST_IFACE), link_bytes(hosts.head_ns, MGMT_IFACE)
+        code, output, seconds = night(hosts, env, log)
+        fast, mgmt = link_bytes(hosts.head_ns, FAST_IFACE) - fast, link_bytes(hosts.head_ns, MGMT_IFACE) - mgmt
+        report(case, code, output, seconds, runs(work) - before)
+        print(f"  links over the night: fast {fast / 2**20:.1f} MiB, management {mgmt / 2**20:.1f} MiB")
+    elif case == "link-down":
+        subprocess.run(["ip", "-n", hosts.worker_ns, "link", "set", FAST_IFACE, "down"], check=True)
+        try:
+            report(case, *night(hosts, env, log, *only), runs(work) - before)
+        finally:
+            subprocess.run(["ip", "-n", hosts.worker_ns, "link", "set", FAST_IFACE, "up"], check=True)
+            time.sleep(2)  # the kernel reports the state up to a second after
+    else:
+        action = "kill" if case == "kill" else "ctrl-c"
+        report(case, *night(hosts, env, log, *only, on_ready=action), runs(work) - before)
 
 
 if __name__ == "__main__":

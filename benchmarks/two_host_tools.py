@@ -41,6 +41,7 @@ WRAPPED = {
     "sshd": "usr/sbin/sshd",
 }
 LIBRARY_DIRS = ("lib/x86_64-linux-gnu", "usr/lib/x86_64-linux-gnu")
+LOADER = "/lib64/ld-linux-x86-64.so.2"  # the image's dynamic loader (x86-64's fixed path)
 # Debian's openssh-server makes this user; sshd's pre-authentication child runs as it
 PRIVSEP_USER = "sshd:x:104:65534::/run/sshd:/usr/sbin/nologin\n"
 
@@ -87,6 +88,7 @@ def _download(debs: Path, specs: list[str]) -> None:
 def install(debs: Path, prefix: Path) -> Path:
     """Every pinned package unpacked under PREFIX/root, a wrapper per tool in PREFIX/bin; that folder."""
     pinned = json.loads(LOCK.read_text())["files"]
+    prefix = prefix.resolve()  # the wrappers name absolute paths: sshd re-execs only from one
     root = prefix / "root"
     root.mkdir(parents=True, exist_ok=True)
     for name, digest in pinned.items():
@@ -98,8 +100,15 @@ def install(debs: Path, prefix: Path) -> Path:
     libraries = ":".join(str(root / d) for d in LIBRARY_DIRS)
     for tool, inside in WRAPPED.items():
         wrapper = bin_dir / tool
-        # the libraries for the tool alone: what it starts (sshd's sessions: Ray, Python) gets the image's own
-        wrapper.write_text(f'#!/bin/sh\nLD_LIBRARY_PATH={libraries} exec {root / inside} "$@"\n')
+        if tool == "sshd":
+            # sshd re-execs its own path for each connection, so its libraries must be in its environment; it gives
+            # its sessions (Ray, Python) an environment of its own making, without them
+            line = f"LD_LIBRARY_PATH={libraries} exec {root / inside}"
+        else:
+            # through the loader, so the libraries reach the tool alone: `ip netns exec` runs the night itself, which
+            # must load the image's libraries, not these
+            line = f"exec {LOADER} --library-path {libraries} {root / inside}"
+        wrapper.write_text(f'#!/bin/sh\n{line} "$@"\n')
         wrapper.chmod(0o755)
     passwd = Path("/etc/passwd")
     if not any(line.startswith("sshd:") for line in passwd.read_text().splitlines()):

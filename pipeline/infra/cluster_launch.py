@@ -106,6 +106,8 @@ class ClusterPlan:
         lines = ["# cluster: every step waits for the one before it; any failure stops everything started"]
         for shell in self.nodes:
             lines.append(f"# reach {shell.node.name}: " + shlex.join(shell.argv(("hostname",))))
+        for shell in self.nodes:
+            lines.append(f"# fast link up on {shell.node.name} (up or unknown): " + shlex.join(link_state_argv(shell)))
         for shell in self.nodes[1:]:
             ship = self.runtime.ship(shell)
             lines.append(f"# runtime on {shell.node.name}: " + shlex.join(shell.argv(self.runtime.identity())))
@@ -249,6 +251,13 @@ def _reach(plan: ClusterPlan, log_dir: Path) -> None:
         names[host] = name
 
 
+def link_state_argv(shell: NodeShell) -> tuple[str, ...]:
+    """The node's kernel's word for its end of the fast link; `absent` where it has no such interface (so ssh's own
+    failure stays the host lost)."""
+    state_file = f"/sys/class/net/{shell.node.interface}/operstate"
+    return shell.shell(f"cat {shlex.quote(state_file)} 2>/dev/null || echo absent")
+
+
 def _links_up(plan: ClusterPlan, log_dir: Path) -> None:
     """Every node's end of the fast link is up, as its kernel says: a link down is the night's trouble, not the
     build's, and is named before Ray starts (Ray would only time out waiting for the node). Every node is asked, so
@@ -256,10 +265,7 @@ def _links_up(plan: ClusterPlan, log_dir: Path) -> None:
     down = []
     for shell in plan.nodes:
         name, interface = shell.node.name, shell.node.interface
-        state_file = f"/sys/class/net/{interface}/operstate"
-        # `|| echo absent`: a missing interface answers, so ssh's own failure stays the host lost
-        check = shell.shell(f"cat {shlex.quote(state_file)} 2>/dev/null || echo absent")
-        state = _last_line(check, log_dir / f"link-{name}.log", node=name, step="link")
+        state = _last_line(link_state_argv(shell), log_dir / f"link-{name}.log", node=name, step="link")
         if state not in LINK_UP_STATES:
             down.append((name, f"{interface} {'not on the host' if state == 'absent' else state}"))
     if down:

@@ -40,6 +40,7 @@ class GpuFacts:
     memory_free_gib: float | None
     unified_memory: bool = False  # no memory of its own: memory_free_gib is the host's MemAvailable
     unreadable: tuple[str, ...] = ()  # the fields the driver did not give (NOT_SUPPORTED, N/A), by name
+    processes: int | None = None  # compute processes running on it (NVML), None where not read
 
 
 def read_gpus(
@@ -81,6 +82,7 @@ def read_nvml(nvml: ModuleType, meminfo: Path = MEMINFO) -> tuple[str | None, tu
                 _int(temp),
                 None if memory is None else memory.free / 2**30,
                 unreadable=tuple(missing),
+                processes=_processes(nvml, handle),
             )
             gpus.append(with_host_memory(gpu, meminfo))
         return driver, tuple(gpus), "nvml"
@@ -94,6 +96,15 @@ def _read(nvml: ModuleType, missing: list[str], name: str, call: Callable[..., A
         return call(*args)
     except nvml.NVMLError:
         missing.append(name)
+        return None
+
+
+def _processes(nvml: ModuleType, handle: Any) -> int | None:
+    """How many compute processes run on the GPU; None where NVML will not say (the health gate then assumes busy)."""
+    running = getattr(nvml, "nvmlDeviceGetComputeRunningProcesses", None)
+    try:
+        return None if running is None else len(running(handle))
+    except nvml.NVMLError:
         return None
 
 

@@ -132,10 +132,13 @@ class ContainerRuntime:
 
 @dataclass(frozen=True)
 class FolderRuntime:
-    """Ray from a runtime folder present at the same path on every node (the CPU profile): each node's process
-    writes its pid first, and is stopped by that pid's group."""
+    """Ray from a runtime folder present at the same path on every node (the CPU profile; the GPU profile's hosts
+    of one machine): each node's process writes its pid first, and is stopped by that pid's group."""
 
     root: str  # the runtime's folder: bin/ray, bin/python
+    # where a GPU runtime's compilers write (the local server's folders: its own, and FlashInfer's by content), so no
+    # tree loads kernels another compiled; none for a CPU runtime
+    compile_env: tuple[tuple[str, str], ...] = ()
 
     def identity(self) -> tuple[str, ...]:
         """The runtime's record (its content key and lock): the same file on every node is the same runtime."""
@@ -177,4 +180,4 @@ class FolderRuntime:
         return "python"
 
     def extra_env(self) -> dict[str, str]:
-        return {}
+        return dict(self.compile_env)

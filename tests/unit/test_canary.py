@@ -38,7 +38,7 @@ def test_a_healthy_gb10_passes_the_canary(spark: Profile) -> None:
 
 
 def test_a_gb10_stuck_near_700_mhz_is_unfit_and_the_clock_is_named(spark: Profile) -> None:
-    verdict = judge_canary(spark, _gb10(11.2, 702, reasons=0x4))
+    verdict = judge_canary(spark, _gb10(11.2, 702, reasons=0x8))
     assert verdict.host == (
         "the GPU ran the canary at 702 MHz, floor 1200 MHz (hardware slowdown)",
         "the canary ran 11.2 TFLOPS on NVIDIA GB10 (400 products in 2.0 s, SM clock 702 MHz of 2418 MHz), below the "

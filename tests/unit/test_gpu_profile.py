@@ -4,11 +4,13 @@ and the canary's floor measured there."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from pipeline.config.bundle import Config, ConfigPaths, load_config
+from pipeline.config.cluster import Cluster, Node
 from pipeline.infra.base_env import BaseEnv
 from pipeline.infra.runtime import LockedFile, Runtime
 from pipeline.settings import resolve
@@ -57,6 +59,28 @@ def test_the_gpu_cluster_entry_splits_the_model_s_layers_over_two_hosts_through_
     # no figure measured yet: every cell judged by its own history
     assert all(cell.ref is None for cell in config.thresholds_for(entry.id, None).cells.values())
     assert {e.id for e in config.matrix.for_profile("gpu-built")} >= {ENTRY, entry.id}
+
+
+def test_the_gpu_cluster_entry_s_nodes_compile_where_its_solo_server_does(config: Config, tmp_path: Path) -> None:
+    nodes = tuple(Node(name, "fast0", f"10.9.1.{i}") for i, name in enumerate(("spark-a", "spark-b"), start=1))
+    profile = replace(config.matrix.profiles["gpu"], cluster=Cluster("gpu", nodes, "cluster.yaml"))
+    runtime = Runtime(tmp_path / "r", "a" * 16, (), ())
+    solo = plan_launch(
+        config.matrix.entry(ENTRY), Candidate(profile, runtime=runtime), model_ref="m", port=8000, cache_dir=tmp_path
+    )
+    cluster = plan_launch(
+        config.matrix.entry("smollm2-135m-instruct-gpu-pp2"),
+        Candidate(profile, runtime=runtime),
+        model_ref=str(tmp_path / "models" / "w"),
+        port=8000,
+        cache_dir=tmp_path,
+    )
+    assert cluster.cluster is not None
+    folders = ("VLLM_CACHE_ROOT", "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "FLASHINFER_WORKSPACE_BASE")
+    # every node's Ray (and so every worker of the model) and the API server: the runtime's own folders
+    for index in range(2):
+        assert {k: cluster.cluster.node_env(index)[k] for k in folders} == {k: dict(solo.env)[k] for k in folders}
+    assert {k: dict(cluster.env)[k] for k in folders} == {k: dict(solo.env)[k] for k in folders}
 
 
 def test_a_gpu_server_compiles_into_its_runtime_s_own_cache_a_cpu_server_into_none(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -51,11 +52,29 @@ def test_a_gpu_stuck_at_a_low_clock_under_load_is_unhealthy() -> None:
     assert report.reasons == ("GPU 0 runs at 700 MHz under load, floor 1200 MHz",)
 
 
+def test_under_load_an_idle_gpu_beside_a_working_one_has_no_clock_floor() -> None:
+    # two GPUs of one machine, a solo entry on the first: the second idles at 345 MHz and is nobody's measurement
+    serving = replace(H200_LOADED, processes=1)
+    idle = replace(H200_IDLE, index=1, processes=0)
+    assert judge_health(SPARK, _facts(serving, idle), under_load=True).healthy
+    # the one that works is still held to its floor, and a GPU whose processes cannot be read is taken as working
+    slow = replace(H200_LOADED, sm_clock_mhz=700, processes=1)
+    assert judge_health(SPARK, _facts(slow, idle), under_load=True).reasons == (
+        "GPU 0 runs at 700 MHz under load, floor 1200 MHz (software power cap)",
+    )
+    unread = replace(H200_IDLE, index=1)
+    assert judge_health(SPARK, _facts(serving, unread), under_load=True).reasons == (
+        "GPU 1 runs at 345 MHz under load, floor 1200 MHz",
+    )
+    # with nothing running anywhere (the listing empty), no GPU is excused
+    assert not judge_health(SPARK, _facts(replace(H200_IDLE, processes=0)), under_load=True).healthy
+
+
 def test_an_idle_gpu_holding_its_clock_down_is_unhealthy() -> None:
     throttled = GpuFacts(0, "NVIDIA GB10", 700, 2500, 0x40 | 0x4, 30.0, 95, 100.0)
     reasons = judge_health(SPARK, _facts(throttled)).reasons
     assert reasons == (
-        "GPU 0 clock held down: hardware slowdown, hardware thermal slowdown (reasons 0x44)",
+        "GPU 0 clock held down: software power cap, hardware thermal slowdown (reasons 0x44)",
         "GPU 0 at 95 C, above 90 C",
     )
 

@@ -99,7 +99,7 @@ def test_the_health_stage_passes_a_gb10_and_says_what_it_read_instead(meminfo: P
 
 
 def test_a_gb10_held_near_700_mhz_under_load_is_inconclusive_naming_the_clock(meminfo: Path, spark: Any) -> None:
-    driver, gpus, source = read_nvml(gb10_nvml(sm_mhz=702, reasons=0x4), meminfo)
+    driver, gpus, source = read_nvml(gb10_nvml(sm_mhz=702, reasons=0x8), meminfo)
     report = judge_health(spark, HostFacts(20, 0.01, (), driver, gpus, source), under_load=True)
     assert not report.healthy
     assert report.reasons == ("GPU 0 runs at 702 MHz under load, floor 1200 MHz (hardware slowdown)",)

@@ -101,7 +101,9 @@ def plan_launch(
         )
     image = entry.launch.image or candidate.image
     if target == "ray" and candidate.runtime is not None and image is None:
-        runtime: NodeRuntime = FolderRuntime(str(candidate.runtime.root))  # the CPU profile: Ray from its runtime
+        # Ray from the runtime folder (the CPU profile, the GPU profile's hosts of one machine)
+        folders = local_compile_folders(cache_dir, candidate.runtime).env() if gpu else {}
+        runtime: NodeRuntime = FolderRuntime(str(candidate.runtime.root), tuple(sorted(folders.items())))
     elif image is None:
         raise EngineError(f"{entry.id}: a {target} launch needs an image; build tonight's wheels first")
     elif target == "docker":

@@ -15,19 +15,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pynvml
+
 from pipeline.config.matrix import Profile
 from pipeline.errors import HostUnhealthy
 from pipeline.infra import procs
 from pipeline.infra.gpu import GpuFacts, read_gpus
 
-# NVML clock-event (throttle) reasons that make numbers lie; idle and application-clock settings do not.
+# NVML clock-event (throttle) reasons that make numbers lie; idle (0x1) and application-clock settings (0x2) do not.
+# NVML's own constants: an H200 at its 700 W power limit showed 0x4, the software power cap
 BAD_CLOCK_EVENTS = {
-    0x2: "software power cap",
-    0x4: "hardware slowdown",
-    0x8: "sync boost",
-    0x20: "software thermal slowdown",
-    0x40: "hardware thermal slowdown",
-    0x80: "hardware power brake slowdown",
+    pynvml.nvmlClocksEventReasonSwPowerCap: "software power cap",
+    pynvml.nvmlClocksEventReasonHwSlowdown: "hardware slowdown",
+    pynvml.nvmlClocksEventReasonSyncBoost: "sync boost",
+    pynvml.nvmlClocksEventReasonSwThermalSlowdown: "software thermal slowdown",
+    pynvml.nvmlClocksEventReasonHwThermalSlowdown: "hardware thermal slowdown",
+    pynvml.nvmlClocksEventReasonHwPowerBrakeSlowdown: "hardware power brake slowdown",
 }
 BUSY_PROCESS_SHARE = 0.05  # processes not ours using less than this share of a core are background noise
 CANARY_BYTES = 64 * 1024 * 1024
@@ -132,6 +135,9 @@ def _gpu_reasons(profile: Profile, facts: HostFacts, limits: Mapping[str, float]
     if not facts.gpus:
         return ["no GPU visible (NVML and nvidia-smi found none)"]
     reasons += driver_problems(facts.driver_version, profile)
+    # on a machine of several GPUs, one that runs nothing (a cluster's other host's, or one no entry uses) idles at
+    # its lowest clock while another serves: only a GPU with work, or one whose work cannot be read, has a floor
+    working = any(gpu.processes for gpu in facts.gpus)
     for gpu in facts.gpus:
         # an idle GPU has no reason to hold its clock down; under load a GPU at its power limit flags slowdowns
         # legitimately (an H200 at 691 W showed 0x4 at 1470 MHz), so there the clock floor decides
@@ -140,7 +146,14 @@ def _gpu_reasons(profile: Profile, facts: HostFacts, limits: Mapping[str, float]
         if events and not under_load:
             reasons.append(f"GPU {gpu.index} clock held down: {', '.join(events)} (reasons 0x{reasons_held:x})")
         floor = limits.get("min_sm_clock_mhz")
-        if under_load and floor is not None and gpu.sm_clock_mhz is not None and gpu.sm_clock_mhz < floor:
+        idle_beside_work = working and gpu.processes == 0
+        if (
+            under_load
+            and not idle_beside_work
+            and floor is not None
+            and gpu.sm_clock_mhz is not None
+            and gpu.sm_clock_mhz < floor
+        ):
             held = f" ({', '.join(events)})" if events else ""
             reasons.append(f"GPU {gpu.index} runs at {gpu.sm_clock_mhz} MHz under load, floor {floor:g} MHz{held}")
         hot = limits.get("max_temperature_c")
