@@ -29,8 +29,10 @@ from tests.integration.two_hosts import (
     FAST_IFACE,
     HEAD_NAME,
     MGMT_IFACE,
+    MULTICAST_OFF,
     WORKER_NAME,
     TwoHosts,
+    left_in,
     link_bytes,
     named_pids,
     two_hosts,
@@ -39,10 +41,8 @@ from tests.integration.two_hosts import (
 HERE = Path(__file__).resolve().parents[1]
 CLUSTER_ENTRY = "smollm2-135m-instruct-gpu-pp2"
 CASES = ("pass", "kill", "link-down", "ctrl-c")
-# NVLink multicast off in every process of the machine: the night's own, and each node's Ray through cluster.yaml
-NODE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 # what a node's Ray (started over ssh, with sshd's own environment) needs of the night's to find the toolchain that
-# FlashInfer's JIT compiles with on the worker as on the head; CUDA_DEVICE_ORDER so a node's GPU index is NVML's
+# FlashInfer's JIT compiles with, on the worker as on the head
 CARRIED = ("PATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH")
 NIGHT_TIMEOUT_S = 1500
 
@@ -51,13 +51,13 @@ def cluster_file(work: Path, hosts: TwoHosts) -> Path:
     """The runner's cluster.yaml: each host on its end of the fast link with a GPU of its own; the worker's cache a
     folder of its own, so the weights are shipped to it as to a second Spark."""
     nodes = []
+    carried = {variable: os.environ[variable] for variable in CARRIED if os.environ.get(variable)}
     for gpu, (name, address) in enumerate(((HEAD_NAME, hosts.fast_a), (WORKER_NAME, hosts.fast_b))):
         node: dict[str, object] = {
             "name": name,
             "interconnect": {"interface": FAST_IFACE, "address": address},
-            "env": NODE_ENV
-            | {name: os.environ[name] for name in CARRIED if os.environ.get(name)}
-            | {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": str(gpu)},
+            # CUDA_DEVICE_ORDER: a node's GPU index is NVML's (the health gate's)
+            "env": MULTICAST_OFF | carried | {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": str(gpu)},
         }
         if name == WORKER_NAME:
             node["cache_dir"] = str(work / "worker-cache")
@@ -112,16 +112,6 @@ def act(hosts: TwoHosts, process: subprocess.Popen[str], what: str) -> None:
         process.send_signal(signal.SIGINT)
 
 
-def left(hosts: TwoHosts) -> list[str]:
-    """What still runs in either namespace besides the worker's sshd."""
-    return [
-        f"{ns}:{pid}:{name}"
-        for ns in (hosts.head_ns, hosts.worker_ns)
-        for pid, name in named_pids(ns)
-        if name != "sshd"
-    ]
-
-
 def runs(work: Path) -> set[Path]:
     return set((work / "runs").iterdir()) if (work / "runs").is_dir() else set()
 
@@ -150,7 +140,7 @@ def main(argv: list[str]) -> int:
     if unknown := sorted(set(cases) - set(CASES)):
         raise SystemExit(f"unknown cases {unknown}: choose from {', '.join(CASES)}")
     with two_hosts(work / "hosts") as hosts:
-        env = os.environ | NODE_ENV | {"SPARK_NIGHTLY_PATHS_CLUSTER": str(cluster_file(work, hosts))}
+        env = os.environ | MULTICAST_OFF | {"SPARK_NIGHTLY_PATHS_CLUSTER": str(cluster_file(work, hosts))}
         print(f"two hosts: {HEAD_NAME} {hosts.fast_a}, {WORKER_NAME} {hosts.fast_b} on {FAST_IFACE}", flush=True)
         failed = 0
         for case in cases:
@@ -159,7 +149,7 @@ def main(argv: list[str]) -> int:
             except Exception as exc:  # one case's trouble is said, and the next case runs
                 failed += 1
                 print(f"{case}: broke: {type(exc).__name__}: {exc}", flush=True)
-            print(f"  left running in the two hosts: {left(hosts) or 'nothing'}", flush=True)
+            print(f"  left running in the two hosts: {left_in(hosts) or 'nothing'}", flush=True)
     return 1 if failed else 0
 
 

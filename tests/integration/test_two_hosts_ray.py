@@ -27,7 +27,16 @@ import yaml
 from pipeline.infra.files import sha256_of
 from pipeline.infra.weights import MANIFEST, package_folder
 from tests.integration.conftest import CPU_ENTRY, ROOT, CpuEngine
-from tests.integration.two_hosts import FAST_IFACE, MGMT_IFACE, TwoHosts, link_bytes, named_pids, two_hosts
+from tests.integration.two_hosts import (
+    FAST_IFACE,
+    MGMT_IFACE,
+    MULTICAST_OFF,
+    TwoHosts,
+    left_in,
+    link_bytes,
+    named_pids,
+    two_hosts,
+)
 
 ENTRY = "smollm2-135m-pp2"
 PYTHON = str(ROOT / ".venv" / "bin" / "python")
@@ -42,7 +51,7 @@ def sparks(tmp_path: Path, cpu_engine: CpuEngine) -> Iterator[tuple[TwoHosts, di
     are shipped there)."""
     with two_hosts(tmp_path / "hosts") as hosts:
         yield hosts, _configuration(tmp_path, hosts, cpu_engine)
-        assert _left_in(hosts) == [], "processes outlived the cluster in the two namespaces"
+        assert left_in(hosts) == [], "processes outlived the cluster in the two namespaces"
 
 
 def _configuration(tmp_path: Path, hosts: TwoHosts, engine: CpuEngine) -> dict[str, str]:
@@ -98,9 +107,9 @@ def _configuration(tmp_path: Path, hosts: TwoHosts, engine: CpuEngine) -> dict[s
     }
 
 
-# What a two-GPU machine's hosts must set in every process (NVLink multicast off), and a mark of each host's own: the
-# node's `env` of cluster.yaml reaches its Ray processes, across ssh on the worker
-NODE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+# a mark of each host's own, beside the multicast variables: the node's `env` of cluster.yaml reaches its Ray
+# processes, across ssh on the worker
+NODE_ENV = MULTICAST_OFF
 HOST_MARK = "TWO_HOSTS_TEST_NODE"
 
 
@@ -115,14 +124,6 @@ def _ray_environments(ns: str) -> list[dict[str, str]]:
                 continue
             found.append(dict(item.split("=", 1) for item in raw.decode(errors="replace").split("\0") if "=" in item))
     return found
-
-
-def _left_in(hosts: TwoHosts) -> list[str]:
-    """What still runs in either namespace besides the worker's sshd (the host's own)."""
-    left = []
-    for ns in (hosts.head_ns, hosts.worker_ns):
-        left.extend(f"{ns}:{pid}:{name}" for pid, name in named_pids(ns) if name != "sshd")
-    return left
 
 
 def _connections(ns: str) -> list[tuple[str, str]]:

@@ -34,6 +34,9 @@ PRIVSEP_DIR = Path("/run/sshd")
 # workers (or in one process) never share a subnet
 SUBNET_LOCKS = Path(tempfile.gettempdir()) / "spark-nightly-two-hosts"
 SUBNETS = range(64, 128)
+# What a two-GPU machine's hosts must set in every process (NVLink multicast off): the night's own, and each node's
+# Ray through its `env` in cluster.yaml (across ssh on the worker)
+MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 READY_S = 15.0
 STOP_GRACE_S = 5.0
 _POLL_S = 0.1
@@ -100,6 +103,16 @@ def named_pids(ns: str) -> list[tuple[int, str]]:
         except OSError:
             continue
     return named
+
+
+def left_in(hosts: TwoHosts) -> list[str]:
+    """What still runs in either namespace besides the worker's sshd (the host's own), as ns:pid:name."""
+    return [
+        f"{ns}:{pid}:{name}"
+        for ns in (hosts.head_ns, hosts.worker_ns)
+        for pid, name in named_pids(ns)
+        if name != "sshd"
+    ]
 
 
 @contextlib.contextmanager
