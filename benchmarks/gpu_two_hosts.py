@@ -47,6 +47,15 @@ CHOICES = (*CASES, "cluster")
 # FlashInfer's JIT compiles with, on the worker as on the head
 CARRIED = ("PATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH")
 NIGHT_TIMEOUT_S = 1500
+# NCCL names the network it took and each channel's transport ("via NET/Socket/0", or "via P2P/..." had the two
+# namespaces' GPUs found each other on this machine's NVLink), which the server's log keeps (Ray forwards it)
+NCCL_SAYS = {"NCCL_DEBUG": "INFO"}
+NCCL_LINES = ("Using network", "NET/Socket : Using", "NET/IB : Using", " via ")
+
+
+def own_gpu(index: int) -> dict[str, str]:
+    # CUDA_DEVICE_ORDER: a node's GPU index is NVML's (the health gate's)
+    return {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": str(index)}
 
 
 def cluster_file(work: Path, hosts: TwoHosts) -> Path:
@@ -58,8 +67,7 @@ def cluster_file(work: Path, hosts: TwoHosts) -> Path:
         node: dict[str, object] = {
             "name": name,
             "interconnect": {"interface": FAST_IFACE, "address": address},
-            # CUDA_DEVICE_ORDER: a node's GPU index is NVML's (the health gate's)
-            "env": MULTICAST_OFF | carried | {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": str(gpu)},
+            "env": MULTICAST_OFF | carried | NCCL_SAYS | own_gpu(gpu),
         }
         if name == WORKER_NAME:
             node["cache_dir"] = str(work / "worker-cache")
@@ -70,9 +78,26 @@ def cluster_file(work: Path, hosts: TwoHosts) -> Path:
     return path
 
 
-def night(hosts: TwoHosts, env: dict[str, str], log: Path, *args: str, on_ready: str = "") -> tuple[int, str, float]:
-    """One night on spark-a; `on_ready` ("kill" or "ctrl-c") acts once the cluster is ready. Its exit code, its
-    output and its time."""
+# the night's lines that open and close the cluster's life: the links' bytes between them are Ray's and NCCL's, with
+# the weights shipped before (over ssh) left out
+CLUSTER_MARKS = ("cluster ready: ", "cluster: stopped")
+
+
+def links(hosts: TwoHosts) -> tuple[int, int]:
+    """The head's bytes so far on the fast link and on the management network."""
+    return link_bytes(hosts.head_ns, FAST_IFACE), link_bytes(hosts.head_ns, MGMT_IFACE)
+
+
+def night(
+    hosts: TwoHosts,
+    env: dict[str, str],
+    log: Path,
+    *args: str,
+    on_ready: str = "",
+    marks: dict[str, tuple[int, int]] | None = None,
+) -> tuple[int, str, float]:
+    """One night on spark-a; `on_ready` ("kill" or "ctrl-c") acts once the cluster is ready; `marks` takes the links'
+    bytes at each of CLUSTER_MARKS. Its exit code, its output and its time."""
     argv = [sys.executable, "-m", "pipeline", "nightly", "--profile", "gpu", *args]
     started = time.monotonic()
     with log.open("w") as out:
@@ -87,6 +112,9 @@ def night(hosts: TwoHosts, env: dict[str, str], log: Path, *args: str, on_ready:
             for line in process.stdout:
                 out.write(line)
                 out.flush()
+                for mark in CLUSTER_MARKS:
+                    if marks is not None and mark in line and mark not in marks:
+                        marks[mark] = links(hosts)
                 if on_ready and "cluster ready: " in line:
                     act(hosts, process, on_ready)
                     on_ready = ""
@@ -114,6 +142,11 @@ def act(hosts: TwoHosts, process: subprocess.Popen[str], what: str) -> None:
         process.send_signal(signal.SIGINT)
 
 
+def moved(before: tuple[int, int], after: tuple[int, int]) -> str:
+    fast, mgmt = (b - a for a, b in zip(before, after, strict=True))
+    return f"fast {fast / 2**20:.1f} MiB, management {mgmt / 2**20:.1f} MiB"
+
+
 def runs(work: Path) -> set[Path]:
     return set((work / "runs").iterdir()) if (work / "runs").is_dir() else set()
 
@@ -128,12 +161,28 @@ def report(case: str, code: int, output: str, seconds: float, new_runs: set[Path
     if len(found) != 1:
         print(f"  no run.json of this night: it stopped before its verdict (its output: {output.strip()[-300:]})")
         return
+    for line in nccl_lines(found[0].parent):
+        print(f"  nccl: {line}")
     for outcome in json.loads(found[0].read_text()).get("entries", []):
         numbers = outcome.get("numbers", {})
         print(f"  {outcome['entry']}: {outcome['status']} at {outcome['stage']}: {outcome['reason'][:400]}")
         print(f"    stage_s {numbers.get('stage_s')}")
+        for failure in outcome.get("failures", []):
+            print(f"    failed: {failure.get('subject') or failure['what']}: {failure['reason'][:300]}")
         for cell, found in sorted(numbers.get("cells", {}).items()):
             print(f"    {cell}: {found.get('status')} {found.get('value')} t/s")
+        for prompt, evidence in sorted((numbers.get("drift_evidence") or {}).items()):
+            print(f"    drift {prompt}: {evidence}")
+
+
+def nccl_lines(run: Path) -> list[str]:
+    """What NCCL said of its network and transports in the cluster entry's server log, each saying once."""
+    said: dict[str, None] = {}
+    for log in sorted((run / "logs" / CLUSTER_ENTRY).glob("*server.log")):
+        for line in log.read_text(errors="replace").splitlines():
+            if "NCCL INFO" in line and any(words in line for words in NCCL_LINES):
+                said[line.split("NCCL INFO", 1)[1].strip()[:200]] = None
+    return list(said)
 
 
 def main(argv: list[str]) -> int:
@@ -160,11 +209,13 @@ def run_case(work: Path, hosts: TwoHosts, env: dict[str, str], case: str) -> Non
     only = ["--only", CLUSTER_ENTRY, "--no-publish"]
     before = runs(work)
     if case in ("pass", "cluster"):
-        fast, mgmt = link_bytes(hosts.head_ns, FAST_IFACE), link_bytes(hosts.head_ns, MGMT_IFACE)
-        code, output, seconds = night(hosts, env, log, *(only if case == "cluster" else ()))
-        fast, mgmt = link_bytes(hosts.head_ns, FAST_IFACE) - fast, link_bytes(hosts.head_ns, MGMT_IFACE) - mgmt
+        marks: dict[str, tuple[int, int]] = {}
+        start = links(hosts)
+        code, output, seconds = night(hosts, env, log, *(only if case == "cluster" else ()), marks=marks)
         report(case, code, output, seconds, runs(work) - before)
-        print(f"  links over the night: fast {fast / 2**20:.1f} MiB, management {mgmt / 2**20:.1f} MiB")
+        print(f"  links over the night: {moved(start, links(hosts))}")
+        if len(marks) == len(CLUSTER_MARKS):
+            print(f"  links while the cluster ran: {moved(*(marks[mark] for mark in CLUSTER_MARKS))}")
     elif case == "link-down":
         subprocess.run(["ip", "-n", hosts.worker_ns, "link", "set", FAST_IFACE, "down"], check=True)
         try:

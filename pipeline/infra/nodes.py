@@ -29,6 +29,7 @@ SSH_OPTIONS = (
     "-o",
     "ServerAliveCountMax=4",
 )
+PROC = "/proc"  # where a node's stop reads its processes' environments
 SSH_LOST = 255  # ssh's own exit code: the connection failed or dropped, whatever the remote command did
 
 
@@ -167,12 +168,13 @@ class FolderRuntime:
         pid_file = shlex.quote(f"{on.work_dir(name)}/pid")
         marker = shlex.quote(f"{OWNER_ENV}={owner}")
         # `kill -TERM "-$p"`: the group, in the form every sh takes (dash refuses `kill -TERM -- -$p`)
+        # `2>/dev/null < $e`: in that order, so a process gone or not ours since the listing is passed over unsaid
         script = (
             f'if [ -s {pid_file} ]; then p=$(cat {pid_file}); kill -TERM "-$p" 2>/dev/null && '
             f'for i in $(seq 100); do kill -0 "-$p" 2>/dev/null || break; sleep 0.1; done; '
             f'kill -KILL "-$p" 2>/dev/null; fi; '
-            f"for e in /proc/[0-9]*/environ; do tr '\\0' '\\n' < $e 2>/dev/null | grep -qxF {marker} && "
-            f"q=${{e#/proc/}} && kill -KILL ${{q%/environ}} 2>/dev/null; done; true"
+            f"for e in {PROC}/[0-9]*/environ; do tr '\\0' '\\n' 2>/dev/null < $e | grep -qxF {marker} && "
+            f"q=${{e#{PROC}/}} && kill -KILL ${{q%/environ}} 2>/dev/null; done; true"
         )
         return on.shell(script if owner else script.split("; for e in", maxsplit=1)[0] + "; true")
 
