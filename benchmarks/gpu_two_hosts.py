@@ -29,13 +29,14 @@ import yaml
 from tests.integration.two_hosts import (
     FAST_IFACE,
     HEAD_NAME,
-    MGMT_IFACE,
     MULTICAST_OFF,
     WORKER_NAME,
     TwoHosts,
+    head_link_bytes,
     left_in,
-    link_bytes,
     named_pids,
+    set_worker_fast_link,
+    stop_gently,
     two_hosts,
 )
 
@@ -80,12 +81,8 @@ def cluster_file(work: Path, hosts: TwoHosts) -> Path:
 
 # the night's lines that open and close the cluster's life: the links' bytes between them are Ray's and NCCL's, with
 # the weights shipped before (over ssh) left out
-CLUSTER_MARKS = ("cluster ready: ", "cluster: stopped")
-
-
-def links(hosts: TwoHosts) -> tuple[int, int]:
-    """The head's bytes so far on the fast link and on the management network."""
-    return link_bytes(hosts.head_ns, FAST_IFACE), link_bytes(hosts.head_ns, MGMT_IFACE)
+CLUSTER_READY = "cluster ready: "
+CLUSTER_MARKS = (CLUSTER_READY, "cluster: stopped")
 
 
 def night(
@@ -114,20 +111,15 @@ def night(
                 out.flush()
                 for mark in CLUSTER_MARKS:
                     if marks is not None and mark in line and mark not in marks:
-                        marks[mark] = links(hosts)
-                if on_ready and "cluster ready: " in line:
+                        marks[mark] = head_link_bytes(hosts)
+                if on_ready and CLUSTER_READY in line:
                     act(hosts, process, on_ready)
                     on_ready = ""
             process.wait(NIGHT_TIMEOUT_S)
         finally:
             limit.cancel()
             if process.poll() is None:  # the night hung: SIGTERM lets it stop its cluster on both hosts
-                process.terminate()
-                try:
-                    process.wait(120)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
+                stop_gently(process, 120)
     return process.returncode, log.read_text(), time.monotonic() - started
 
 
@@ -210,19 +202,18 @@ def run_case(work: Path, hosts: TwoHosts, env: dict[str, str], case: str) -> Non
     before = runs(work)
     if case in ("pass", "cluster"):
         marks: dict[str, tuple[int, int]] = {}
-        start = links(hosts)
+        start = head_link_bytes(hosts)
         code, output, seconds = night(hosts, env, log, *(only if case == "cluster" else ()), marks=marks)
         report(case, code, output, seconds, runs(work) - before)
-        print(f"  links over the night: {moved(start, links(hosts))}")
+        print(f"  links over the night: {moved(start, head_link_bytes(hosts))}")
         if len(marks) == len(CLUSTER_MARKS):
             print(f"  links while the cluster ran: {moved(*(marks[mark] for mark in CLUSTER_MARKS))}")
     elif case == "link-down":
-        subprocess.run(["ip", "-n", hosts.worker_ns, "link", "set", FAST_IFACE, "down"], check=True)
+        set_worker_fast_link(hosts, up=False)
         try:
             report(case, *night(hosts, env, log, *only), runs(work) - before)
         finally:
-            subprocess.run(["ip", "-n", hosts.worker_ns, "link", "set", FAST_IFACE, "up"], check=True)
-            time.sleep(2)  # the kernel reports the state up to a second after
+            set_worker_fast_link(hosts, up=True)
     else:
         action = "kill" if case == "kill" else "ctrl-c"
         report(case, *night(hosts, env, log, *only, on_ready=action), runs(work) - before)

@@ -29,12 +29,13 @@ from pipeline.infra.weights import MANIFEST, package_folder
 from tests.integration.conftest import CPU_ENTRY, ROOT, CpuEngine
 from tests.integration.two_hosts import (
     FAST_IFACE,
-    MGMT_IFACE,
     MULTICAST_OFF,
     TwoHosts,
+    head_link_bytes,
     left_in,
-    link_bytes,
     named_pids,
+    set_worker_fast_link,
+    stop_gently,
     two_hosts,
 )
 
@@ -87,13 +88,13 @@ def _configuration(tmp_path: Path, hosts: TwoHosts, engine: CpuEngine) -> dict[s
             {
                 "name": "spark-a",
                 "interconnect": {"interface": FAST_IFACE, "address": hosts.fast_a},
-                "env": NODE_ENV | {HOST_MARK: "spark-a"},
+                "env": MULTICAST_OFF | {HOST_MARK: "spark-a"},
             },
             {
                 "name": "spark-b",
                 "interconnect": {"interface": FAST_IFACE, "address": hosts.fast_b},
                 "cache_dir": str(tmp_path / "worker-cache"),
-                "env": NODE_ENV | {HOST_MARK: "spark-b"},
+                "env": MULTICAST_OFF | {HOST_MARK: "spark-b"},
             },
         ],
     }
@@ -107,9 +108,8 @@ def _configuration(tmp_path: Path, hosts: TwoHosts, engine: CpuEngine) -> dict[s
     }
 
 
-# a mark of each host's own, beside the multicast variables: the node's `env` of cluster.yaml reaches its Ray
-# processes, across ssh on the worker
-NODE_ENV = MULTICAST_OFF
+# a mark of each host's own, beside the multicast variables (MULTICAST_OFF): the node's `env` of cluster.yaml reaches
+# its Ray processes, across ssh on the worker
 HOST_MARK = "TWO_HOSTS_TEST_NODE"
 
 
@@ -198,7 +198,7 @@ def test_the_cluster_comes_up_over_the_fast_link_and_ctrl_c_stops_it_on_both_hos
             assert daemons, f"no Ray daemon in {ns}"
             for environ in daemons:
                 assert environ.get(HOST_MARK) == host and environ.get("VLLM_HOST_IP") == address, (ns, environ)
-                assert all(environ.get(k) == v for k, v in NODE_ENV.items()), (ns, environ)
+                assert all(environ.get(k) == v for k, v in MULTICAST_OFF.items()), (ns, environ)
         driver.send_signal(signal.SIGINT)  # Ctrl-C on the head
         try:
             code = driver.wait(120)
@@ -218,7 +218,7 @@ def test_a_worker_killed_mid_night_fails_the_entry_naming_the_node(
     sparks: tuple[TwoHosts, dict[str, str]], tmp_path: Path, cpu_engine: CpuEngine
 ) -> None:
     hosts, env = sparks
-    fast_before, mgmt_before = link_bytes(hosts.head_ns, FAST_IFACE), link_bytes(hosts.head_ns, MGMT_IFACE)
+    fast_before, mgmt_before = head_link_bytes(hosts)
     started = time.monotonic()
     night = [str(ROOT / ".venv" / "bin" / "spark-nightly"), "nightly", "--only", ENTRY, "--no-publish"]
     process = subprocess.Popen(
@@ -235,16 +235,11 @@ def test_a_worker_killed_mid_night_fails_the_entry_naming_the_node(
         process.wait(300)
     finally:
         if process.poll() is None:  # the test failed under it: SIGTERM lets the night stop its cluster on both hosts
-            process.terminate()
-            try:
-                process.wait(60)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            stop_gently(process, 60)
     text = "".join(out)
     elapsed = time.monotonic() - started
-    fast = link_bytes(hosts.head_ns, FAST_IFACE) - fast_before
-    mgmt = link_bytes(hosts.head_ns, MGMT_IFACE) - mgmt_before
+    fast_after, mgmt_after = head_link_bytes(hosts)
+    fast, mgmt = fast_after - fast_before, mgmt_after - mgmt_before
     assert "cluster: shipping the weights to spark-b" in text, text
     assert f"cluster ready: spark-a ({hosts.fast_a}), spark-b ({hosts.fast_b})" in text, text
     assert "cluster: stopped on spark-a, spark-b" in text, text
@@ -266,7 +261,7 @@ def test_a_fast_link_down_before_the_night_makes_the_entry_inconclusive_naming_t
     sparks: tuple[TwoHosts, dict[str, str]], tmp_path: Path
 ) -> None:
     hosts, env = sparks
-    subprocess.run(["ip", "-n", hosts.worker_ns, "link", "set", FAST_IFACE, "down"], check=True)
+    set_worker_fast_link(hosts, up=False)
     night = [str(ROOT / ".venv" / "bin" / "spark-nightly"), "nightly", "--only", ENTRY, "--no-publish"]
     done = subprocess.run(
         hosts.on_head(night), cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False

@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pipeline.infra.procs import log_tail
 
@@ -86,6 +87,30 @@ def link_bytes(ns: str, iface: str) -> int:
     (link,) = json.loads(_run(["ip", "-n", ns, "-s", "-j", "link", "show", iface]))
     stats = link["stats64"]
     return int(stats["rx"]["bytes"]) + int(stats["tx"]["bytes"])
+
+
+def head_link_bytes(hosts: TwoHosts) -> tuple[int, int]:
+    """spark-a's bytes so far on the fast link and on the management network."""
+    return link_bytes(hosts.head_ns, FAST_IFACE), link_bytes(hosts.head_ns, MGMT_IFACE)
+
+
+def set_worker_fast_link(hosts: TwoHosts, *, up: bool) -> None:
+    """spark-b's end of the fast link set down, or up again: then only once both ends say so, as when the hosts
+    were made."""
+    _run(["ip", "-n", hosts.worker_ns, "link", "set", FAST_IFACE, "up" if up else "down"])
+    if up:
+        _await_links_up(hosts.head_ns, hosts.worker_ns)
+
+
+def stop_gently(process: subprocess.Popen[Any], grace_s: float = STOP_GRACE_S) -> None:
+    """SIGTERM (a night stops its cluster on both hosts on it), then SIGKILL after `grace_s`. Popen's own signalling
+    does nothing once the pid is reaped, so a reused pid is never hit."""
+    process.terminate()
+    try:
+        process.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(grace_s)
 
 
 def pids(ns: str) -> list[int]:
@@ -320,7 +345,7 @@ def _teardown(sshd: subprocess.Popen[bytes] | None, namespaces: Sequence[str]) -
     problems: list[str] = []
     if sshd is not None:
         try:
-            _stop_sshd(sshd)
+            stop_gently(sshd)
         except Exception as exc:
             problems.append(f"stopping sshd ({sshd.pid}): {exc}")
     try:
@@ -334,16 +359,6 @@ def _teardown(sshd: subprocess.Popen[bytes] | None, namespaces: Sequence[str]) -
         except Exception as exc:
             problems.append(str(exc))
     return problems
-
-
-def _stop_sshd(sshd: subprocess.Popen[bytes]) -> None:
-    # Popen's own signalling does nothing once the pid is reaped, so a reused pid is never hit
-    sshd.terminate()
-    try:
-        sshd.wait(STOP_GRACE_S)
-    except subprocess.TimeoutExpired:
-        sshd.kill()
-        sshd.wait(STOP_GRACE_S)
 
 
 def _empty(namespaces: Sequence[str]) -> None:
