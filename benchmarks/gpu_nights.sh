@@ -17,7 +17,8 @@
 #   the guilty night's alert), day (main moved to the day's 16
 #   commits, the 11th a 2 ms sleep per engine step: the night fails on main alone and bisects it)
 #   two-hosts (a machine with two GPUs): the gpu profile's cluster entry served across two network namespaces, one GPU
-#   each, through Ray and NCCL over their fast link, and its kill, link-down and Ctrl-C cases
+#   each, through Ray and NCCL over their fast link, its cells by `spark-nightly bench`, and its kill, link-down and
+#   Ctrl-C cases
 #   (benchmarks/gpu_two_hosts.py; TWO_HOST_CASES picks some, TWO_HOST_DEBS brings ip and ssh to an image without them)
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -180,8 +181,10 @@ for step in ${steps//,/ }; do
                 fi
                 export PATH=$work/tools/bin:$PATH
             fi
+            # its own lines only (a night's output goes to WORK/two-hosts-CASE.log): a reason that quotes a log line
+            # with INFO in it is kept
             (cd "$here" && "$work/gate/bin/python" -u -m benchmarks.gpu_two_hosts "$work" "${TWO_HOST_CASES:-}") 2>&1 \
-                | grep --line-buffered -vE "^\[|INFO|WARNING" | tee -a "$summary"
+                | grep --line-buffered -vE "^\[|^(INFO|WARNING|DEBUG)[: ]" | tee -a "$summary"
             say "two hosts: $(( $(date +%s) - started )) s" ;;
         *) say "unknown step $step" ;;
     esac

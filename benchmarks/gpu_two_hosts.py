@@ -4,10 +4,12 @@ through cluster.yaml's node variables, sshd on spark-b, and `spark-nightly night
 the cluster entry across them through Ray and NCCL. Run by `benchmarks/gpu_nights.sh WH WORK two-hosts`, whose
 environment (the gate's venv, paths, offline) it uses; each case's verdict and figures are printed.
 
-    python -m benchmarks.gpu_two_hosts WORK [CASES]     CASES (default pass,kill,link-down,ctrl-c) from those below
+    python -m benchmarks.gpu_two_hosts WORK [CASES]     CASES (default pass,bench,kill,link-down,ctrl-c) from below
 
 pass: the whole gpu profile (the solo entry on one GPU beside the cluster entry on two), the links' bytes over the
-night; cluster: the cluster entry alone, pass's proof of serving across the hosts for a sitting short of time; kill:
+night; bench: the cluster entry's cells by `spark-nightly bench` (its tok/s beside the solo entry's, also when its
+golden stops its night before perf); cluster: the cluster entry alone, pass's proof of serving across the hosts for
+a sitting short of time; kill:
 the worker's raylet killed once the cluster is ready (the entry FAILs naming spark-b); link-down: the fast link down
 on spark-b before the night (INCONCLUSIVE naming the link); ctrl-c: SIGINT to the night once the cluster is ready
 (the cluster stopped on both hosts). After each, what still runs in either namespace is listed.
@@ -42,7 +44,7 @@ from tests.integration.two_hosts import (
 
 HERE = Path(__file__).resolve().parents[1]
 CLUSTER_ENTRY = "smollm2-135m-instruct-gpu-pp2"
-CASES = ("pass", "kill", "link-down", "ctrl-c")
+CASES = ("pass", "bench", "kill", "link-down", "ctrl-c")
 CHOICES = (*CASES, "cluster")
 # what a node's Ray (started over ssh, with sshd's own environment) needs of the night's to find the toolchain that
 # FlashInfer's JIT compiles with, on the worker as on the head
@@ -208,6 +210,17 @@ def run_case(work: Path, hosts: TwoHosts, env: dict[str, str], case: str) -> Non
         print(f"  links over the night: {moved(start, head_link_bytes(hosts))}")
         if len(marks) == len(CLUSTER_MARKS):
             print(f"  links while the cluster ran: {moved(*(marks[mark] for mark in CLUSTER_MARKS))}")
+    elif case == "bench":  # the cluster entry's cells by themselves, for tok/s against one GPU whatever its golden says
+        argv = [sys.executable, "-m", "pipeline", "bench", CLUSTER_ENTRY, "--json", str(work / "bench-pp2.json")]
+        started = time.monotonic()
+        with log.open("w") as out:
+            bench = subprocess.run(
+                hosts.on_head(argv), check=False, cwd=HERE, env=env, stdout=out, stderr=subprocess.STDOUT
+            )
+        print(f"bench: exit {bench.returncode} in {time.monotonic() - started:.0f} s", flush=True)
+        for line in log.read_text().splitlines():
+            if "cluster" in line or line.startswith("|") or "ready in" in line:
+                print(f"  {line[:300]}", flush=True)
     elif case == "link-down":
         set_worker_fast_link(hosts, up=False)
         try:

@@ -20,6 +20,7 @@ TOP_K = 5
 # nats: mean |difference| of chosen-token logprobs over the shared prefix. The same build on the same host gives
 # exactly 0; 2 % noise on every weight moved the CPU model's answers by 0.09-0.15 while keeping their tokens.
 DRIFT_LOGPROB_TOLERANCE = 0.1
+ANSWER_SHOWN = 160  # characters of a judged answer its evidence keeps: what it said, for whoever reads the alert
 
 
 @dataclass(frozen=True)
@@ -207,6 +208,7 @@ def check_judged(current: Generation, judged: Scored, *, judge: str, tolerance: 
     ours = current.logprobs[: len(judged.logprobs)]
     moved = shift(ours, judged.logprobs)
     evidence = moved.evidence("judge") | {"judge": judge, "tolerance": tolerance, "margin": margin}
+    evidence |= {"answer": current.text[:ANSWER_SHOWN]} | _largest(current, ours, judged.logprobs)
     unchosen = [
         i
         for i, (own, best) in enumerate(zip(judged.logprobs, judged.best, strict=False))
@@ -231,6 +233,25 @@ def check_judged(current: Generation, judged: Scored, *, judge: str, tolerance: 
     if problems:
         return failed("drift", current.prompt_id, "no reference; " + "; ".join(problems), **evidence)
     return passed("drift", current.prompt_id, f"no reference; {judge} agrees on all {moved.tokens} tokens", **evidence)
+
+
+def _largest(current: Generation, ours: Sequence[float | None], judged: Sequence[float | None]) -> dict[str, object]:
+    """Where the judge differed most from tonight: the token, its position and both logprobs."""
+    found = [
+        (abs(a - b), i, a, b)
+        for i, (a, b) in enumerate(zip(ours, judged, strict=False))
+        if a is not None and b is not None and math.isfinite(a - b)
+    ]
+    if not found:
+        return {}
+    _, at, served, scored = max(found)
+    token = current.tokens[at] if at < len(current.tokens) else "?"
+    return {
+        "judge_largest_at": at,
+        "judge_largest_token": token,
+        "judge_largest_served": round(served, 4),
+        "judge_largest_judged": round(scored, 4),
+    }
 
 
 def unjudged(current: Generation, why: str) -> Verdict:

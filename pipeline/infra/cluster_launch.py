@@ -32,6 +32,7 @@ STEP_TIMEOUT_S = 60.0  # a short command on a node (hostname, an image ID, a fil
 SHIP_TIMEOUT_S = 3 * 3600.0  # an image or a model over the network: tens of GB
 READY_POLL_S = 2.0
 LINK_UP_STATES = frozenset({"up", "unknown"})  # /sys/class/net/IFACE/operstate of a link that carries traffic
+RAY_DIED = "Some Ray subprocesses exited unexpectedly:"  # `ray start --block`, then one line a process that died
 # Asked on the head once Ray runs: the live nodes with their addresses and resources; with `probe`, a task on each
 # node that hands 16 MiB back to the head through Ray's object store, so the link between them carries real traffic.
 CLUSTER_PROBE = """
@@ -82,7 +83,9 @@ class ClusterPlan:
         """The variables of one node: the launch's, the node's own (cluster.yaml), then what points Ray, NCCL, Gloo
         and UCX at the fast link."""
         node = self.nodes[index].node
-        return dict(self.env) | dict(node.env) | interconnect_env(node)
+        # unbuffered: `ray start --block` says which of its processes died, then leaves by os._exit, which drops
+        # what a pipe's buffer held (the words a lost node's reason quotes)
+        return dict(self.env) | dict(node.env) | interconnect_env(node) | {"PYTHONUNBUFFERED": "1"}
 
     def env_path(self, index: int) -> str:
         return f"{self.nodes[index].work_dir(self.name(index))}/env"
@@ -435,10 +438,19 @@ def _node_lost(plan: ClusterPlan, index: int, code: int, process: procs.Process)
     role = "head" if index == 0 else "worker"
     if code == SSH_LOST and not shell.local:
         return ClusterError(shell.node.name, role, f"ssh lost the host (log {process.log_path})", host_lost=True)
-    last = process.tail(5).strip().splitlines()
     return ClusterError(
-        shell.node.name, role, f"Ray's {role} exited with code {code}: {last[-1] if last else 'no output'}"
+        shell.node.name, role, f"Ray's {role} exited with code {code}: {why_ray_stopped(process.tail(20))}"
     )
+
+
+def why_ray_stopped(output: str) -> str:
+    """What `ray start --block` said when it stopped: the processes it reports dead ("raylet [exit code=-9]"), else
+    its last line. Its lines are log records ("2026-11-28 09:29:55,695\tERR scripts.py:1186 -- raylet ...")."""
+    said = [line.split(" -- ", 1)[-1].strip() for line in output.splitlines() if line.strip()]
+    if RAY_DIED in said:
+        died = [line for line in said[said.index(RAY_DIED) + 1 :] if "exit code" in line]
+        return f"{', '.join(died) or 'some of its processes'} exited unexpectedly"
+    return said[-1] if said else "no output"
 
 
 def _tear_down(plan: ClusterPlan, running: RunningCluster, log_dir: Path, say: Say) -> None:

@@ -180,6 +180,16 @@ def test_a_night_without_reference_is_judged_or_left_unjudged() -> None:
     assert unjudged(GOOD, "x").passed  # not a failure of the night, but never recorded as its reference
 
 
+def test_a_judged_answer_keeps_what_it_said_and_where_the_judge_differed_most() -> None:
+    # the split model's two-plus-two (docs/gpu.md): a reader of the alert needs the answer and its worst token
+    judged = _scored((-0.01, -0.2, -0.001, -0.02, -0.03, -0.27, -0.3))
+    verdict = check_judged(GOOD, judged, judge="hf", tolerance=0.02, margin=0.05)
+    assert verdict.status == "FAIL"
+    assert verdict.evidence["answer"] == "The capital of France is Paris."
+    assert verdict.evidence["judge_largest_at"] == 5 and verdict.evidence["judge_largest_token"] == " Paris"
+    assert (verdict.evidence["judge_largest_served"], verdict.evidence["judge_largest_judged"]) == (-0.05, -0.27)
+
+
 def test_scored_positions_read_the_token_and_the_best_of_vllm_prompt_logprobs() -> None:
     position = {"42": {"logprob": -1.5, "rank": 3, "decoded_token": " a"}, "7": {"logprob": -0.2, "rank": 1}}
     assert scored_position(position, 42) == (-1.5, -0.2)

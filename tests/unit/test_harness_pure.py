@@ -13,7 +13,7 @@ import pytest
 from pipeline.config.cluster import INTERCONNECT_VARIABLES, Cluster, Node
 from pipeline.config.matrix import BenchSpec, Launch, ModelEntry, Profile, TorchExpectation
 from pipeline.errors import EngineError
-from pipeline.infra.cluster_launch import interconnect_env
+from pipeline.infra.cluster_launch import interconnect_env, why_ray_stopped
 from pipeline.infra.image import JIT_SMOKE, compile_cache_key, image_tag, render_dockerfile
 from pipeline.infra.launch import LaunchPlan, docker_plan, local_plan, ray_plan, serve_arguments
 from pipeline.infra.nodes import ContainerRuntime
@@ -218,6 +218,22 @@ def test_the_variables_a_node_may_not_set_are_every_one_the_launch_sets_from_its
         assert set(interconnect_env(node)) <= INTERCONNECT_VARIABLES
 
 
+# what `ray start --block` (Ray 2.52) wrote, unbuffered, when the two-host test killed the worker's raylet
+RAY_BLOCK_TAIL = """\
+2026-11-28 09:13:47,538\tINFO scripts.py:1148 -- Process exit logs will be saved to: /tmp/ray/s/ray_process_exit.log
+2026-11-28 09:29:55,695\tERR scripts.py:1181 -- Some Ray subprocesses exited unexpectedly:
+2026-11-28 09:29:55,695\tERR scripts.py:1186 -- raylet [exit code=-9]
+2026-11-28 09:29:55,697\tERR scripts.py:1204 -- Remaining processes will be killed.
+"""
+
+
+def test_a_lost_nodes_reason_names_what_ray_reported_dead_not_its_last_log_line() -> None:
+    assert why_ray_stopped(RAY_BLOCK_TAIL) == "raylet [exit code=-9] exited unexpectedly"
+    buffered = RAY_BLOCK_TAIL.splitlines()[0]  # what was left when Ray's own words sat in a pipe's buffer
+    assert why_ray_stopped(buffered).startswith("Process exit logs will be saved to: ")
+    assert why_ray_stopped("") == "no output"
+
+
 def test_each_node_runs_with_its_own_variables_and_the_fast_link_is_the_launchs() -> None:
     nodes = (
         Node("gpu-a", "veth-a", "10.77.0.1", env=(("CUDA_VISIBLE_DEVICES", "0"), ("NCCL_NVLS_ENABLE", "0"))),
@@ -232,6 +248,7 @@ def test_each_node_runs_with_its_own_variables_and_the_fast_link_is_the_launchs(
     head, worker = plan.cluster.node_env(0), plan.cluster.node_env(1)
     assert (head["CUDA_VISIBLE_DEVICES"], worker["CUDA_VISIBLE_DEVICES"]) == ("0", "1")
     assert head["NCCL_NVLS_ENABLE"] == worker["NCCL_NVLS_ENABLE"] == "0"
+    assert head["PYTHONUNBUFFERED"] == worker["PYTHONUNBUFFERED"] == "1"  # Ray's last words reach the node's log
     assert (head["NCCL_SOCKET_IFNAME"], worker["NCCL_SOCKET_IFNAME"]) == ("veth-a", "veth-b")
     assert plan.env["CUDA_VISIBLE_DEVICES"] == "0"  # the API server runs on the head, with the head's GPU
     assert "# gpu-b: CUDA_VISIBLE_DEVICES=1 " in "\n".join(plan.cluster.render())
