@@ -4,12 +4,14 @@ through cluster.yaml's node variables, sshd on spark-b, and `spark-nightly night
 the cluster entry across them through Ray and NCCL. Run by `benchmarks/gpu_nights.sh WH WORK two-hosts`, whose
 environment (the gate's venv, paths, offline) it uses; each case's verdict and figures are printed.
 
-    python -m benchmarks.gpu_two_hosts WORK [CASES]     CASES (default pass,bench,kill,link-down,ctrl-c) from below
+    python -m benchmarks.gpu_two_hosts WORK [CASES]     CASES (default: all but cluster, in this order) from below
 
 pass: the whole gpu profile (the solo entry on one GPU beside the cluster entry on two), the links' bytes over the
 night; bench: the cluster entry's cells by `spark-nightly bench` (its tok/s beside the solo entry's, also when its
-golden stops its night before perf); cluster: the cluster entry alone, pass's proof of serving across the hosts for
-a sitting short of time; kill:
+golden stops its night before perf); solo-reference: the cluster entry's golden judged against the solo entry's
+reference of the pass night (`spark-nightly golden`: the solo's answers scored again under the split, token for
+token, so a different path at a near tie is told from different numbers); cluster: the cluster entry alone,
+pass's proof of serving across the hosts for a sitting short of time; kill:
 the worker's raylet killed once the cluster is ready (the entry FAILs naming spark-b); link-down: the fast link down
 on spark-b before the night (INCONCLUSIVE naming the link); ctrl-c: SIGINT to the night once the cluster is ready
 (the cluster stopped on both hosts). After each, what still runs in either namespace is listed.
@@ -44,7 +46,8 @@ from tests.integration.two_hosts import (
 
 HERE = Path(__file__).resolve().parents[1]
 CLUSTER_ENTRY = "smollm2-135m-instruct-gpu-pp2"
-CASES = ("pass", "bench", "kill", "link-down", "ctrl-c")
+SOLO_ENTRY = "smollm2-135m-instruct-gpu"
+CASES = ("pass", "bench", "solo-reference", "kill", "link-down", "ctrl-c")
 CHOICES = (*CASES, "cluster")
 # what a node's Ray (started over ssh, with sshd's own environment) needs of the night's to find the toolchain that
 # FlashInfer's JIT compiles with, on the worker as on the head
@@ -221,6 +224,8 @@ def run_case(work: Path, hosts: TwoHosts, env: dict[str, str], case: str) -> Non
         for line in log.read_text().splitlines():
             if "cluster" in line or line.startswith("|") or "ready in" in line:
                 print(f"  {line[:300]}", flush=True)
+    elif case == "solo-reference":
+        solo_reference(work, hosts, env, log)
     elif case == "link-down":
         set_worker_fast_link(hosts, up=False)
         try:
@@ -230,6 +235,34 @@ def run_case(work: Path, hosts: TwoHosts, env: dict[str, str], case: str) -> Non
     else:
         action = "kill" if case == "kill" else "ctrl-c"
         report(case, *night(hosts, env, log, *only, on_ready=action), runs(work) - before)
+
+
+def solo_reference(work: Path, hosts: TwoHosts, env: dict[str, str], log: Path) -> None:
+    """The cluster entry's golden against the solo entry's reference (copied under its name for this run only)."""
+    found = sorted((work / "state" / "golden").glob(f"*/{SOLO_ENTRY}.json"))
+    if not found:
+        print("solo-reference: no reference of the solo entry (the pass case records it when the solo PASSes)")
+        return
+    borrowed = found[0].with_name(f"{CLUSTER_ENTRY}.json")
+    verdicts = work / "solo-reference.json"
+    argv = [sys.executable, "-m", "pipeline", "golden", CLUSTER_ENTRY, "--json", str(verdicts)]
+    started = time.monotonic()
+    borrowed.write_bytes(found[0].read_bytes())
+    try:
+        with log.open("w") as out:
+            golden = subprocess.run(
+                hosts.on_head(argv), check=False, cwd=HERE, env=env, stdout=out, stderr=subprocess.STDOUT
+            )
+    finally:
+        borrowed.unlink()  # the cluster entry's own nights keep their own reference
+    print(f"solo-reference: exit {golden.returncode} in {time.monotonic() - started:.0f} s", flush=True)
+    if not verdicts.is_file():
+        print(f"  no verdicts (log {log})")
+        return
+    for verdict in json.loads(verdicts.read_text())["verdicts"]:
+        if verdict["check"] in ("drift", "long decode") or verdict["status"] != "PASS":
+            print(f"  {verdict['check']} {verdict['subject']}: {verdict['status']}: {verdict['reason'][:300]}")
+            print(f"    {json.dumps(verdict['evidence'])[:700]}")
 
 
 if __name__ == "__main__":
