@@ -32,7 +32,7 @@ STEP_TIMEOUT_S = 60.0  # a short command on a node (hostname, an image ID, a fil
 SHIP_TIMEOUT_S = 3 * 3600.0  # an image or a model over the network: tens of GB
 READY_POLL_S = 2.0
 LINK_UP_STATES = frozenset({"up", "unknown"})  # /sys/class/net/IFACE/operstate of a link that carries traffic
-RAY_DIED = "Some Ray subprocesses exited unexpectedly:"  # `ray start --block`, then one line a process that died
+RAY_DIED = "Some Ray subprocesses exited unexpectedly:"  # `ray start --block`, then a line for each process that died
 # Asked on the head once Ray runs: the live nodes with their addresses and resources; with `probe`, a task on each
 # node that hands 16 MiB back to the head through Ray's object store, so the link between them carries real traffic.
 CLUSTER_PROBE = """
