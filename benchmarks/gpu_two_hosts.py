@@ -166,8 +166,8 @@ def report(case: str, code: int, output: str, seconds: float, new_runs: set[Path
         print(f"    stage_s {numbers.get('stage_s')}")
         for failure in outcome.get("failures", []):
             print(f"    failed: {failure.get('subject') or failure['what']}: {failure['reason'][:300]}")
-        for cell, found in sorted(numbers.get("cells", {}).items()):
-            print(f"    {cell}: {found.get('status')} {found.get('value')} t/s")
+        for cell, figure in sorted(numbers.get("cells", {}).items()):
+            print(f"    {cell}: {figure.get('status')} {figure.get('value')} t/s")
         for prompt, evidence in sorted((numbers.get("drift_evidence") or {}).items()):
             print(f"    drift {prompt}: {evidence}")
 
@@ -214,13 +214,8 @@ def run_case(work: Path, hosts: TwoHosts, env: dict[str, str], case: str) -> Non
         if len(marks) == len(CLUSTER_MARKS):
             print(f"  links while the cluster ran: {moved(*(marks[mark] for mark in CLUSTER_MARKS))}")
     elif case == "bench":  # the cluster entry's cells by themselves, for tok/s against one GPU whatever its golden says
-        argv = [sys.executable, "-m", "pipeline", "bench", CLUSTER_ENTRY, "--json", str(work / "bench-pp2.json")]
-        started = time.monotonic()
-        with log.open("w") as out:
-            bench = subprocess.run(
-                hosts.on_head(argv), check=False, cwd=HERE, env=env, stdout=out, stderr=subprocess.STDOUT
-            )
-        print(f"bench: exit {bench.returncode} in {time.monotonic() - started:.0f} s", flush=True)
+        code, seconds = command_on_head(hosts, env, log, "bench", CLUSTER_ENTRY, "--json", str(work / "bench-pp2.json"))
+        print(f"bench: exit {code} in {seconds:.0f} s", flush=True)
         for line in log.read_text().splitlines():
             if "cluster" in line or line.startswith("|") or "ready in" in line:
                 print(f"  {line[:300]}", flush=True)
@@ -237,6 +232,15 @@ def run_case(work: Path, hosts: TwoHosts, env: dict[str, str], case: str) -> Non
         report(case, *night(hosts, env, log, *only, on_ready=action), runs(work) - before)
 
 
+def command_on_head(hosts: TwoHosts, env: dict[str, str], log: Path, *args: str) -> tuple[int, float]:
+    """`spark-nightly ARGS` on spark-a, its output in `log`: its exit code and its time."""
+    argv = [sys.executable, "-m", "pipeline", *args]
+    started = time.monotonic()
+    with log.open("w") as out:
+        done = subprocess.run(hosts.on_head(argv), check=False, cwd=HERE, env=env, stdout=out, stderr=subprocess.STDOUT)
+    return done.returncode, time.monotonic() - started
+
+
 def solo_reference(work: Path, hosts: TwoHosts, env: dict[str, str], log: Path) -> None:
     """The cluster entry's golden against the solo entry's reference (copied under its name for this run only)."""
     found = sorted((work / "state" / "golden").glob(f"*/{SOLO_ENTRY}.json"))
@@ -245,17 +249,12 @@ def solo_reference(work: Path, hosts: TwoHosts, env: dict[str, str], log: Path) 
         return
     borrowed = found[0].with_name(f"{CLUSTER_ENTRY}.json")
     verdicts = work / "solo-reference.json"
-    argv = [sys.executable, "-m", "pipeline", "golden", CLUSTER_ENTRY, "--json", str(verdicts)]
-    started = time.monotonic()
     borrowed.write_bytes(found[0].read_bytes())
     try:
-        with log.open("w") as out:
-            golden = subprocess.run(
-                hosts.on_head(argv), check=False, cwd=HERE, env=env, stdout=out, stderr=subprocess.STDOUT
-            )
+        code, seconds = command_on_head(hosts, env, log, "golden", CLUSTER_ENTRY, "--json", str(verdicts))
     finally:
         borrowed.unlink()  # the cluster entry's own nights keep their own reference
-    print(f"solo-reference: exit {golden.returncode} in {time.monotonic() - started:.0f} s", flush=True)
+    print(f"solo-reference: exit {code} in {seconds:.0f} s", flush=True)
     if not verdicts.is_file():
         print(f"  no verdicts (log {log})")
         return

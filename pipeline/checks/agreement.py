@@ -132,6 +132,7 @@ class Shift:
     mean_abs: float | None
     max_abs: float | None
     non_finite: int  # positions where one side has no finite value (NaN under one build)
+    max_at: int | None = None  # the position of max_abs
 
     def evidence(self, prefix: str) -> dict[str, object]:
         out: dict[str, object] = {f"{prefix}_tokens": self.tokens, f"{prefix}_non_finite": self.non_finite}
@@ -146,12 +147,16 @@ class Shift:
 def shift(ours: Sequence[float | None], theirs: Sequence[float | None]) -> Shift:
     """Token-for-token |difference| of two logprob sequences of the same tokens."""
     pairs = list(zip(ours, theirs, strict=False))
-    finite = [abs(a - b) for a, b in pairs if a is not None and b is not None and math.isfinite(a - b)]
+    finite = {
+        i: abs(a - b) for i, (a, b) in enumerate(pairs) if a is not None and b is not None and math.isfinite(a - b)
+    }
+    largest = max(finite, key=finite.__getitem__, default=None)
     return Shift(
         len(pairs),
-        sum(finite) / len(finite) if finite else None,
-        max(finite) if finite else None,
+        sum(finite.values()) / len(finite) if finite else None,
+        finite[largest] if largest is not None else None,
         len(pairs) - len(finite),
+        largest,
     )
 
 
@@ -208,7 +213,14 @@ def check_judged(current: Generation, judged: Scored, *, judge: str, tolerance: 
     ours = current.logprobs[: len(judged.logprobs)]
     moved = shift(ours, judged.logprobs)
     evidence = moved.evidence("judge") | {"judge": judge, "tolerance": tolerance, "margin": margin}
-    evidence |= {"answer": current.text[:ANSWER_SHOWN]} | _largest(current, ours, judged.logprobs)
+    evidence |= {"answer": current.text[:ANSWER_SHOWN]}
+    if (at := moved.max_at) is not None:  # where the judge differed most: the token and both logprobs
+        evidence |= {
+            "judge_largest_at": at,
+            "judge_largest_token": current.tokens[at] if at < len(current.tokens) else "?",
+            "judge_largest_served": round(ours[at] or 0.0, 4),
+            "judge_largest_judged": round(judged.logprobs[at] or 0.0, 4),
+        }
     unchosen = [
         i
         for i, (own, best) in enumerate(zip(judged.logprobs, judged.best, strict=False))
@@ -233,25 +245,6 @@ def check_judged(current: Generation, judged: Scored, *, judge: str, tolerance: 
     if problems:
         return failed("drift", current.prompt_id, "no reference; " + "; ".join(problems), **evidence)
     return passed("drift", current.prompt_id, f"no reference; {judge} agrees on all {moved.tokens} tokens", **evidence)
-
-
-def _largest(current: Generation, ours: Sequence[float | None], judged: Sequence[float | None]) -> dict[str, object]:
-    """Where the judge differed most from tonight: the token, its position and both logprobs."""
-    found = [
-        (abs(a - b), i, a, b)
-        for i, (a, b) in enumerate(zip(ours, judged, strict=False))
-        if a is not None and b is not None and math.isfinite(a - b)
-    ]
-    if not found:
-        return {}
-    _, at, served, scored = max(found)
-    token = current.tokens[at] if at < len(current.tokens) else "?"
-    return {
-        "judge_largest_at": at,
-        "judge_largest_token": token,
-        "judge_largest_served": round(served, 4),
-        "judge_largest_judged": round(scored, 4),
-    }
 
 
 def unjudged(current: Generation, why: str) -> Verdict:

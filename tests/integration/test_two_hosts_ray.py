@@ -247,7 +247,7 @@ def test_a_worker_killed_mid_night_fails_the_entry_naming_the_node(
     (outcome,) = [o for o in json.loads((run / "run.json").read_text())["entries"] if o["entry"] == ENTRY]
     assert (outcome["status"], outcome["stage"]) == ("FAIL", "cluster"), outcome
     assert outcome["reason"].startswith("node spark-b: worker: Ray's worker exited with code "), outcome
-    # the reason says what Ray reported dying (its exit log on the worker), not the last INFO line `ray start` printed
+    # the reason says what `ray start --block` reported dead, not the last INFO line it printed before
     assert "raylet" in outcome["reason"] and " INFO " not in outcome["reason"], outcome["reason"]
     # the weights shipped to the worker's cache are the head's, file by file
     head = package_folder(cpu_engine.entry, cpu_engine.cache_dir)
