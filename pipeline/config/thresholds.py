@@ -133,10 +133,32 @@ class PairRules:
     # Side by side, the most pairs a cell is measured with, in steps of 8 while undecided: past 16 only where boots
     # spread so far that more boots must be averaged (each block of 4 pairs boots one side again).
     max_pairs: int = MAX_SIDE_BY_SIDE_PAIRS
+    # The sequential test's alternative as a log ratio, where a trial asks about tonight's own slowdown
+    # (against_tonight); None: the one min_effect makes
+    alternative: float | None = None
 
     def shift(self) -> float:
-        """The sequential test's alternative, as a log ratio: SEQUENTIAL_SHIFT, or min_effect where larger."""
+        """The sequential test's alternative, as a log ratio: SEQUENTIAL_SHIFT, or min_effect where larger (or
+        tonight's slowdown, in a trial)."""
+        if self.alternative is not None:
+            return self.alternative
         return -math.log1p(-max(self.min_effect, SEQUENTIAL_SHIFT))
+
+    def against_tonight(self, b_over_a: float) -> PairRules:
+        """The rules of a culprit trial or bisection step for a cell whose pairs FAILed tonight at `b_over_a`: its
+        question is not "is this build slower by the smallest slowdown we block?" but "does it carry tonight's
+        slowdown?", so half of tonight's (in log) is the line between the answers. Side by side, a PASS rules out a
+        slowdown of half tonight's and a FAIL is one significantly beyond it; in turns, the sequential test weighs
+        tonight's slowdown against none (half of it is where its evidence neither grows nor shrinks). Each boot pair
+        then weighs effect^2 / (2 var): at the gpu profile's boot spread (6.5 %) a 20 % slowdown brings about 6 a
+        pair against the bounds' -4.6 and +6.8, a boot pair or two where the usual rules ask several, and a boot pair
+        is two boots: minutes on a GPU, half an hour for a Spark's large model. The smallest slowdown and the
+        alternative are never below the usual ones."""
+        if not 0 < b_over_a < 1:
+            return self
+        effect = -math.log(b_over_a)
+        min_effect = max(self.min_effect, -math.expm1(-effect / 2))  # B/A at half tonight's log slowdown
+        return replace(self, min_effect=min_effect, alternative=max(self.shift(), effect))
 
     def passable_in_turns(self) -> bool:
         """Whether boot pairs in turns can PASS an unchanged build within MAX_BOOT_PAIRS: the evidence an unchanged

@@ -89,8 +89,9 @@ def decide_sequential(  # noqa: PLR0913 -- a pure decision: every number it uses
     over = f"{len(tonight)} boot pair{'s' if len(tonight) != 1 else ''} tonight"
     if earlier:
         over += f" and {len(earlier)} carried from {', '.join(nights)}"
+    slowdown = -math.expm1(-shift)  # the alternative as the share of throughput lost
     reason = (
-        f"B/A {math.exp(mean):.4f} over {over}: log-likelihood ratio of a {shift:.0%} slowdown {total:+.2f} "
+        f"B/A {math.exp(mean):.4f} over {over}: log-likelihood ratio of a {slowdown:.0%} slowdown {total:+.2f} "
         f"({'FAIL at' if decision == 'FAIL' else 'PASS at' if decision == 'PASS' else 'between'} "
         f"{pass_at:+.2f} and {FAIL_AT:+.2f}; boot-to-boot SD of B/A {spread:.1%})"
     )

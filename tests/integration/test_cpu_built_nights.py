@@ -160,8 +160,9 @@ def test_a_night_whose_main_alone_fails_names_the_guilty_commit_of_a_day_of_main
 def test_a_night_whose_main_alone_is_slower_names_the_guilty_commit_by_its_pairs(place: Place, tmp_path: Path) -> None:
     """A good night, then a day of 32 commits whose 19th waits 25 ms in every engine step (a third of the decode rate
     at 19 t/s, more on a faster host): the night FAILs on main alone by its pairs against the good night's build, and
-    the bisection names the guilty commit and its PR within 7 builds, each step judged by the night's own rules (the
-    cell's screen, then pairs side by side against the last confirmed build, tonight's booted again between blocks)."""
+    the bisection names the guilty commit and its PR within 7 builds, each step judged as the night judges (the
+    cell's screen, then pairs side by side against the last confirmed build), asking whether the step carries
+    tonight's slowdown rather than the smallest one the profile blocks (a clean screen can answer that alone)."""
     repo = make_vllm_repo(tmp_path / "vllm-repo")  # its own main: the module's repository gets a day of its own
     bench_one_case(place)
     golden_for_another_stage(place)
@@ -180,6 +181,10 @@ def test_a_night_whose_main_alone_is_slower_names_the_guilty_commit_by_its_pairs
     # tonight's FAIL opened the cell's regression: a step that still measures below the accepted nights FAILs as it
     # is, and one that does not is PASSed only by its pairs against the last confirmed build
     assert {s["verdict"] for s in built} == {"PASS", "FAIL"}, found["steps"]
+    steps = [json.loads(p.read_text()) for p in sorted((run / "culprit").glob(f"*-bisect*/entries/{CPU_ENTRY}.json"))]
+    cells = [o["numbers"]["cells"] for o in steps if o["status"] == "PASS"]
+    paired = [c["reason"] for found_cells in cells for name, c in found_cells.items() if name.startswith("tg32")]
+    assert paired and all("tonight's slowdown (B/A 0." in r for r in paired), paired
     summary = json.loads((run / "run.json").read_text())
     assert (
         f"first bad commit of vllm main: {day[18][:12]}" in summary["suspects"] and "PR #32019" in summary["suspects"]

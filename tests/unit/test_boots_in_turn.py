@@ -745,3 +745,62 @@ def test_pairs_measured_for_one_cell_serve_another_when_the_budget_is_spent(tmp_
     outcomes, booted = _two_cells_in_turn(tmp_path, tg=0.985, pp=0.984, budget=4)
     assert booted == [1, 2]
     assert all(o.pairs_measured == 2 for o in outcomes), [(o.cell, o.reason) for o in outcomes]
+
+
+GPU_RULES = PairRules(min_effect=0.13, boot_sd=0.065)  # thresholds/h200-gpu's pair rules
+
+
+def test_a_trials_rules_ask_whether_its_build_carries_tonights_slowdown() -> None:
+    """Tonight's pairs FAILed a cell at B/A 0.45: a trial's line is half that slowdown in log (B/A 0.67), and its
+    sequential test weighs all of it against none. Never below the hardware's own; a B/A of 1 or more asks nothing."""
+    tonight = GPU_RULES.against_tonight(0.45)
+    assert tonight.shift() == pytest.approx(-math.log(0.45)) and tonight.min_effect == pytest.approx(1 - 0.45**0.5)
+    assert (tonight.boot_sd, tonight.max_pairs) == (GPU_RULES.boot_sd, GPU_RULES.max_pairs)
+    small = GPU_RULES.against_tonight(0.95)  # smaller than the hardware's smallest slowdown: its rules stand
+    assert small.min_effect == GPU_RULES.min_effect and small.shift() == pytest.approx(GPU_RULES.shift())
+    assert GPU_RULES.against_tonight(1.02) == GPU_RULES and GPU_RULES.against_tonight(0.0) == GPU_RULES
+
+
+def _trial_step(tmp_path: Path, step: str, factor: float, slowdowns: dict[str, float]) -> tuple[CellOutcome, list[int]]:
+    """A bisection step after a night whose tg32 pairs FAILed at B/A 0.45: the step's build measures `factor` of the
+    good nights, its boot pairs against A as well; the history read, never written."""
+    asked: list[int] = []
+    rng = random.Random(step)
+
+    def measure(result: Any, metric: str, wanted: int, a: BuildRef) -> list[BootPair]:
+        asked.append(wanted)
+        return [_pair(rng, factor - 1.0, b_boot=rng.gauss(0, 0.03)) for _ in range(wanted)]
+
+    ctx = replace(_book_ctx(tmp_path, "2026-11-20"), run_id=f"run-{step}", build=_build(step), record=False)
+    outcomes = _judge(
+        _case(20.0 * factor),
+        replace(ctx, slowdowns=slowdowns),
+        paired=InTurn(measure),
+        pairs=GPU_RULES,  # type: ignore[arg-type]
+    )
+    return next(o for o in outcomes if o.cell == "tg32"), asked
+
+
+def test_a_bisection_step_is_decided_against_tonights_slowdown_by_its_screen_or_one_boot_pair(tmp_path: Path) -> None:
+    """The GPU's day of 16 commits: tonight's night FAILed tg32 by its boot pairs at 0.45x, which opened the cell's
+    regression, so a step's clean screen cannot PASS it by the night's rules and only pairs can (at the stricter bound
+    that closes a regression), more than one boot pair for an unchanged step. Asked whether it carries tonight's
+    slowdown, its clean screen answers (no boot pair), and a slower step FAILs; after a night only 15 % slower the
+    screen cannot tell, and a boot pair or two against A do."""
+    _seed(_ctx(tmp_path), tmp_path, 20.0)
+    night = [BootPair((20.0,) * 3, (9.0,) * 3)] * 2
+    tonight = _book_ctx(tmp_path, "2026-11-20")
+    opened = _judge(_case(9.0), tonight, paired=InTurn(lambda r, m, n, a: night[:n]), pairs=GPU_RULES)  # type: ignore[arg-type]
+    assert next(o for o in opened if o.cell == "tg32").status == Status.FAIL
+    usual, usual_asked = _trial_step(tmp_path, "good-usual", 1.0, {})
+    assert usual.status == Status.PASS and usual_asked[-1] > 1, usual.reason
+    good, good_asked = _trial_step(tmp_path, "good", 1.0, {"tg32": 0.45})
+    assert good.status == Status.PASS and good_asked == [], good.reason
+    assert "against tonight's slowdown (B/A 0.45) that change weighs" in good.reason
+    assert good.reason.endswith("it does not carry tonight's slowdown, no boot pair needed")
+    bad, bad_asked = _trial_step(tmp_path, "bad", 0.45, {"tg32": 0.45})
+    assert bad.status == Status.FAIL and bad_asked in ([], [1]), bad.reason
+    milder, milder_asked = _trial_step(tmp_path, "milder", 1.0, {"tg32": 0.85})
+    assert milder.status == Status.PASS and milder_asked in ([1], [1, 2]), milder.reason
+    assert f"log-likelihood ratio of a {0.15:.0%} slowdown" in milder.reason
+    assert milder.reason.endswith("asked whether it carries tonight's slowdown (B/A 0.85)")

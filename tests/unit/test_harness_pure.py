@@ -20,6 +20,8 @@ from pipeline.infra.nodes import ContainerRuntime
 from pipeline.infra.openai_client import metric_total, parse_metrics
 from pipeline.infra.runtime import LockedFile, Runtime, parse_filename, render_lock
 from pipeline.infra.server import classify_boot_failure
+from pipeline.outcome import Outcome
+from pipeline.stages.aftermath.trial_bench import failed_at
 from pipeline.stages.prove.boot import Candidate, local_compile_folders, plan_launch
 from pipeline.stages.prove.entry_run import Ended, EntryContext, EntryRun
 from pipeline.stages.prove.smoke import check_entry_point, check_native_modules, check_torch
@@ -408,3 +410,24 @@ def test_a_trial_entry_ends_passing_once_the_stage_it_failed_at_tonight_passes(t
     assert "later stages not run in a trial" in passed.reason
     night = EntryRun(None, replace(ctx, stop_after=None))  # type: ignore[arg-type]
     assert night.stage("golden", lambda _: None) is None  # the night itself goes on to perf
+
+
+def test_a_trial_runs_each_failing_entry_up_to_its_stage_with_the_slowdowns_its_pairs_measured() -> None:
+    """A trial's perf pairs ask about tonight's slowdown: what failed_at hands each trial is read from the night's
+    cells, only those its pairs FAILed (a cell FAILed without pairs, or a faster one, measured no slowdown)."""
+    cells = {
+        "tg32 (c1)": {"status": "FAIL", "value": 213.0, "ref": 400.0, "reason": "pairs", "b_over_a": 0.452, "pairs": 1},
+        "tg32 (c4)": {"status": "FAIL", "value": 400.0, "ref": 1300.0, "reason": "still regressed"},
+        "pp128 (c1)": {"status": "PASS", "value": 4400.0, "ref": 4400.0, "reason": "pairs", "b_over_a": 0.99},
+    }
+    entries = [_entry(id="slow"), _entry(id="wrong"), _entry(id="fine")]
+    outcomes = [
+        Outcome("slow", Status.FAIL, "perf", "tg32 (c1) slower", True, 1.0, {"cells": cells}),
+        Outcome("wrong", Status.FAIL, "golden", "3 golden check(s) failed", True, 1.0),
+        Outcome("fine", Status.PASS, "perf", "", True, 1.0),
+    ]
+    found = failed_at(entries, outcomes)
+    assert [(f.entry.id, f.stage, dict(f.slowdowns)) for f in found] == [
+        ("slow", "perf", {"tg32 (c1)": 0.452}),
+        ("wrong", "golden", {}),
+    ]

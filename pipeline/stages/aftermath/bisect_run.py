@@ -9,13 +9,12 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from pipeline.config.matrix import ModelEntry
 from pipeline.errors import SparkNightlyError
 from pipeline.infra.git import Git, mirror_dir
 from pipeline.outcome import Outcome
 from pipeline.places import RunDir
 from pipeline.stages.aftermath.bisect import Bisection, Commit, StepResult, bisect_main, step_bound
-from pipeline.stages.aftermath.trial_bench import TrialBench, failed_at, trial_verdict
+from pipeline.stages.aftermath.trial_bench import Failing, TrialBench, failed_at, trial_verdict
 from pipeline.stages.build.build_plan import BuildPlan, SourcePlan
 from pipeline.stages.build.night_build import NativeBuildNeeded
 from pipeline.stages.build.resolve import Source
@@ -32,7 +31,7 @@ class CommitSteps:
         plan: BuildPlan,
         bisected: str,
         run: RunDir,
-        failing: Sequence[tuple[ModelEntry, str]],
+        failing: Sequence[Failing],
     ) -> None:
         self.bench, self.plan, self.bisected, self.run, self.failing = bench, plan, bisected, run, failing
         self.count = 0

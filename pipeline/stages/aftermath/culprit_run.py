@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pipeline.config.bundle import Config
-from pipeline.config.matrix import ModelEntry, Profile
+from pipeline.config.matrix import Profile
 from pipeline.errors import SparkNightlyError
 from pipeline.infra.supply import Supply
 from pipeline.outcome import Outcome
@@ -25,7 +25,7 @@ from pipeline.stages.aftermath.bisect import Bisection
 from pipeline.stages.aftermath.bisect_run import bisect_failing_main
 from pipeline.stages.aftermath.culprit import CulpritSearch, PullRef, TrialResult, find_culprits
 from pipeline.stages.aftermath.suspects import describe_main_suspects, grafted_prs, pull_url, subset_sources
-from pipeline.stages.aftermath.trial_bench import TrialBench, failed_at, trial_verdict
+from pipeline.stages.aftermath.trial_bench import Failing, TrialBench, failed_at, trial_verdict
 from pipeline.stages.build.build_plan import BuildPlan
 from pipeline.stages.build.night_build import sources_from
 from pipeline.stages.prove.candidate import NightCandidate
@@ -57,9 +57,7 @@ class CulpritFindings:
 class SparkTrials:
     """Runs one trial per subset; remembers each trial's candidate so a passing one can be published."""
 
-    def __init__(
-        self, bench: TrialBench, *, plan: BuildPlan, night: NightRef, failing: Sequence[tuple[ModelEntry, str]]
-    ) -> None:
+    def __init__(self, bench: TrialBench, *, plan: BuildPlan, night: NightRef, failing: Sequence[Failing]) -> None:
         self.bench, self.plan, self.night, self.failing = bench, plan, night, failing
         self.candidates: dict[tuple[PullRef, ...], NightCandidate] = {}
         self.outcomes: dict[tuple[PullRef, ...], list[Outcome]] = {}

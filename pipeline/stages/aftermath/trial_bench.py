@@ -4,14 +4,16 @@ some PRs) and a bisection step (one commit of main) both do; each keeps its file
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 from pipeline.config.bundle import Config
 from pipeline.config.matrix import ModelEntry, Profile
+from pipeline.infra.files import write_atomically
 from pipeline.infra.git import mirror_dir
 from pipeline.infra.supply import Supply
-from pipeline.outcome import Outcome
+from pipeline.outcome import Outcome, cells_of
 from pipeline.places import RunDir
 from pipeline.progress import Say
 from pipeline.settings import Settings
@@ -76,10 +78,10 @@ class TrialBench:
         )
         return TrialBuild(candidate, how)
 
-    def run(self, failed: Sequence[tuple[ModelEntry, str]], candidate: NightCandidate, trial: RunDir) -> list[Outcome]:
+    def run(self, failed: Sequence[Failing], candidate: NightCandidate, trial: RunDir) -> list[Outcome]:
         """Each entry that failed tonight on the trial's candidate, as the night runs it up to the stage it failed at
-        (a golden failure is tried by golden alone; a perf one by its cells and boot pairs), the history read and
-        never written."""
+        (a golden failure is tried by golden alone; a perf one by its cells and pairs, asking whether this build
+        carries tonight's slowdown), the history read and never written."""
         ctx = EntryContext(
             self.config,
             candidate.candidate,
@@ -92,7 +94,12 @@ class TrialBench:
             record=False,
             supply=self.supply,
         )
-        return [run_entry(entry, replace(ctx, stop_after=stage)) for entry, stage in failed]
+        outcomes = [run_entry(f.entry, replace(ctx, stop_after=f.stage, slowdowns=f.slowdowns)) for f in failed]
+        for outcome in outcomes:  # each entry's evidence, where the night keeps its own
+            saved = trial.entry(outcome.entry)
+            saved.parent.mkdir(parents=True, exist_ok=True)
+            write_atomically(saved, json.dumps(outcome.to_json(), indent=2, sort_keys=True, default=str) + "\n")
+        return outcomes
 
 
 def trial_verdict(outcomes: Sequence[Outcome]) -> tuple[Status, str]:
@@ -106,7 +113,27 @@ def trial_verdict(outcomes: Sequence[Outcome]) -> tuple[Status, str]:
     return Status.INCONCLUSIVE, "; ".join(f"{o.entry}: {o.status.value}: {o.reason}" for o in outcomes)[:500]
 
 
-def failed_at(entries: Sequence[ModelEntry], outcomes: Sequence[Outcome]) -> list[tuple[ModelEntry, str]]:
-    """The entries that failed tonight, each with the stage it failed at."""
-    stages = {o.entry: o.stage for o in outcomes if o.status == Status.FAIL}
-    return [(entry, stages[entry.id]) for entry in entries if entry.id in stages]
+@dataclass(frozen=True)
+class Failing:
+    """An entry that failed tonight, as a trial runs it again: up to the stage it failed at, and for each cell whose
+    pairs FAILed it, tonight's B/A, which the trial's pairs ask about (PairRules.against_tonight)."""
+
+    entry: ModelEntry
+    stage: str
+    slowdowns: Mapping[str, float] = field(default_factory=dict)
+
+
+def failed_at(entries: Sequence[ModelEntry], outcomes: Sequence[Outcome]) -> list[Failing]:
+    """The entries that failed tonight, each with the stage it failed at and its cells' slowdowns."""
+    failed = {o.entry: o for o in outcomes if o.status == Status.FAIL}
+    return [Failing(e, failed[e.id].stage, slowdowns(failed[e.id])) for e in entries if e.id in failed]
+
+
+def slowdowns(outcome: Outcome) -> dict[str, float]:
+    """Tonight's B/A of each cell its pairs FAILed (a cell FAILed without pairs measured none)."""
+    cells = cells_of(outcome.numbers)
+    return {
+        name: cell.b_over_a
+        for name, cell in cells.items()
+        if cell.status == Status.FAIL and cell.b_over_a is not None and 0 < cell.b_over_a < 1
+    }

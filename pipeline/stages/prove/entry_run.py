@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -53,6 +53,8 @@ class EntryContext:
     # a culprit trial or bisection step: the stage the entry failed at tonight; once it passes, the entry has shown
     # what the trial asks (a golden failure needs no perf, whose boot pairs cost minutes a trial on a GPU)
     stop_after: str | None = None
+    # a trial: tonight's B/A of each of the entry's cells whose pairs FAILed the night, which its pairs ask about
+    slowdowns: Mapping[str, float] = field(default_factory=dict)
 
 
 def run_entry(entry: ModelEntry, ctx: EntryContext) -> Outcome:
@@ -352,7 +354,7 @@ def _golden_failures(entry: ModelEntry, golden: GoldenResult) -> tuple[str, tupl
 
 def _perf(entry: ModelEntry, turns: Turns, ctx: EntryContext, *, profile_hardware: str, before: Any) -> PerfVerdict:
     here = PerfContext.on_host(ctx.state, hardware=profile_hardware, entry=entry.id, run_id=ctx.run.id, night=ctx.night)
-    perf_ctx = replace(here, commits=ctx.commits, record=ctx.record, build=ctx.build)
+    perf_ctx = replace(here, commits=ctx.commits, record=ctx.record, build=ctx.build, slowdowns=ctx.slowdowns)
     judged = measure_and_judge(
         turns,
         entry,

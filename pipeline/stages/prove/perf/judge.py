@@ -20,10 +20,11 @@ import itertools
 import math
 import socket
 import statistics
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
-from pipeline.config.thresholds import Reference, Thresholds
+from pipeline.config.thresholds import MIN_PRIOR_BOOT_SD, PairRules, Reference, Thresholds
+from pipeline.detect.sequential import CLOSE_AT, llr_sum
 from pipeline.detect.steps import (
     BASELINE_NIGHTS,
     SCREEN_FLOOR,
@@ -92,6 +93,9 @@ class PerfContext:
     pair_with: BuildRef | None = None  # pair with this build instead of each cell's A
     pair_always: bool = False  # pairs judge every cell, tripped or not (`bench --pair-with`)
     pair_book: PairBook | None = None  # boot pairs in turns: the host's boot spread and carried evidence
+    # a culprit trial or bisection step: tonight's B/A of each cell whose pairs FAILed the night, which its pairs ask
+    # about (PairRules.against_tonight)
+    slowdowns: Mapping[str, float] = field(default_factory=dict)
 
     def series(self, cell: str, metric: str) -> str:
         return series_key(self.hardware, self.entry, cell, metric)
@@ -276,10 +280,24 @@ class CellCase:
 
     def pairs_decide(self, base: CellOutcome, measured: CaseResult, *, clearable: bool = True) -> CellOutcome:
         known = replace(self.evidence, clearable=clearable) if self.evidence is not None else None
-        return paired_verdict(
-            base, self.a, measured, self.paired, rules=self.thresholds.pairs, evidence=known, night=self.ctx.night,
+        tonight = self.ctx.slowdowns.get(self.cell)
+        if known is not None and tonight is not None:  # a trial's question is its own, not the nights'
+            known = replace(known, carried=None)
+        decided = paired_verdict(
+            base, self.a, measured, self.paired, rules=self.rules, evidence=known, night=self.ctx.night,
             failed=self.failed,
         )  # fmt: skip
+        if tonight is None or decided.confirmation is None:
+            return decided
+        return replace(
+            decided, reason=f"{decided.reason}; asked whether it carries tonight's slowdown (B/A {tonight:.2f})"
+        )
+
+    @property
+    def rules(self) -> PairRules:
+        """The hardware's pair rules; in a trial, for a cell tonight's pairs FAILed, asking about tonight's slowdown."""
+        tonight = self.ctx.slowdowns.get(self.cell)
+        return self.thresholds.pairs if tonight is None else self.thresholds.pairs.against_tonight(tonight)
 
 
 def _cell_case(
@@ -313,6 +331,31 @@ def _pairs_asked(case: CellCase) -> Judged | None:
     if not case.ctx.pair_always:
         return None
     return case.pairs_decide(case.base(Status.INCONCLUSIVE, "asked for pairs"), case.result), case.result
+
+
+def _screen_against_tonight(case: CellCase) -> Judged | None:
+    """A trial's cell that tonight's pairs FAILed, screened clean: its boot against the accepted nights is weighed as
+    a boot pair would be against tonight's slowdown (PairRules.against_tonight's sequential sum, at the bound that
+    closes a regression, one night's change counted as twice a boot's spread or the host's own night-to-night noise,
+    whichever is wider). Where that alone rules tonight's slowdown out, no boot pair is made: a pair is two boots,
+    minutes on a GPU and half an hour for a Spark's large model. Else the cell goes on to its pairs."""
+    tonight = case.ctx.slowdowns.get(case.cell)
+    change = case.screened.relative_change
+    if tonight is None or case.tripped or not -1.0 < change < math.inf:
+        return None
+    rules = case.rules
+    variance = 2.0 * max(rules.boot_sd, MIN_PRIOR_BOOT_SD) ** 2
+    if not math.isnan(case.screened.noise_of_change):
+        variance = max(variance, case.screened.noise_of_change**2)
+    weight = llr_sum([math.log1p(change)], shift=rules.shift(), variance=variance)
+    if weight > CLOSE_AT:
+        return None
+    reason = (
+        f"{case.screened.reason}; against tonight's slowdown (B/A {tonight:.2f}) that change weighs {weight:+.2f} "
+        f"(PASS at {CLOSE_AT:+.2f}; SD of one night's change {math.sqrt(variance):.1%}): it does not carry tonight's "
+        "slowdown, no boot pair needed"
+    )
+    return case.base(Status.PASS, reason), case.result
 
 
 def _open_regression_rule(case: CellCase) -> Judged | None:
@@ -415,6 +458,7 @@ def _decide_trip(case: CellCase, base: CellOutcome, measured: CaseResult) -> Jud
 # why each stands where it does.
 CELL_RULES: tuple[Callable[[CellCase], Judged | None], ...] = (
     _pairs_asked,
+    _screen_against_tonight,
     _open_regression_rule,
     _within_the_screen,
     _first_night_gap,
