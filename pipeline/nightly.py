@@ -39,7 +39,7 @@ from pipeline.stages.build.build_plan import BuildPlan
 from pipeline.stages.build.night_build import build_tonight
 from pipeline.stages.prove.boot import Candidate
 from pipeline.stages.prove.candidate import NightCandidate, prepare_night_candidate
-from pipeline.stages.prove.entry_run import EntryContext, run_entry
+from pipeline.stages.prove.entry_run import EntryContext, run_entry, save_outcome
 from pipeline.stages.prove.supplies import night_supply, require_supplies
 from pipeline.stages.prove.weights_stage import EntryWeights, prepare_weights
 from pipeline.stages.release.fixes import fixed_tonight, night_sources
@@ -289,8 +289,7 @@ def run_entries(state: NightRun, candidate: Candidate) -> list[Outcome]:
                 outcome = run_entry(entry, ctx)
             if weights is not None:  # the files it was served from, carried with its outcome to the merge
                 outcome = replace(outcome, numbers={**outcome.numbers, "weights": weights.to_json()})
-        saved.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(saved, json.dumps(outcome.to_json(), indent=2, sort_keys=True, default=str) + "\n")
+        save_outcome(saved, outcome)
         _save_series(state, entry.id)
         if outcome.status in {Status.PASS, Status.XFAIL}:  # a failed entry ends early: no guide for tomorrow
             durations.record(entry.id, outcome.duration_s)

@@ -4,13 +4,11 @@ some PRs) and a bisection step (one commit of main) both do; each keeps its file
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from pipeline.config.bundle import Config
 from pipeline.config.matrix import ModelEntry, Profile
-from pipeline.infra.files import write_atomically
 from pipeline.infra.git import mirror_dir
 from pipeline.infra.supply import Supply
 from pipeline.outcome import Outcome, cells_of
@@ -22,7 +20,7 @@ from pipeline.stages.build.builders.base import BuildSource
 from pipeline.stages.build.night_build import build_inspect_lock, toolchain_for
 from pipeline.stages.build.resolve import Source, resolve_sources
 from pipeline.stages.prove.candidate import NightCandidate, prepare_night_candidate
-from pipeline.stages.prove.entry_run import EntryContext, run_entry
+from pipeline.stages.prove.entry_run import EntryContext, run_entry, save_outcome
 from pipeline.status import Status
 
 
@@ -96,9 +94,7 @@ class TrialBench:
         )
         outcomes = [run_entry(f.entry, replace(ctx, stop_after=f.stage, slowdowns=f.slowdowns)) for f in failed]
         for outcome in outcomes:  # each entry's evidence, where the night keeps its own
-            saved = trial.entry(outcome.entry)
-            saved.parent.mkdir(parents=True, exist_ok=True)
-            write_atomically(saved, json.dumps(outcome.to_json(), indent=2, sort_keys=True, default=str) + "\n")
+            save_outcome(trial.entry(outcome.entry), outcome)
         return outcomes
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Mapping
 from contextlib import ExitStack
@@ -14,6 +15,7 @@ from pipeline.config.matrix import ModelEntry, Profile
 from pipeline.errors import BootError, ClusterError, EngineError, HostUnhealthy, ProcessError, SparkNightlyError
 from pipeline.infra.confirmed import BuildRef, ConfirmedBook
 from pipeline.infra.cpu_class import cpu_class
+from pipeline.infra.files import write_atomically
 from pipeline.infra.references import ReferenceStore
 from pipeline.infra.supply import ONLINE, Supply
 from pipeline.infra.weights import model_reference
@@ -55,6 +57,12 @@ class EntryContext:
     stop_after: str | None = None
     # a trial: tonight's B/A of each of the entry's cells whose pairs FAILed the night, which its pairs ask about
     slowdowns: Mapping[str, float] = field(default_factory=dict)
+
+
+def save_outcome(path: Path, outcome: Outcome) -> None:
+    """An entry's outcome as JSON, whole or not at all: what a resumed run takes over and a reader reads."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomically(path, json.dumps(outcome.to_json(), indent=2, sort_keys=True, default=str) + "\n")
 
 
 def run_entry(entry: ModelEntry, ctx: EntryContext) -> Outcome:

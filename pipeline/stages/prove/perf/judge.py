@@ -23,7 +23,9 @@ import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from pipeline.config.thresholds import MIN_PRIOR_BOOT_SD, PairRules, Reference, Thresholds
+from pipeline.config.thresholds import PairRules, Reference, Thresholds
+from pipeline.detect.boots import pooled_spread
+from pipeline.detect.evidence import SpreadSoFar
 from pipeline.detect.sequential import CLOSE_AT, llr_sum
 from pipeline.detect.steps import (
     BASELINE_NIGHTS,
@@ -280,24 +282,26 @@ class CellCase:
 
     def pairs_decide(self, base: CellOutcome, measured: CaseResult, *, clearable: bool = True) -> CellOutcome:
         known = replace(self.evidence, clearable=clearable) if self.evidence is not None else None
-        tonight = self.ctx.slowdowns.get(self.cell)
-        if known is not None and tonight is not None:  # a trial's question is its own, not the nights'
+        if known is not None and self.tonight is not None:  # a trial's question is its own, not the nights'
             known = replace(known, carried=None)
         decided = paired_verdict(
             base, self.a, measured, self.paired, rules=self.rules, evidence=known, night=self.ctx.night,
             failed=self.failed,
         )  # fmt: skip
-        if tonight is None or decided.confirmation is None:
+        if self.tonight is None or decided.confirmation is None:
             return decided
-        return replace(
-            decided, reason=f"{decided.reason}; asked whether it carries tonight's slowdown (B/A {tonight:.2f})"
-        )
+        asked = f"asked whether it carries tonight's slowdown (B/A {self.tonight:.2f})"
+        return replace(decided, reason=f"{decided.reason}; {asked}")
+
+    @property
+    def tonight(self) -> float | None:
+        """In a culprit trial or bisection step, the B/A at which tonight's pairs FAILed this cell; else None."""
+        return self.ctx.slowdowns.get(self.cell)
 
     @property
     def rules(self) -> PairRules:
         """The hardware's pair rules; in a trial, for a cell tonight's pairs FAILed, asking about tonight's slowdown."""
-        tonight = self.ctx.slowdowns.get(self.cell)
-        return self.thresholds.pairs if tonight is None else self.thresholds.pairs.against_tonight(tonight)
+        return self.thresholds.pairs if self.tonight is None else self.thresholds.pairs.against_tonight(self.tonight)
 
 
 def _cell_case(
@@ -336,24 +340,25 @@ def _pairs_asked(case: CellCase) -> Judged | None:
 def _screen_against_tonight(case: CellCase) -> Judged | None:
     """A trial's cell that tonight's pairs FAILed, screened clean: its boot against the accepted nights is weighed as
     a boot pair would be against tonight's slowdown (PairRules.against_tonight's sequential sum, at the bound that
-    closes a regression, one night's change counted as twice a boot's spread or the host's own night-to-night noise,
-    whichever is wider). Where that alone rules tonight's slowdown out, no boot pair is made: a pair is two boots,
-    minutes on a GPU and half an hour for a Spark's large model. Else the cell goes on to its pairs."""
-    tonight = case.ctx.slowdowns.get(case.cell)
+    closes a regression), its change counted at twice the variance the boot pairs would use (pooled_spread: the
+    file's prior and this host's pairs) or at the host's own night-to-night noise, whichever is wider. Where that
+    alone rules tonight's slowdown out, no boot pair is made: a pair is two boots, minutes on a GPU and half an hour
+    for a Spark's large model. Else the cell goes on to its pairs."""
     change = case.screened.relative_change
-    if tonight is None or case.tripped or not -1.0 < change < math.inf:
+    if case.tonight is None or case.tripped or not -1.0 < change < math.inf:
         return None
     rules = case.rules
-    variance = 2.0 * max(rules.boot_sd, MIN_PRIOR_BOOT_SD) ** 2
+    learned = case.evidence.spread if case.evidence is not None else SpreadSoFar()
+    variance = 2.0 * pooled_spread(rules.boot_sd, learned, []).variance
     if not math.isnan(case.screened.noise_of_change):
         variance = max(variance, case.screened.noise_of_change**2)
     weight = llr_sum([math.log1p(change)], shift=rules.shift(), variance=variance)
     if weight > CLOSE_AT:
         return None
     reason = (
-        f"{case.screened.reason}; against tonight's slowdown (B/A {tonight:.2f}) that change weighs {weight:+.2f} "
-        f"(PASS at {CLOSE_AT:+.2f}; SD of one night's change {math.sqrt(variance):.1%}): it does not carry tonight's "
-        "slowdown, no boot pair needed"
+        f"{case.screened.reason}; against tonight's slowdown (B/A {case.tonight:.2f}) that change weighs "
+        f"{weight:+.2f} (PASS at {CLOSE_AT:+.2f}; SD of one night's change {math.sqrt(variance):.1%}): it does not "
+        "carry tonight's slowdown, no boot pair needed"
     )
     return case.base(Status.PASS, reason), case.result
 
