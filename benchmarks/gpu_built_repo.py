@@ -24,8 +24,17 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+from tests.engine_steps import steps_reaching_change
 from tests.flashinfer_repo import make_flashinfer_repo
-from tests.vllm_repo import GPU_PLANTED, VLLM_026_SDIST, VLLM_026_X86, make_day_of_main, make_vllm_repo, plant_pulls
+from tests.vllm_repo import (
+    GPU_PLANTED,
+    VLLM_026_SDIST,
+    VLLM_026_X86,
+    VllmRepo,
+    make_day_of_main,
+    make_vllm_repo,
+    plant_pulls,
+)
 
 PULLS = {"docs": 301, "garbage": 302, "tidy": 303}
 DAY = 16
@@ -43,6 +52,7 @@ def main() -> None:
         day = make_day_of_main(
             repo, DAY, guilty=DAY_GUILTY, guilty_change="slower", native=DAY_NATIVE, planted=GPU_PLANTED
         )
+        _check_reached_by_every_step(repo, day[DAY_GUILTY - 1])
         remote = repo.upstream.remote
         repo.upstream.git("push", "--quiet", "--force", "origin", f"{day[-1]}:refs/heads/day")
         repo.upstream.git("push", "--quiet", "--force", "origin", f"{repo.base}:refs/heads/main")
@@ -59,6 +69,16 @@ def main() -> None:
         f"unpack into DIR, then: --set sources.vllm.repo=file://DIR/{REMOTE} --set sources.vllm.ref=main "
         f"--set sources.flashinfer.repo=file://DIR/{FLASHINFER_REMOTE} --set sources.flashinfer.ref=main"
     )
+
+
+def _check_reached_by_every_step(repo: VllmRepo, guilty: str) -> None:
+    """A slower commit that some engine step never runs makes a night over it measure nothing: refuse to carry it."""
+    path = GPU_PLANTED["slower"][0]
+    before, after = (repo.upstream.git("show", f"{commit}:{path}") for commit in (f"{guilty}^", guilty))
+    reached = steps_reaching_change(before, after)
+    if not all(reached.values()):
+        missed = ", ".join(step for step, runs in reached.items() if not runs)
+        raise SystemExit(f"the day's slower commit {guilty[:12]} changes {path} where {missed} never reaches")
 
 
 if __name__ == "__main__":

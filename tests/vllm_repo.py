@@ -109,9 +109,15 @@ PLANTED: dict[str, tuple[str, str, str, str]] = {
 
 
 # The same kinds of change to vLLM 0.26.0's Python, where a GPU runs them: its model runner samples through its own
-# code, so the garbage is made where every runner's logits come from (the logits processor)
-_GPU_STEP = """        if not self.scheduler.has_requests():
-            return {}, False
+# code, so the garbage is made where every runner's logits come from (the logits processor); and a GPU engine
+# schedules asynchronously, stepping through `step_with_batch_queue`, never `step`, so the sleep goes where the busy
+# loop takes every step, whichever step function the engine chose (tests/engine_steps.py)
+_GPU_STEP = """        # Step the engine core.
+        outputs, model_executed = self.step_fn()
+"""
+_GPU_SLOWER_STEP = """        # Step the engine core.
+        time.sleep(0.002)  # give the frontend's threads the GIL between steps
+        outputs, model_executed = self.step_fn()
 """
 _GPU_SCALE = """            if self.scale != 1.0:
                 logits *= self.scale
@@ -120,7 +126,7 @@ GPU_PLANTED: dict[str, tuple[str, str, str, str]] = {
     "slower": (
         "vllm/v1/engine/core.py",
         _GPU_STEP,
-        _GPU_STEP + "        time.sleep(0.002)  # give the frontend's threads the GIL between steps\n",
+        _GPU_SLOWER_STEP,
         "[Core] Yield to the frontend between engine steps",
     ),
     "garbage": (
