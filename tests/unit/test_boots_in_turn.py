@@ -761,46 +761,96 @@ def test_a_trials_rules_ask_whether_its_build_carries_tonights_slowdown() -> Non
     assert GPU_RULES.against_tonight(1.02) == GPU_RULES and GPU_RULES.against_tonight(0.0) == GPU_RULES
 
 
-def _trial_step(tmp_path: Path, step: str, factor: float, slowdowns: dict[str, float]) -> tuple[CellOutcome, list[int]]:
-    """A bisection step after a night whose tg32 pairs FAILed at B/A 0.45: the step's build measures `factor` of the
-    good nights, its boot pairs against A as well; the history read, never written."""
+def _trial_step(
+    tmp_path: Path,
+    step: str,
+    factor: float,
+    slowdowns: dict[str, float | None],
+    *,
+    book: str = "pairs.json",
+    prefill: float = 1.0,
+    against_a: float | None = None,
+) -> tuple[dict[str, CellOutcome], list[int]]:
+    """A bisection step after a night whose tg32 pairs FAILed: the step's build measures `factor` of the good nights'
+    decode (prefill `prefill` times as slow), its boot pairs B/A `against_a` (`factor` where not given); the history
+    read, never written; the pair book `book` (the night's own by default)."""
     asked: list[int] = []
     rng = random.Random(step)
 
     def measure(result: Any, metric: str, wanted: int, a: BuildRef) -> list[BootPair]:
         asked.append(wanted)
-        return [_pair(rng, factor - 1.0, b_boot=rng.gauss(0, 0.03)) for _ in range(wanted)]
+        effect = (factor if against_a is None else against_a) - 1.0
+        return [_pair(rng, effect, b_boot=rng.gauss(0, 0.03)) for _ in range(wanted)]
 
-    ctx = replace(_book_ctx(tmp_path, "2026-11-20"), run_id=f"run-{step}", build=_build(step), record=False)
-    outcomes = _judge(
-        _case(20.0 * factor),
-        replace(ctx, slowdowns=slowdowns),
-        paired=InTurn(measure),
-        pairs=GPU_RULES,  # type: ignore[arg-type]
+    ctx = replace(_ctx(tmp_path, "2026-11-20"), pair_book=PairBook(tmp_path / book))
+    ctx = replace(ctx, run_id=f"run-{step}", build=_build(step), record=False, slowdowns=slowdowns)
+    case = _case(20.0 * factor)
+    slower = tuple(
+        RunSample(tuple(replace(r, est_ppt_s=r.est_ppt_s * prefill) for r in run.requests)) for run in case.runs
     )
-    return next(o for o in outcomes if o.cell == "tg32"), asked
+    outcomes = _judge(replace(case, runs=slower), ctx, paired=InTurn(measure), pairs=GPU_RULES)  # type: ignore[arg-type]
+    return {o.cell: o for o in outcomes}, asked
 
 
 def test_a_bisection_step_is_decided_against_tonights_slowdown_by_its_screen_or_one_boot_pair(tmp_path: Path) -> None:
     """The GPU's day of 16 commits: tonight's night FAILed tg32 by its boot pairs at 0.45x, which opened the cell's
     regression, so a step's clean screen cannot PASS it by the night's rules and only pairs can (at the stricter bound
     that closes a regression), more than one boot pair for an unchanged step. Asked whether it carries tonight's
-    slowdown, its clean screen answers (no boot pair), and a slower step FAILs; after a night only 15 % slower the
-    screen cannot tell, and a boot pair or two against A do."""
+    slowdown, where no boot of A from tonight is kept (side by side, none is), its clean screen answers (no boot
+    pair), and a slower step FAILs; after a night only 15 % slower neither tonight's boots of A nor the screen can
+    tell, and a boot pair or two against A do."""
     _seed(_ctx(tmp_path), tmp_path, 20.0)
     night = [BootPair((20.0,) * 3, (9.0,) * 3)] * 2
     tonight = _book_ctx(tmp_path, "2026-11-20")
     opened = _judge(_case(9.0), tonight, paired=InTurn(lambda r, m, n, a: night[:n]), pairs=GPU_RULES)  # type: ignore[arg-type]
     assert next(o for o in opened if o.cell == "tg32").status == Status.FAIL
-    usual, usual_asked = _trial_step(tmp_path, "good-usual", 1.0, {})
-    assert usual.status == Status.PASS and usual_asked[-1] > 1, usual.reason
-    good, good_asked = _trial_step(tmp_path, "good", 1.0, {"tg32": 0.45})
+    usual, usual_asked = _trial_step(tmp_path, "good-usual", 1.0, {}, book="none.json")
+    assert usual["tg32"].status == Status.PASS and usual_asked[-1] > 1, usual["tg32"].reason
+    found, good_asked = _trial_step(tmp_path, "good", 1.0, {"tg32": 0.45}, book="none.json")
+    good = found["tg32"]
     assert good.status == Status.PASS and good_asked == [], good.reason
     assert "against tonight's slowdown (B/A 0.45) that change weighs" in good.reason
     assert good.reason.endswith("it does not carry tonight's slowdown, no boot pair needed")
-    bad, bad_asked = _trial_step(tmp_path, "bad", 0.45, {"tg32": 0.45})
-    assert bad.status == Status.FAIL and bad_asked in ([], [1]), bad.reason
-    milder, milder_asked = _trial_step(tmp_path, "milder", 1.0, {"tg32": 0.85})
+    found, bad_asked = _trial_step(tmp_path, "bad", 0.45, {"tg32": 0.45}, book="none.json")
+    assert found["tg32"].status == Status.FAIL and bad_asked in ([], [1]), found["tg32"].reason
+    found, milder_asked = _trial_step(tmp_path, "milder", 1.0, {"tg32": 0.85})
+    milder = found["tg32"]
     assert milder.status == Status.PASS and milder_asked in ([1], [1, 2]), milder.reason
     assert f"log-likelihood ratio of a {0.15:.0%} slowdown" in milder.reason
     assert milder.reason.endswith("asked whether it carries tonight's slowdown (B/A 0.85)")
+
+
+def test_a_bisection_step_on_a_host_that_drifted_is_weighed_against_tonights_boots_of_a(tmp_path: Path) -> None:
+    """The seventh GPU sitting: within the hour the host measured both builds 30-40 % under its first night, so every
+    cell of every step trips its screen and would ask boot pairs, two boots each. Tonight's pairs booted A at that
+    level, and the pair book keeps those boots: a step's own boot weighed against them decides it, an unchanged step
+    PASSing and one that carries tonight's slowdown FAILing, with no boot pair; prefill, which did not FAIL tonight,
+    is not asked, though it trips too."""
+    _seed(_ctx(tmp_path), tmp_path, 20.0)
+    drifted = 13.0
+    night = [BootPair((drifted * 1.01,) * 3, (drifted * 0.45,) * 3), BootPair((drifted * 0.98,) * 3, (5.9,) * 3)]
+    tonight = _book_ctx(tmp_path, "2026-11-20")
+    opened = _judge(_case(5.9), tonight, paired=InTurn(lambda r, m, n, a: night[:n]), pairs=GPU_RULES)  # type: ignore[arg-type]
+    failed = next(o for o in opened if o.cell == "tg32")
+    assert failed.status == Status.FAIL and failed.confirmation is not None, failed.reason
+    slowdown = failed.confirmation.mean_ratio
+    good, good_asked = _trial_step(tmp_path, "good", drifted / 20.0, {"tg32": slowdown}, prefill=1.4)
+    assert good_asked == [], good["tg32"].reason
+    assert good["tg32"].status == Status.PASS and good["tg32"].confirmation is not None
+    assert good["tg32"].screen is not None and good["tg32"].screen.tripped  # the screen would have asked boot pairs
+    boots = f"{failed.pairs_measured} boot{'s' if failed.pairs_measured != 1 else ''}"
+    assert f"against tonight's {boots} of the last confirmed build" in good["tg32"].reason
+    assert good["tg32"].reason.endswith("it does not carry tonight's slowdown, no boot pair needed")
+    assert good["pp128"].status == Status.PASS and good["pp128"].screen is not None and good["pp128"].screen.tripped
+    assert good["pp128"].reason.startswith("not asked: a trial asks only about the cells that FAILed tonight (tg32)")
+    bad, bad_asked = _trial_step(tmp_path, "bad", drifted * 0.46 / 20.0, {"tg32": slowdown}, prefill=1.4)
+    assert bad_asked == [] and bad["tg32"].status == Status.FAIL, bad["tg32"].reason
+    assert bad["tg32"].reason.endswith("it carries tonight's slowdown, no boot pair needed")
+    assert bad["tg32"].confirmation is not None and bad["tg32"].confirmation.mean_ratio < 0.5
+    # with no boot of A kept from tonight, the tripped step's own boot pairs (A as drifted as it) answer it: it is not
+    # held to the night's open regression, which would FAIL it as "still regressed" without a pair
+    kept, kept_asked = _trial_step(
+        tmp_path, "good-no-boots", drifted / 20.0, {"tg32": slowdown}, book="none.json", against_a=1.0
+    )
+    assert kept["tg32"].status == Status.PASS and kept_asked == [1], kept["tg32"].reason
+    assert kept["tg32"].reason.endswith(f"asked whether it carries tonight's slowdown (B/A {slowdown:.2f})")

@@ -414,7 +414,8 @@ def test_a_trial_entry_ends_passing_once_the_stage_it_failed_at_tonight_passes(t
 
 def test_a_trial_runs_each_failing_entry_up_to_its_stage_with_the_slowdowns_its_pairs_measured() -> None:
     """A trial's perf pairs ask about tonight's slowdown: what failed_at hands each trial is read from the night's
-    cells, only those its pairs FAILed (a cell FAILed without pairs, or a faster one, measured no slowdown)."""
+    cells, every cell that FAILed (the trial asks about those alone) with the B/A its pairs FAILed it at, None for a
+    cell FAILed without pairs; a cell that passed is not handed on."""
     cells = {
         "tg32 (c1)": {"status": "FAIL", "value": 213.0, "ref": 400.0, "reason": "pairs", "b_over_a": 0.452, "pairs": 1},
         "tg32 (c4)": {"status": "FAIL", "value": 400.0, "ref": 1300.0, "reason": "still regressed"},
@@ -428,6 +429,6 @@ def test_a_trial_runs_each_failing_entry_up_to_its_stage_with_the_slowdowns_its_
     ]
     found = failed_at(entries, outcomes)
     assert [(f.entry.id, f.stage, dict(f.slowdowns)) for f in found] == [
-        ("slow", "perf", {"tg32 (c1)": 0.452}),
+        ("slow", "perf", {"tg32 (c1)": 0.452, "tg32 (c4)": None}),
         ("wrong", "golden", {}),
     ]

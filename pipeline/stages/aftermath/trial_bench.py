@@ -111,12 +111,13 @@ def trial_verdict(outcomes: Sequence[Outcome]) -> tuple[Status, str]:
 
 @dataclass(frozen=True)
 class Failing:
-    """An entry that failed tonight, as a trial runs it again: up to the stage it failed at, and for each cell whose
-    pairs FAILed it, tonight's B/A, which the trial's pairs ask about (PairRules.against_tonight)."""
+    """An entry that failed tonight, as a trial runs it again: up to the stage it failed at, and the cells that
+    FAILed it, each with tonight's B/A where its pairs measured one, which the trial asks about (PairRules.
+    against_tonight) and no other cell."""
 
     entry: ModelEntry
     stage: str
-    slowdowns: Mapping[str, float] = field(default_factory=dict)
+    slowdowns: Mapping[str, float | None] = field(default_factory=dict)
 
 
 def failed_at(entries: Sequence[ModelEntry], outcomes: Sequence[Outcome]) -> list[Failing]:
@@ -125,11 +126,12 @@ def failed_at(entries: Sequence[ModelEntry], outcomes: Sequence[Outcome]) -> lis
     return [Failing(e, failed[e.id].stage, slowdowns(failed[e.id])) for e in entries if e.id in failed]
 
 
-def slowdowns(outcome: Outcome) -> dict[str, float]:
-    """Tonight's B/A of each cell its pairs FAILed (a cell FAILed without pairs measured none)."""
+def slowdowns(outcome: Outcome) -> dict[str, float | None]:
+    """Each cell that FAILed tonight, with the B/A its pairs FAILed it at (None for a cell FAILed without pairs
+    measuring a slowdown)."""
     cells = cells_of(outcome.numbers)
     return {
-        name: cell.b_over_a
+        name: cell.b_over_a if cell.b_over_a is not None and 0 < cell.b_over_a < 1 else None
         for name, cell in cells.items()
-        if cell.status == Status.FAIL and cell.b_over_a is not None and 0 < cell.b_over_a < 1
+        if cell.status == Status.FAIL
     }

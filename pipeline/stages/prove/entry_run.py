@@ -55,8 +55,9 @@ class EntryContext:
     # a culprit trial or bisection step: the stage the entry failed at tonight; once it passes, the entry has shown
     # what the trial asks (a golden failure needs no perf, whose boot pairs cost minutes a trial on a GPU)
     stop_after: str | None = None
-    # a trial: tonight's B/A of each of the entry's cells whose pairs FAILed the night, which its pairs ask about
-    slowdowns: Mapping[str, float] = field(default_factory=dict)
+    # a trial: each of the entry's cells that FAILed the night, with the B/A its pairs FAILed it at (None: none
+    # measured), which the trial asks about and no other cell
+    slowdowns: Mapping[str, float | None] = field(default_factory=dict)
 
 
 def save_outcome(path: Path, outcome: Outcome) -> None:

@@ -23,15 +23,17 @@ import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from pipeline.config.thresholds import PairRules, Reference, Thresholds
+from pipeline.config.thresholds import CI_LEVEL, PairRules, Reference, Thresholds
 from pipeline.detect.boots import pooled_spread
 from pipeline.detect.evidence import SpreadSoFar
-from pipeline.detect.sequential import CLOSE_AT, llr_sum
+from pipeline.detect.sequential import CLOSE_AT, FAIL_AT, llr_sum
 from pipeline.detect.steps import (
     BASELINE_NIGHTS,
+    FAIL_ALPHA,
     SCREEN_FLOOR,
     STEP_RUN_NIGHTS,
     Screen,
+    decide,
     detect_step,
     screen,
 )
@@ -48,6 +50,7 @@ from pipeline.stages.prove.perf.paired import (
     Evidence,
     InTurn,
     PairedMeasure,
+    a_text,
     paired_verdict,
 )
 from pipeline.status import Status
@@ -95,9 +98,9 @@ class PerfContext:
     pair_with: BuildRef | None = None  # pair with this build instead of each cell's A
     pair_always: bool = False  # pairs judge every cell, tripped or not (`bench --pair-with`)
     pair_book: PairBook | None = None  # boot pairs in turns: the host's boot spread and carried evidence
-    # a culprit trial or bisection step: tonight's B/A of each cell whose pairs FAILed the night, which its pairs ask
-    # about (PairRules.against_tonight)
-    slowdowns: Mapping[str, float] = field(default_factory=dict)
+    # a culprit trial or bisection step: each cell that FAILed the night, with the B/A its pairs FAILed it at (the
+    # question its own pairs ask, PairRules.against_tonight), or None where no pair measured one
+    slowdowns: Mapping[str, float | None] = field(default_factory=dict)
 
     def series(self, cell: str, metric: str) -> str:
         return series_key(self.hardware, self.entry, cell, metric)
@@ -299,6 +302,15 @@ class CellCase:
         return self.ctx.slowdowns.get(self.cell)
 
     @property
+    def tonights_a_boots(self) -> list[ABoot]:
+        """The boots of A tonight's pairs made for this cell (none outside turns, or once A has moved)."""
+        book = self.ctx.pair_book
+        if book is None or self.a is None or not self.in_turn:
+            return []
+        kept = book.a_boots(self.ctx.host, self.ctx.series(self.cell, self.metric), self.a.build.id)
+        return [boot for boot in kept if boot.night == self.ctx.night]
+
+    @property
     def rules(self) -> PairRules:
         """The hardware's pair rules; in a trial, for a cell tonight's pairs FAILed, asking about tonight's slowdown."""
         return self.thresholds.pairs if self.tonight is None else self.thresholds.pairs.against_tonight(self.tonight)
@@ -337,6 +349,60 @@ def _pairs_asked(case: CellCase) -> Judged | None:
     return case.pairs_decide(case.base(Status.INCONCLUSIVE, "asked for pairs"), case.result), case.result
 
 
+def _not_tonights_failure(case: CellCase) -> Judged | None:
+    """A culprit trial or bisection step after a perf failure asks about the cells that FAILed tonight; another cell
+    is measured and shown, not judged: its pairs would spend boots on a question the trial does not ask (on a host
+    that has drifted since its accepted nights every cell trips, a good step's as much as the night's)."""
+    asked = case.ctx.slowdowns
+    if not asked or case.cell in asked:
+        return None
+    reason = f"not asked: a trial asks only about the cells that FAILed tonight ({', '.join(sorted(asked))}); "
+    return case.base(Status.PASS, f"{reason}measured {case.gate.reason}; {case.screened.reason}"), case.result
+
+
+def _against_tonights_a(case: CellCase) -> Judged | None:
+    """A trial's cell that tonight's boot pairs FAILed, weighed against the boots of A those pairs made tonight (the
+    pair book keeps them): this build's one boot against their mean, in the sequential sum against tonight's
+    slowdown. Where it reaches a bound it decides with no boot pair: PASS at the bound that closes a regression, FAIL
+    at the usual one. A host that drifted since its accepted nights measures A tonight as it measures this build, so
+    the comparison is the same hour's; A's boots were not interleaved with this one, so it is counted at a whole boot
+    pair's variance (one boot against a mean of n has (1 + 1/n)/2 of it), or at twice the spread of tonight's boots of
+    A where that is wider. Else the cell goes on to the screen and its pairs."""
+    boots = case.tonights_a_boots
+    if case.tonight is None or case.a is None or case.same_build or not boots:
+        return None
+    rules = case.rules
+    a_logs = [statistics.fmean(math.log(x) for x in boot.values) for boot in boots]
+    difference = statistics.fmean(math.log(x) for x in case.result.values(case.metric)) - statistics.fmean(a_logs)
+    learned = case.evidence.spread if case.evidence is not None else SpreadSoFar()
+    pooled = pooled_spread(rules.boot_sd, learned, [])
+    variance = max(pooled.variance, 2.0 * statistics.variance(a_logs) if len(a_logs) > 1 else 0.0)
+    weight = llr_sum([difference], shift=rules.shift(), variance=variance)
+    if CLOSE_AT < weight < FAIL_AT:
+        return None
+    status = Status.FAIL if weight >= FAIL_AT else Status.PASS
+    answer = "it carries tonight's slowdown" if status == Status.FAIL else "it does not carry tonight's slowdown"
+    weighed = (
+        f"B/A {math.exp(difference):.4f} against tonight's {len(boots)} boot{'s' if len(boots) != 1 else ''} of "
+        f"the last confirmed build {a_text(case.a)}: log-likelihood ratio of tonight's slowdown (B/A "
+        f"{case.tonight:.2f}) {weight:+.2f} (FAIL at {FAIL_AT:+.2f}, PASS at {CLOSE_AT:+.2f}; SD "
+        f"{math.sqrt(variance):.1%})"
+    )
+    confirmation = decide(
+        difference, math.sqrt(variance), pooled.df, n=1, unit=f"1 boot against tonight's {len(boots)} of A",
+        sd=math.sqrt(variance), min_effect=rules.min_effect, fail_alpha=FAIL_ALPHA, ci_level=CI_LEVEL,
+        boot_sd=pooled.spread,
+    )  # fmt: skip
+    measured = f"{case.gate.reason}; {case.screened.reason}"
+    outcome = replace(
+        case.base(status, f"{measured}; {weighed}: {answer}, no boot pair needed"),
+        confirmation=replace(confirmation, decision="FAIL" if status == Status.FAIL else "PASS", reason=weighed),
+        last_good=case.a.build,
+        in_turn=True,
+    )
+    return outcome, case.result
+
+
 def _screen_against_tonight(case: CellCase) -> Judged | None:
     """A trial's cell that tonight's pairs FAILed, screened clean: its boot against the accepted nights is weighed as
     a boot pair would be against tonight's slowdown (PairRules.against_tonight's sequential sum, at the bound that
@@ -361,6 +427,18 @@ def _screen_against_tonight(case: CellCase) -> Judged | None:
         "carry tonight's slowdown, no boot pair needed"
     )
     return case.base(Status.PASS, reason), case.result
+
+
+def _trial_to_pairs(case: CellCase) -> Judged | None:
+    """A trial's cell that neither tonight's boots of A nor its screen answered goes to boot pairs asking tonight's
+    question: a screen within its band passes a build on less evidence than that question needs, and an open
+    regression's "still regressed" (a trip against the accepted nights) is what every step of a host that drifted
+    since them shows, good or not."""
+    if case.tonight is None:
+        return None
+    found = f"{case.gate.reason}; {case.screened.reason}"
+    why = f"tripped ({found})" if case.tripped else f"not answered by its screen ({found})"
+    return _decide_trip(case, case.base(Status.INCONCLUSIVE, why), case.result)
 
 
 def _open_regression_rule(case: CellCase) -> Judged | None:
@@ -463,7 +541,10 @@ def _decide_trip(case: CellCase, base: CellOutcome, measured: CaseResult) -> Jud
 # why each stands where it does.
 CELL_RULES: tuple[Callable[[CellCase], Judged | None], ...] = (
     _pairs_asked,
+    _not_tonights_failure,
+    _against_tonights_a,
     _screen_against_tonight,
+    _trial_to_pairs,
     _open_regression_rule,
     _within_the_screen,
     _first_night_gap,
