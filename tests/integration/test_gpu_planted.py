@@ -12,7 +12,7 @@ import tarfile
 import pytest
 
 from tests.engine_steps import step_paths, steps_reaching_change
-from tests.vllm_repo import GPU_PLANTED, VLLM_026_SDIST
+from tests.vllm_repo import GPU_PLANTED, PLANTED, VLLM_026_SDIST
 
 pytestmark = pytest.mark.integration
 
@@ -44,8 +44,8 @@ def test_the_days_slower_commit_is_reached_by_every_step_whichever_way_the_engin
 def test_a_sleep_in_step_alone_is_never_reached_where_the_engine_schedules_asynchronously() -> None:
     """What the first plant did: the analysis tells it apart from the plant that works."""
     core = _source(CORE)
-    start_of_step = "        if not self.scheduler.has_requests():\n            return {}, False\n"
-    slower_step = core.replace(start_of_step, start_of_step + "        time.sleep(0.002)\n", 1)
+    _path, start_of_step, cpu_slower_step, _title = PLANTED["slower"]  # the CPU's plant, where the GPU's first was
+    slower_step = core.replace(start_of_step, cpu_slower_step, 1)
     assert steps_reaching_change(core, slower_step) == {"step": True, "step_with_batch_queue": False}
     paths = step_paths(core)
     assert "step" not in paths["step_with_batch_queue"]

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from pipeline.config.thresholds import CI_LEVEL, PairRules, Reference, Thresholds
-from pipeline.detect.boots import pooled_spread
+from pipeline.detect.boots import BootPair, PooledSpread, pooled_spread
 from pipeline.detect.evidence import SpreadSoFar
 from pipeline.detect.sequential import CLOSE_AT, FAIL_AT, llr_sum
 from pipeline.detect.steps import (
@@ -302,6 +302,13 @@ class CellCase:
         return self.ctx.slowdowns.get(self.cell)
 
     @property
+    def pooled_prior(self) -> PooledSpread:
+        """The variance of one boot pair's difference before tonight's pairs: the file's prior pooled with this
+        host's past pairs (pooled_spread), which a trial's one-boot rules count their evidence at."""
+        learned = self.evidence.spread if self.evidence is not None else SpreadSoFar()
+        return pooled_spread(self.rules.boot_sd, learned, [])
+
+    @property
     def tonights_a_boots(self) -> list[ABoot]:
         """The boots of A tonight's pairs made for this cell (none outside turns, or once A has moved)."""
         book = self.ctx.pair_book
@@ -371,12 +378,11 @@ def _against_tonights_a(case: CellCase) -> Judged | None:
     boots = case.tonights_a_boots
     if case.tonight is None or case.a is None or case.same_build or not boots:
         return None
-    rules = case.rules
-    a_logs = [statistics.fmean(math.log(x) for x in boot.values) for boot in boots]
-    difference = statistics.fmean(math.log(x) for x in case.result.values(case.metric)) - statistics.fmean(a_logs)
-    learned = case.evidence.spread if case.evidence is not None else SpreadSoFar()
-    pooled = pooled_spread(rules.boot_sd, learned, [])
-    variance = max(pooled.variance, 2.0 * statistics.variance(a_logs) if len(a_logs) > 1 else 0.0)
+    rules, pooled = case.rules, case.pooled_prior
+    # this boot against each of A's: their mean is its difference from A's mean, their spread A's boots' own
+    differences = [BootPair(boot.values, tuple(case.result.values(case.metric))).difference() for boot in boots]
+    difference = statistics.fmean(differences)
+    variance = max(pooled.variance, 2.0 * statistics.variance(differences) if len(differences) > 1 else 0.0)
     weight = llr_sum([difference], shift=rules.shift(), variance=variance)
     if CLOSE_AT < weight < FAIL_AT:
         return None
@@ -414,8 +420,7 @@ def _screen_against_tonight(case: CellCase) -> Judged | None:
     if case.tonight is None or case.tripped or not -1.0 < change < math.inf:
         return None
     rules = case.rules
-    learned = case.evidence.spread if case.evidence is not None else SpreadSoFar()
-    variance = 2.0 * pooled_spread(rules.boot_sd, learned, []).variance
+    variance = 2.0 * case.pooled_prior.variance
     if not math.isnan(case.screened.noise_of_change):
         variance = max(variance, case.screened.noise_of_change**2)
     weight = llr_sum([math.log1p(change)], shift=rules.shift(), variance=variance)
