@@ -207,6 +207,12 @@ class ModelEntry:
     def dtype(self) -> str:
         return str(self.serve.get("dtype", "auto"))
 
+    @property
+    def split(self) -> str:
+        """How the model is split over its GPUs, as a night's summary says it ("pipeline parallel 2")."""
+        sizes = {kind: int(self.serve.get(f"{kind}_parallel_size", 1)) for kind in ("tensor", "pipeline")}
+        return " x ".join(f"{kind} parallel {size}" for kind, size in sizes.items() if size > 1) or "not split"
+
 
 @dataclass(frozen=True)
 class Matrix:

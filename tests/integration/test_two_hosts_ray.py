@@ -249,6 +249,10 @@ def test_a_worker_killed_mid_night_fails_the_entry_naming_the_node(
     assert outcome["reason"].startswith("node spark-b: worker: Ray's worker exited with code "), outcome
     # the reason says what `ray start --block` reported dead, not the last INFO line it printed before
     assert "raylet" in outcome["reason"] and " INFO " not in outcome["reason"], outcome["reason"]
+    # the summary says how the entry was split over which hosts, and that they came up before the worker was lost
+    summary = (run / "summary.md").read_text()
+    named = f"spark-a ({FAST_IFACE} {hosts.fast_a}), spark-b ({FAST_IFACE} {hosts.fast_b})"
+    assert f"- {ENTRY}: pipeline parallel 2 over {named}; hosts up in " in summary, summary
     # the weights shipped to the worker's cache are the head's, file by file
     head = package_folder(cpu_engine.entry, cpu_engine.cache_dir)
     shipped = tmp_path / "worker-cache" / head.relative_to(cpu_engine.cache_dir)

@@ -137,6 +137,28 @@ def test_the_summary_says_what_boots_in_turns_cost_the_night() -> None:
     assert "Boots in turns: 5, 1012 s booting (gpt-oss-120b 5 (1012 s))." in render_summary(run, outcomes)
 
 
+def test_the_summary_says_how_each_cluster_entry_was_split_over_which_hosts_and_how_long_its_boot_took() -> None:
+    run = {"run_id": "r1", "night": "2026-11-28", "profile": "gpu", "verdict": "PASS", "publish": ""}
+    hosts = ["spark-a (fast0 10.125.1.1)", "spark-b (fast0 10.125.1.2)"]
+    up = {"cluster": {"split": "pipeline parallel 2", "hosts": hosts, "ready_s": 18.2}, "boot_s": 199.3}
+    lost = {"cluster": {"split": "tensor parallel 2", "hosts": hosts}}  # the worker's Ray never joined
+    outcomes = [
+        Outcome("smollm2-pp2", Status.PASS, "perf", "ok", False, 262.0, numbers=up),
+        Outcome("qwen3-tp2", Status.FAIL, "cluster", "node spark-b: worker: ...", False, 40.0, numbers=lost),
+        Outcome("smollm2", Status.PASS, "perf", "ok", True, 300.0, numbers={"boot_s": 180.0}),
+    ]
+    summary = render_summary(run, outcomes)
+    assert "## Served across hosts" in summary
+    assert (
+        "- smollm2-pp2: pipeline parallel 2 over spark-a (fast0 10.125.1.1), spark-b (fast0 10.125.1.2); "
+        "hosts up in 18 s, the server ready 199 s after\n"
+    ) in summary
+    assert "- qwen3-tp2: tensor parallel 2 over spark-a (fast0 10.125.1.1), spark-b " in summary
+    assert "spark-b (fast0 10.125.1.2); the hosts did not come up\n" in summary
+    assert "- smollm2:" not in summary  # one host: nothing to say
+    assert "Served across hosts" not in render_summary(run, outcomes[2:])
+
+
 def test_summary_and_junit_show_every_entry_with_its_status() -> None:
     run = {"run_id": "r1", "night": "2026-11-21", "profile": "cpu", "verdict": "FAIL", "publish": ""}
     optional = Outcome("other", Status.PASS, "perf", "ok", False, 10.0)

@@ -56,6 +56,9 @@ def test_the_gpu_cluster_entry_splits_the_model_s_layers_over_two_hosts_through_
     # 9 heads do not split in two: the 30 layers do
     assert entry.serve["pipeline_parallel_size"] == 2 and "tensor_parallel_size" not in entry.serve
     assert entry.serve["distributed_executor_backend"] == "ray"
+    # what the night's summary says of it; the Spark's 235B entry splits its heads
+    assert entry.split == "pipeline parallel 2" and solo.split == "not split"
+    assert config.matrix.entry("qwen3-235b-a22b-gptq-int4-tp2").split == "tensor parallel 2"
     assert entry.weights == solo.weights and entry.golden == solo.golden
     # served in float32, where the judge holds it to the CPU's 0.02 nats and the golden set's exact answers apply: in
     # bf16 its greedy answers sat at ties that a graph change breaks (docs/gpu.md, the two-GPU sittings)

@@ -46,6 +46,7 @@ def render_summary(run: Mapping[str, Any], outcomes: Sequence[Outcome]) -> str:
     lines += _build_section(run)
     lines += _gap_section(outcomes)
     lines += _boots_section(outcomes)
+    lines += _cluster_section(outcomes)
     if run.get("suspects"):
         lines += ["", f"Suspect change: {run['suspects']}"]
     if culprits := run.get("culprits"):
@@ -119,6 +120,21 @@ def _boots_section(outcomes: Sequence[Outcome]) -> list[str]:
         f"{entry} {turns.get('boots', 0)} ({float(turns.get('boot_s', 0.0)):.0f} s)" for entry, turns in made
     )
     return ["", f"Boots in turns: {boots}, {seconds:.0f} s booting ({each})."]
+
+
+def _cluster_section(outcomes: Sequence[Outcome]) -> list[str]:
+    """Each entry served across hosts: its split, its hosts, and its boot (the hosts up, then the server ready)."""
+    lines = []
+    for outcome in outcomes:
+        shape = outcome.numbers.get("cluster")
+        if not isinstance(shape, Mapping):
+            continue
+        hosts = ", ".join(shape.get("hosts", ()))
+        up = f"hosts up in {shape['ready_s']:.0f} s" if "ready_s" in shape else "the hosts did not come up"
+        server = outcome.numbers.get("boot_s")
+        served = f", the server ready {server:.0f} s after" if server is not None else ""
+        lines.append(f"- {outcome.entry}: {shape['split']} over {hosts}; {up}{served}")
+    return ["", "## Served across hosts", "", *lines] if lines else []
 
 
 def _culprit_section(culprits: Mapping[str, Any]) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass
@@ -170,8 +171,10 @@ def boot(
     port: int | None = None,
     deadline_s: float | None = None,
     say: Say = quiet,
+    on_cluster_ready: Callable[[float], None] | None = None,
 ) -> Iterator[Server]:
-    """Serve an entry until the block ends; readiness, failure classification and clean-up as in running_server."""
+    """Serve an entry until the block ends; readiness, failure classification and clean-up as in running_server. A
+    cluster entry's hosts come up first; on_cluster_ready hears how long that took, before the server boots."""
     model_ref = model_reference(entry, cache_dir, log_dir, say=say)
     chosen_port = port or free_port()
     plan = plan_launch(entry, candidate, model_ref=model_ref, port=chosen_port, cache_dir=cache_dir)
@@ -183,6 +186,7 @@ def boot(
     with ExitStack() as cluster:
         if plan.cluster is not None:
             files = weights_hashes(cache_dir, plan.cluster.weights) if plan.cluster.weights else {}
+            began = time.monotonic()
             running = cluster.enter_context(
                 cluster_up(
                     plan.cluster,
@@ -192,6 +196,8 @@ def boot(
                     say=say,  # must not count the cluster's processes as its leftovers
                 )
             )
+            if on_cluster_ready is not None:
+                on_cluster_ready(time.monotonic() - began)
         with running_server(
             plan,
             model=entry.served_model_name,
@@ -251,13 +257,20 @@ class Restartable:
 
 @contextmanager
 def restartable(
-    entry: ModelEntry, candidate: Candidate, *, cache_dir: Path, log_dir: Path, say: Say = quiet
+    entry: ModelEntry,
+    candidate: Candidate,
+    *,
+    cache_dir: Path,
+    log_dir: Path,
+    say: Say = quiet,
+    on_cluster_ready: Callable[[float], None] | None = None,
 ) -> Iterator[Restartable]:
-    """`boot`, with a restart that boots the same entry again (each later boot's log beside the first, numbered)."""
+    """`boot`, with a restart that boots the same entry again (each later boot's log beside the first, numbered);
+    on_cluster_ready hears each boot's cluster."""
 
     def start(restarts: int) -> AbstractContextManager[Server]:
         logs = log_dir if restarts == 0 else log_dir / f"boot-{restarts + 1}"
-        return boot(entry, candidate, cache_dir=cache_dir, log_dir=logs, say=say)
+        return boot(entry, candidate, cache_dir=cache_dir, log_dir=logs, say=say, on_cluster_ready=on_cluster_ready)
 
     serving = Restartable(start)
     try:

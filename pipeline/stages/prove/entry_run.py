@@ -221,12 +221,35 @@ def _boot(run: EntryRun) -> Ended | None:
     ctx, entry = run.ctx, run.entry
     assert run.stack is not None
     serving = run.stack.enter_context(
-        restartable(entry, ctx.candidate, cache_dir=ctx.cache_dir, log_dir=run.logs, say=ctx.say)
+        restartable(
+            entry,
+            ctx.candidate,
+            cache_dir=ctx.cache_dir,
+            log_dir=run.logs,
+            say=ctx.say,
+            on_cluster_ready=_cluster_numbers(run),
+        )
     )
     run.serving = serving
     run.turns = Turns(entry, run.profile, serving, ctx.cache_dir, run.logs, ctx.say, budget=_boot_budget(entry, ctx))
     run.numbers["boot_s"] = round(serving.server.boot_s, 1)
     return None
+
+
+def _cluster_numbers(run: EntryRun) -> Callable[[float], None] | None:
+    """A cluster entry's split and hosts in its numbers before it boots (the summary says them also when the server
+    then fails), and what adds how long its hosts took to come up; None for a solo entry."""
+    entry, cluster = run.entry, run.profile.cluster
+    if entry.topology != "cluster" or cluster is None:
+        return None
+    hosts = [f"{node.name} ({node.interface} {node.address})" for node in cluster.nodes[: entry.nodes]]
+    shape: dict[str, Any] = {"split": entry.split, "hosts": hosts}
+    run.numbers["cluster"] = shape
+
+    def ready(seconds: float) -> None:
+        shape.setdefault("ready_s", round(seconds, 1))  # tonight's first boot: later ones are turns in its place
+
+    return ready
 
 
 def _golden(run: EntryRun) -> Ended | None:
