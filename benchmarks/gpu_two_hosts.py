@@ -164,6 +164,8 @@ def report(case: str, code: int, output: str, seconds: float, new_runs: set[Path
         numbers = outcome.get("numbers", {})
         print(f"  {outcome['entry']}: {outcome['status']} at {outcome['stage']}: {outcome['reason'][:400]}")
         print(f"    stage_s {numbers.get('stage_s')}")
+        if "cluster" in numbers:  # its split, its hosts, how long they took to come up (the summary's line)
+            print(f"    cluster {numbers['cluster']}, server boot_s {numbers.get('boot_s')}")
         for failure in outcome.get("failures", []):
             print(f"    failed: {failure.get('subject') or failure['what']}: {failure['reason'][:300]}")
         for cell, figure in sorted(numbers.get("cells", {}).items()):
