@@ -171,7 +171,7 @@ def _validate(args: argparse.Namespace, resolved: Resolved) -> int:
     for profile in config.matrix.profiles.values():
         clustered = [e.id for e in config.matrix.for_profile(profile.name) if e.topology == "cluster"]
         if profile.cluster is not None:
-            hosts = ", ".join(f"{n.name} ({n.interface} {n.address})" for n in profile.cluster.nodes)
+            hosts = ", ".join(n.on_link for n in profile.cluster.nodes)
             print(f"cluster of profile {profile.name}: {hosts}, from {profile.cluster.source}")
         elif clustered:
             print(

@@ -200,7 +200,7 @@ def _cluster(settings: Settings, profile: Profile, entries: Sequence[ModelEntry]
                 required=False,
             )
         ]
-    hosts = ", ".join(f"{n.name} ({n.interface} {n.address})" for n in profile.cluster.nodes)
+    hosts = ", ".join(n.on_link for n in profile.cluster.nodes)
     checks = [Check("cluster", True, f"{hosts} from {profile.cluster.source}", "")]
     return checks + [_ssh(node.name, profile.cluster.ssh_config) for node in profile.cluster.nodes[1:]]
 

@@ -49,6 +49,11 @@ class Node:
     # (CUDA_VISIBLE_DEVICES where two hosts share one machine), NCCL settings its machine needs
     env: tuple[tuple[str, str], ...] = ()
 
+    @property
+    def on_link(self) -> str:
+        """The host as messages and the summary name it: "spark-a (fast0 10.125.1.1)"."""
+        return f"{self.name} ({self.interface} {self.address})"
+
 
 @dataclass(frozen=True)
 class Cluster:

@@ -242,7 +242,7 @@ def _cluster_numbers(run: EntryRun) -> Callable[[float], None] | None:
     entry, cluster = run.entry, run.profile.cluster
     if entry.topology != "cluster" or cluster is None:
         return None
-    hosts = [f"{node.name} ({node.interface} {node.address})" for node in cluster.nodes[: entry.nodes]]
+    hosts = [node.on_link for node in cluster.nodes[: entry.nodes]]
     shape: dict[str, Any] = {"split": entry.split, "hosts": hosts}
     run.numbers["cluster"] = shape
 
