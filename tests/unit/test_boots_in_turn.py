@@ -30,6 +30,7 @@ from pipeline.stages.prove.perf.judge import judge_results
 from pipeline.stages.prove.perf.measure import RunSample
 from pipeline.stages.prove.perf.pair_book import ABoot, PairBook
 from pipeline.stages.prove.perf.paired import CellOutcome, InTurn
+from pipeline.stages.prove.perf.verdict import headline
 from pipeline.status import Status
 from tests.unit.test_perf_judge import (
     HEALTHY,
@@ -847,6 +848,12 @@ def test_a_bisection_step_on_a_host_that_drifted_is_weighed_against_tonights_boo
     assert bad_asked == [] and bad["tg32"].status == Status.FAIL, bad["tg32"].reason
     assert bad["tg32"].reason.endswith("it carries tonight's slowdown, no boot pair needed")
     assert bad["tg32"].confirmation is not None and bad["tg32"].confirmation.mean_ratio < 0.5
+    # the bisection table and the step's reason say what decided it, not the accepted night the host drifted from
+    ratio = bad["tg32"].confirmation.mean_ratio
+    assert (
+        headline(bad["tg32"])
+        == f"tg32: {ratio:.2f}x the last confirmed build, one boot against tonight's {boots} of it, FAIL"
+    )
     # with no boot of A kept from tonight, the tripped step's own boot pairs (A as drifted as it) answer it: it is not
     # held to the night's open regression, which would FAIL it as "still regressed" without a pair
     kept, kept_asked = _trial_step(

@@ -405,6 +405,7 @@ def _against_tonights_a(case: CellCase) -> Judged | None:
         confirmation=replace(confirmation, decision="FAIL" if status == Status.FAIL else "PASS", reason=weighed),
         last_good=case.a.build,
         in_turn=True,
+        against_boots_of_a=len(boots),
     )
     return outcome, case.result
 

@@ -66,12 +66,18 @@ HEADLINE_CHARS = 200  # an entry's reason when cells fail: what the summary's ta
 
 
 def headline(outcome: CellOutcome) -> str:
-    """The cell in one line: against the last confirmed build where pairs decided it, else against its reference."""
+    """The cell in one line: against the last confirmed build where pairs (or, in a trial, its one boot against
+    tonight's boots of that build) decided it, else against its reference."""
     status = outcome.status.value
     if outcome.confirmation is not None and outcome.last_good is not None and outcome.pairs_measured:
         pairs = "boot pairs" if outcome.in_turn else "pairs"
         ratio = outcome.confirmation.mean_ratio
         return f"{outcome.cell}: {ratio:.2f}x the last confirmed build over {outcome.pairs_measured} {pairs}, {status}"
+    if outcome.confirmation is not None and outcome.last_good is not None and outcome.against_boots_of_a:
+        # the accepted night's figure would mislead here: the host may have drifted from it, as tonight's A did
+        ratio, boots = outcome.confirmation.mean_ratio, outcome.against_boots_of_a
+        of_a = f"tonight's {boots} boot{'s' if boots != 1 else ''} of it"
+        return f"{outcome.cell}: {ratio:.2f}x the last confirmed build, one boot against {of_a}, {status}"
     gate = outcome.rerun_gate or outcome.gate
     if gate.ref:
         change = gate.value / gate.ref - 1
