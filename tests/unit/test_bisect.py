@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from pipeline.outcome import Outcome
 from pipeline.stages.aftermath.bisect import Commit, StepResult, bisect_main, step_bound
 from pipeline.stages.aftermath.report import render_summary
+from pipeline.stages.aftermath.trial_bench import trial_verdict
 from pipeline.status import Status
 
 GOOD = "0" * 40
@@ -107,3 +109,17 @@ def test_the_summary_names_the_first_bad_commit_and_shows_every_step() -> None:
     assert f"| 1 | {sha[3]} [Core] change 4 (#30004) | - | 0 s | SKIPPED | changes csrc/cpu/activation.cpp" in section
     assert f"| 2 | {sha[4]} [Core] change 5 (#30005) | vllm: overlay (20 s) | 95 s | PASS | ok |" in section
     assert len(calls) == section.count("\n| ") - 2  # one row a step, below the header and its rule
+
+
+def test_a_steps_detail_gives_a_perf_entrys_figures_and_only_a_golden_entrys_name() -> None:
+    """The bisection table's detail: a perf entry that passes again says what its asked cell measured against
+    tonight's A (the figure a failing step shows too); a golden entry's passing checks need no more than its name."""
+    perf = Outcome(
+        "m", Status.PASS, "perf", "4 cells within their references; tg32: 1.14x the last confirmed build", True, 1.0
+    )
+    golden = Outcome("g", Status.PASS, "golden", "every check passed", True, 1.0)
+    status, detail = trial_verdict([perf, golden])
+    assert status == Status.PASS
+    assert detail == f"what failed tonight passes: m ({perf.reason}), g"
+    failed = Outcome("m", Status.FAIL, "perf", "tg32: 0.47x the last confirmed build, one boot", True, 1.0)
+    assert trial_verdict([failed, golden]) == (Status.FAIL, f"m: {failed.reason}")

@@ -30,7 +30,8 @@ from pipeline.stages.prove.perf.judge import judge_results
 from pipeline.stages.prove.perf.measure import RunSample
 from pipeline.stages.prove.perf.pair_book import ABoot, PairBook
 from pipeline.stages.prove.perf.paired import CellOutcome, InTurn
-from pipeline.stages.prove.perf.verdict import headline
+from pipeline.stages.prove.perf.run import JudgedPerf
+from pipeline.stages.prove.perf.verdict import headline, perf_verdict
 from pipeline.status import Status
 from tests.unit.test_perf_judge import (
     HEALTHY,
@@ -819,6 +820,8 @@ def test_a_bisection_step_is_decided_against_tonights_slowdown_by_its_screen_or_
     assert milder.status == Status.PASS and milder_asked in ([1], [1, 2]), milder.reason
     assert f"log-likelihood ratio of a {0.15:.0%} slowdown" in milder.reason
     assert milder.reason.endswith("asked whether it carries tonight's slowdown (B/A 0.85)")
+    passed = perf_verdict("m", JudgedPerf([], HEALTHY, list(found.values())), HEALTHY).reason
+    assert passed.endswith(f"; {headline(milder)}") and re.search(r"over \d boot pairs?, PASS$", passed), passed
 
 
 def test_a_bisection_step_on_a_host_that_drifted_is_weighed_against_tonights_boots_of_a(tmp_path: Path) -> None:
@@ -844,6 +847,9 @@ def test_a_bisection_step_on_a_host_that_drifted_is_weighed_against_tonights_boo
     assert good["tg32"].reason.endswith("it does not carry tonight's slowdown, no boot pair needed")
     assert good["pp128"].status == Status.PASS and good["pp128"].screen is not None and good["pp128"].screen.tripped
     assert good["pp128"].reason.startswith("not asked: a trial asks only about the cells that FAILed tonight (tg32)")
+    # a passing step's reason says what the cell it was asked about measured against tonight's A, as a failing one's
+    passed = perf_verdict("m", JudgedPerf([], HEALTHY, list(good.values())), HEALTHY).reason
+    assert passed.endswith(f"; {headline(good['tg32'])}") and "one boot against tonight's" in passed, passed
     bad, bad_asked = _trial_step(tmp_path, "bad", drifted * 0.46 / 20.0, {"tg32": slowdown}, prefill=1.4)
     assert bad_asked == [] and bad["tg32"].status == Status.FAIL, bad["tg32"].reason
     assert bad["tg32"].reason.endswith("it carries tonight's slowdown, no boot pair needed")

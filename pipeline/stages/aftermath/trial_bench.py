@@ -104,7 +104,9 @@ def trial_verdict(outcomes: Sequence[Outcome]) -> tuple[Status, str]:
     if failed:
         return Status.FAIL, "; ".join(f"{o.entry}: {o.reason}" for o in failed)[:500]
     if all(o.status in {Status.PASS, Status.XFAIL} for o in outcomes):
-        passed = ", ".join(o.entry for o in outcomes) or "the wheels' inspection"
+        # a perf trial's entry says its cells' figures (golden's reason only repeats that its checks passed)
+        passed = ", ".join(f"{o.entry} ({o.reason})" if o.stage == "perf" else o.entry for o in outcomes)
+        passed = passed[:500] or "the wheels' inspection"
         return Status.PASS, f"what failed tonight passes: {passed}"
     return Status.INCONCLUSIVE, "; ".join(f"{o.entry}: {o.status.value}: {o.reason}" for o in outcomes)[:500]
 

@@ -58,6 +58,13 @@ def perf_verdict(entry_id: str, judged: JudgedPerf, before: HealthReport) -> Per
             reason += f" ({', '.join(again)} tripped, and passed measured again)"
         if gaps:
             reason += f"; gaps, not regressions: {'; '.join(gaps)}"
+        # a cell that passed against the last confirmed build (its pairs, or a trial's one boot against tonight's
+        # boots of it) says by how much: the figure a bisection's table shows for a passing step, as for a failing one
+        decided = [o for o in outcomes if _decided_against_a(o)]
+        reason += "".join(f"; {headline(o)}" for o in decided)
+        if decided and len(reason) > HEADLINE_CHARS:
+            tail = f" ... ({len(decided)} cells decided against the last confirmed build; each in the report)"
+            reason = reason[: HEADLINE_CHARS - len(tail)].rstrip("; ,") + tail
     health = {"before": health_facts_for_history(before), "measurement": health_facts_for_history(judged.health)}
     return PerfVerdict(status, reason, cells, failures, health)
 
@@ -65,12 +72,20 @@ def perf_verdict(entry_id: str, judged: JudgedPerf, before: HealthReport) -> Per
 HEADLINE_CHARS = 200  # an entry's reason when cells fail: what the summary's table and the alert's title show
 
 
+def _decided_against_a(outcome: CellOutcome) -> bool:
+    return (
+        outcome.confirmation is not None
+        and outcome.last_good is not None
+        and bool(outcome.pairs_measured or outcome.against_boots_of_a)
+    )
+
+
 def headline(outcome: CellOutcome) -> str:
     """The cell in one line: against the last confirmed build where pairs (or, in a trial, its one boot against
     tonight's boots of that build) decided it, else against its reference."""
     status = outcome.status.value
     if outcome.confirmation is not None and outcome.last_good is not None and outcome.pairs_measured:
-        pairs = "boot pairs" if outcome.in_turn else "pairs"
+        pairs = ("boot pair" if outcome.in_turn else "pair") + ("s" if outcome.pairs_measured != 1 else "")
         ratio = outcome.confirmation.mean_ratio
         return f"{outcome.cell}: {ratio:.2f}x the last confirmed build over {outcome.pairs_measured} {pairs}, {status}"
     if outcome.confirmation is not None and outcome.last_good is not None and outcome.against_boots_of_a:
