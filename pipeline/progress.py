@@ -40,6 +40,11 @@ def clock_text(seconds: float) -> str:
     return f"{minutes}:{secs:02d}" if minutes else f"{secs}s"
 
 
+def plural(count: int, noun: str) -> str:
+    """`1 boot pair`, `2 boot pairs`: a count and its noun as messages say them."""
+    return f"{count} {noun}{'s' if count != 1 else ''}"
+
+
 def detect_mode(stream: TextIO) -> Mode:
     if os.environ.get("GITHUB_ACTIONS") == "true":
         return "actions"

@@ -41,6 +41,7 @@ from pipeline.errors import HostUnhealthy
 from pipeline.infra.confirmed import BuildRef, ConfirmedBook, LastConfirmed, series_key
 from pipeline.infra.history import ACCEPTED, History, Night, Sample
 from pipeline.places import StateDir
+from pipeline.progress import plural
 from pipeline.stages.prove.health import HealthReport, health_facts_for_history
 from pipeline.stages.prove.perf.gate import CellVerdict, judge_cell
 from pipeline.stages.prove.perf.measure import CaseResult
@@ -389,7 +390,7 @@ def _against_tonights_a(case: CellCase) -> Judged | None:
     status = Status.FAIL if weight >= FAIL_AT else Status.PASS
     answer = "it carries tonight's slowdown" if status == Status.FAIL else "it does not carry tonight's slowdown"
     weighed = (
-        f"B/A {math.exp(difference):.4f} against tonight's {len(boots)} boot{'s' if len(boots) != 1 else ''} of "
+        f"B/A {math.exp(difference):.4f} against tonight's {plural(len(boots), 'boot')} of "
         f"the last confirmed build {a_text(case.a)}: log-likelihood ratio of tonight's slowdown (B/A "
         f"{case.tonight:.2f}) {weight:+.2f} (FAIL at {FAIL_AT:+.2f}, PASS at {CLOSE_AT:+.2f}; SD "
         f"{math.sqrt(variance):.1%})"
@@ -663,19 +664,15 @@ def host_reference(
         return replace(reference, origin=reference.origin or FILE_ORIGIN)
     own = statistics.median(recent)
     boots = min(boots_of_a, len(recent))
-    origin = _plural(len(recent) - boots, "accepted night")
+    origin = plural(len(recent) - boots, "accepted night")
     if boots:
-        origin += f" and {_plural(boots, 'boot')} of this build as A in boot pairs"
+        origin += f" and {plural(boots, 'boot')} of this build as A in boot pairs"
     origin = f"this host's {origin}: {own:.4g} {reference.unit}"
     if reference.ref is not None and thresholds.another_build:
         origin += f"; the file's {reference.ref:g} was measured on another build"
     elif reference.ref is not None:
         origin += f", {own / reference.ref - 1:+.0%} from the file's {reference.ref:g}"
     return replace(reference, ref=own, pending=None, origin=origin)
-
-
-def _plural(count: int, noun: str) -> str:
-    return f"{count} {noun}{'s' if count != 1 else ''}"
 
 
 def _floor(thresholds: Thresholds, cell: str, nights: Sequence[Sequence[float]]) -> Reference | None:

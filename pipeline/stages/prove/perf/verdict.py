@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline.outcome import CellNumbers, Failure, perf_alert_key
+from pipeline.progress import plural
 from pipeline.stages.prove.health import HealthReport, health_facts_for_history
 from pipeline.stages.prove.perf.paired import CellOutcome
 from pipeline.stages.prove.perf.run import JudgedPerf
@@ -47,7 +48,7 @@ def perf_verdict(entry_id: str, judged: JudgedPerf, before: HealthReport) -> Per
         undecided = [o.cell for o in bad if o.status != Status.FAIL]
         reason = "; ".join(headline(o) for o in failing)
         reason += f"; undecided: {', '.join(undecided)}" if undecided else ""
-        reason = _shortened(reason, len(failing))
+        reason = _shortened(reason, f"{len(failing)} failing cells")
     if not bad:
         gaps = [f"{o.cell} {o.gap}" for o in outcomes if o.gap]
         # a cell that tripped and passed measured again (a rerun, or in turns a fresh boot) is said in the summary: on a
@@ -61,10 +62,9 @@ def perf_verdict(entry_id: str, judged: JudgedPerf, before: HealthReport) -> Per
         # a cell that passed against the last confirmed build (its pairs, or a trial's one boot against tonight's
         # boots of it) says by how much: the figure a bisection's table shows for a passing step, as for a failing one
         decided = [o for o in outcomes if _decided_against_a(o)]
-        reason += "".join(f"; {headline(o)}" for o in decided)
-        if decided and len(reason) > HEADLINE_CHARS:
-            tail = f" ... ({len(decided)} cells decided against the last confirmed build; each in the report)"
-            reason = reason[: HEADLINE_CHARS - len(tail)].rstrip("; ,") + tail
+        if decided:
+            reason += "".join(f"; {headline(o)}" for o in decided)
+            reason = _shortened(reason, f"{len(decided)} cells decided against the last confirmed build")
     health = {"before": health_facts_for_history(before), "measurement": health_facts_for_history(judged.health)}
     return PerfVerdict(status, reason, cells, failures, health)
 
@@ -73,6 +73,7 @@ HEADLINE_CHARS = 200  # an entry's reason when cells fail: what the summary's ta
 
 
 def _decided_against_a(outcome: CellOutcome) -> bool:
+    """Decided against the last confirmed build: by pairs, or a trial's one boot against tonight's boots of it."""
     return (
         outcome.confirmation is not None
         and outcome.last_good is not None
@@ -83,16 +84,14 @@ def _decided_against_a(outcome: CellOutcome) -> bool:
 def headline(outcome: CellOutcome) -> str:
     """The cell in one line: against the last confirmed build where pairs (or, in a trial, its one boot against
     tonight's boots of that build) decided it, else against its reference."""
-    status = outcome.status.value
-    if outcome.confirmation is not None and outcome.last_good is not None and outcome.pairs_measured:
-        pairs = ("boot pair" if outcome.in_turn else "pair") + ("s" if outcome.pairs_measured != 1 else "")
-        ratio = outcome.confirmation.mean_ratio
-        return f"{outcome.cell}: {ratio:.2f}x the last confirmed build over {outcome.pairs_measured} {pairs}, {status}"
-    if outcome.confirmation is not None and outcome.last_good is not None and outcome.against_boots_of_a:
-        # the accepted night's figure would mislead here: the host may have drifted from it, as tonight's A did
-        ratio, boots = outcome.confirmation.mean_ratio, outcome.against_boots_of_a
-        of_a = f"tonight's {boots} boot{'s' if boots != 1 else ''} of it"
-        return f"{outcome.cell}: {ratio:.2f}x the last confirmed build, one boot against {of_a}, {status}"
+    status, confirmation = outcome.status.value, outcome.confirmation
+    if confirmation is not None and _decided_against_a(outcome):
+        against = f"{outcome.cell}: {confirmation.mean_ratio:.2f}x the last confirmed build"
+        if outcome.pairs_measured:
+            pairs = plural(outcome.pairs_measured, "boot pair" if outcome.in_turn else "pair")
+            return f"{against} over {pairs}, {status}"
+        # not the accepted night's figure: the host may have drifted from it, as tonight's boots of A show
+        return f"{against}, one boot against tonight's {plural(outcome.against_boots_of_a, 'boot')} of it, {status}"
     gate = outcome.rerun_gate or outcome.gate
     if gate.ref:
         change = gate.value / gate.ref - 1
@@ -106,10 +105,11 @@ def _alert_reason(outcome: CellOutcome) -> str:
     return f"{headline(outcome)}; measured {gate.reason}"
 
 
-def _shortened(reason: str, cells: int) -> str:
+def _shortened(reason: str, cut: str) -> str:
+    """The reason within HEADLINE_CHARS, saying what was cut ("3 failing cells") and where it is whole."""
     if len(reason) <= HEADLINE_CHARS:
         return reason
-    tail = f" ... ({cells} failing cells; each in the report)"
+    tail = f" ... ({cut}; each in the report)"
     return reason[: HEADLINE_CHARS - len(tail)].rstrip("; ,") + tail
 
 
