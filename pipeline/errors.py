@@ -19,6 +19,7 @@ The tree (exit code beside each class):
     ├── ConfigError               2  configuration files or settings are invalid (lists every issue)
     ├── HistoryError              2  the history database (or the book of confirmed builds) cannot be used
     ├── HostUnhealthy             4  foreign load or a throttled GPU spoiled a measurement window
+    │   └── HostCannotRun         4  this host lacks what the candidate needs (an instruction set)
     ├── ProcessError              3  a subprocess failed, timed out or went silent (carries its log tail)
     │   └── CapturedFailure       3  a captured command exited non-zero (its code and stderr)
     ├── EngineError               3  a candidate engine could not be set up, booted or reached
@@ -139,6 +140,13 @@ class HostUnhealthy(SparkNightlyError):
 
     exit_code = ExitCode.INCONCLUSIVE
     hint = "measure again on a quiet host"
+
+
+class HostCannotRun(HostUnhealthy):
+    """The host lacks what every build of the candidate needs (an instruction set no variant of a native does
+    without): the host's, never the build's."""
+
+    hint = "run it on a host that has what the message names (docs/testing.md lists the CPU classes)"
 
 
 class ProcessError(SparkNightlyError):

@@ -10,18 +10,21 @@ from __future__ import annotations
 
 import argparse
 import os
+import platform
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from pipeline.checks.natives import HostIsa, LoadKind, LoadResult, judge_natives, not_loadable, plan_loads
 from pipeline.config.bundle import Config
 from pipeline.config.matrix import ModelEntry, Profile
 from pipeline.errors import CapturedFailure, ProcessError, SparkNightlyError
 from pipeline.infra import hub, procs
+from pipeline.infra.cpu_class import cpu_class, cpu_flags
 from pipeline.infra.github import repository_access
 from pipeline.infra.gpu import read_gpus
 from pipeline.infra.nodes import SSH_OPTIONS
-from pipeline.infra.runtime import load_runtime
+from pipeline.infra.runtime import load_runtime, vllm_natives
 from pipeline.infra.safe_files import shown
 from pipeline.infra.supply import ONLINE, Supply, runtime_folder
 from pipeline.infra.weights import package_folder, verified
@@ -133,7 +136,7 @@ def _cpu_runtime(settings: Settings, profile: Profile, entries: Sequence[ModelEn
     runtime = load_runtime(root)
     found = f"{' '.join(profile.candidate_requirements)} in {root}" if runtime else "not installed"
     fix = "./scripts/nightly installs it (about 1.5 minutes), or spark-nightly engine check <entry>"
-    checks = [Check("candidate runtime", runtime is not None, found, fix, required=False)]
+    checks = [Check("candidate runtime", runtime is not None, found, fix, required=False), _cpu(root)]
     for entry in entries:
         if entry.weights.source == "package":
             folder = package_folder(entry, cache)
@@ -148,6 +151,24 @@ def _cpu_runtime(settings: Settings, profile: Profile, entries: Sequence[ModelEn
                 )
             )
     return checks
+
+
+def _cpu(runtime_root: Path) -> Check:
+    """The host's CPU class, and which variant of each of the runtime's natives would load here (vLLM's choice):
+    a host no variant runs on cannot run a night (the night would end INCONCLUSIVE, naming it)."""
+    isa = HostIsa(platform.machine(), cpu_flags())
+    host = f"{cpu_class()} ({isa.describe()})"
+    natives = vllm_natives(runtime_root)
+    if natives is None:
+        return Check("CPU", True, f"{host}; the runtime's natives are read once it is installed")
+    build, modules = natives
+    planned = plan_loads(modules, isa)
+    results = {p.module: not_loadable(p) if not p.load else LoadResult(p.module, LoadKind.OK, "ok") for p in planned}
+    lack = judge_natives(planned, results, isa, build).host_lack
+    chosen = [f"{p.module}{' (vLLM loads it here)' if p.needs and p.selected else ''}" for p in planned if p.load]
+    unloadable = [f"{r.module} {r.detail}" for r in results.values() if r.kind == LoadKind.NOT_LOADABLE]
+    found = f"{host}; {build}: {', '.join(chosen)} load here" + (f"; {', '.join(unloadable)}" if unloadable else "")
+    return Check("CPU", lack is None, lack or found, "run the CPU profile on an x86-64 host with AVX2 or AVX-512")
 
 
 def _gpu(profile: Profile) -> list[Check]:

