@@ -99,6 +99,14 @@ PLANTED: dict[str, tuple[str, str, str, str]] = {
         "\n## About\n\nServing on a DGX Spark? See its notes.\n",
         "[Docs] Spark note",
     ),
+    # the engine refuses to start: main broken for an afternoon (half a refactor), fixed by a later commit
+    "crash": (
+        "vllm/v1/engine/core.py",
+        "        load_general_plugins()\n\n        self.vllm_config = vllm_config\n",
+        "        load_general_plugins()\n\n        self.vllm_config = vllm_config\n"
+        '        raise RuntimeError("EngineCore: the scheduler\'s config moved to the executor")\n',
+        "[Core] Move the scheduler's config to the executor",
+    ),
     "native": (
         "csrc/cpu/activation.cpp",
         "#include",
@@ -160,9 +168,11 @@ def make_day_of_main(
     guilty_change: str,
     native: int,
     planted: dict[str, tuple[str, str, str, str]] = PLANTED,
+    crash: tuple[int, int] | None = None,
 ) -> list[str]:
     """`count` commits on main after its tip, as squash merges subjected "(#N)": harmless Python changes across the
-    tree; the `guilty`-th the planted change; the `native`-th a change to the C++ sources, reverted by the next.
+    tree; the `guilty`-th the planted change; the `native`-th a change to the C++ sources, reverted by the next;
+    with `crash` (first, last), commits first..last an engine that crashes at boot, fixed by the commit after.
     Returns the commits, oldest first."""
     upstream = repo.upstream
     upstream.checkout("main")
@@ -171,6 +181,10 @@ def make_day_of_main(
         number = 32000 + n
         if n == guilty:
             path, old, new, title = planted[guilty_change]
+        elif crash is not None and n in (crash[0], crash[1] + 1):
+            path, old, new, title = planted["crash"]
+            if n == crash[1] + 1:
+                old, new, title = new, old, f'Revert "{title}"'
         elif n in (native, native + 1):
             path, old, new, title = planted["native"]
             if n == native + 1:

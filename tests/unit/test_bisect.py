@@ -1,17 +1,26 @@
-"""Bisecting main: the first bad commit within ceil(log2(N)) + 2 builds, skipped commits stepped around, an
-undecidable step measured once more, a range where it cannot narrow."""
+"""Bisecting main as git bisect does: the first bad commit within ceil(log2(N)) + 2 builds, a step that fails
+otherwise than tonight or does not build skipped and stepped around, the good end tried when no step passed, a
+range with the skipped commits named where it cannot narrow, and two moved sources separated first. Each messy day
+of real histories (a boot-crash window, an unbuildable commit, every commit failing for the environment, both
+sources moved) is a test here."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import replace
+from types import SimpleNamespace
+from typing import cast
+
 import pytest
 
-from pipeline.outcome import Outcome
-from pipeline.stages.aftermath.bisect import Commit, StepResult, bisect_main, step_bound
+from pipeline.config.matrix import ModelEntry
+from pipeline.outcome import Failure, Outcome
+from pipeline.stages.aftermath.bisect import Commit, MovedSource, StepResult, bisect_main, separate, step_bound
 from pipeline.stages.aftermath.report import render_summary
-from pipeline.stages.aftermath.trial_bench import trial_verdict
+from pipeline.stages.aftermath.trial_bench import Failing, step_verdict, trial_verdict
 from pipeline.status import Status
 
-GOOD = "0" * 40
+GOOD = Commit("0" * 40, "[Core] the last good night's main (#30000)", "2026-11-25T00:00:00Z")
 
 
 def _day(count: int) -> list[Commit]:
@@ -28,9 +37,9 @@ def _oracle(first_bad: int, *, skipped: frozenset[int] = frozenset(), undecided:
         n = int(commit.sha, 16)
         calls.append(n)
         if n in skipped:
-            return StepResult(Status.SKIPPED, "changes csrc/cpu/activation.cpp: no native build here")
+            return StepResult(Status.SKIPPED, "changes csrc/cpu/activation.cpp: no native build here", built=False)
         if n in undecided:
-            return StepResult(Status.INCONCLUSIVE, "the host was busy")
+            return StepResult(Status.SKIPPED, "not tonight's failure: m: INCONCLUSIVE at health: the host was busy")
         return StepResult(Status.FAIL if n >= first_bad else Status.PASS, "ok", "vllm: overlay (20 s)", 95.0)
 
     return step, calls
@@ -43,8 +52,11 @@ def test_every_first_bad_commit_is_found_within_the_bound(count: int) -> None:
         step, calls = _oracle(first_bad)
         found = bisect_main("vllm", GOOD, commits, step, max_steps=50)
         assert found.first_bad == commits[first_bad - 1], (count, first_bad)
-        assert len(calls) <= step_bound(count) and len(calls) <= max(0, count - 1)
-        assert found.last_good == (GOOD if first_bad == 1 else commits[first_bad - 2].sha)
+        # no step passed where the first commit is the bad one: the good end is tried, one build more
+        good_end = 1 if first_bad == 1 else 0
+        assert found.builds <= step_bound(count) + good_end and len(calls) <= max(0, count - 1) + good_end
+        assert (0 in calls) == bool(good_end)
+        assert found.last_good == (GOOD.sha if first_bad == 1 else commits[first_bad - 2].sha)
 
 
 def test_thirty_two_commits_take_at_most_seven_builds_and_name_the_pr() -> None:
@@ -68,23 +80,23 @@ def test_a_commit_that_cannot_be_built_is_stepped_around() -> None:
     assert calls[:2] == [8, 9] and found.builds == len(calls) - 1  # the skipped step built nothing
 
 
-def test_a_skipped_commit_at_the_edge_leaves_a_range_saying_why() -> None:
+def test_a_skipped_commit_at_the_edge_leaves_the_range_naming_the_skipped_commits() -> None:
     commits = _day(16)
     step, _ = _oracle(8, skipped=frozenset({7}))  # 6 passes, 7 cannot be built, 8 fails: 7 or 8 broke it
     found = bisect_main("vllm", GOOD, commits, step, max_steps=10)
     assert found.first_bad is None and found.last_good == commits[5].sha
-    assert found.describe() == (
-        f"vllm main broke between {commits[5].sha[:12]}..{commits[7].sha[:12]}: every commit left in the range "
-        f"was skipped: {commits[6].sha[:12]}: changes csrc/cpu/activation.cpp: no native build here"
+    assert found.candidates == (commits[6], commits[7])
+    assert found.describe().startswith(
+        f"vllm main broke at one of 2 commits: {commits[6].describe()}, {commits[7].describe()} (only skipped "
+        f"commits were left to test ({commits[6].sha[:12]}: changes csrc/cpu/activation.cpp: no native build here)"
     )
 
 
-def test_an_undecided_step_is_measured_once_more_then_reported_as_the_edge() -> None:
+def test_a_step_the_host_could_not_judge_is_skipped_once_never_retried() -> None:
     commits = _day(8)
     step, calls = _oracle(6, undecided=frozenset({4}))
     found = bisect_main("vllm", GOOD, commits, step, max_steps=10)
-    assert calls[:2] == [4, 4] and found.first_bad is None
-    assert found.why.endswith("could not be decided twice: the host was busy")
+    assert calls.count(4) == 1 and found.first_bad == commits[5]
 
 
 def test_the_bound_stops_the_search_with_its_range() -> None:
@@ -123,3 +135,156 @@ def test_a_steps_detail_gives_a_perf_entrys_figures_and_only_a_golden_entrys_nam
     assert detail == f"what failed tonight passes: m ({perf.reason}), g"
     failed = Outcome("m", Status.FAIL, "perf", "tg32: 0.47x the last confirmed build, one boot", True, 1.0)
     assert trial_verdict([failed, golden]) == (Status.FAIL, f"m: {failed.reason}")
+
+
+# A day of main as real ones are, judged through step_verdict as CommitSteps judges a step: tonight the golden check
+# "exact capital-of-france" of entry m failed.
+ENTRY = cast(ModelEntry, SimpleNamespace(id="m"))  # a step's verdict reads only the entry's id
+TONIGHT = [Failing(ENTRY, "golden", {}, frozenset({"m:golden exact capital-of-france"}))]
+WRONG = Failure("m:golden", "exact", "answered 'Lyon'", subject="exact capital-of-france")
+
+
+def _day_of_main(
+    guilty: int,
+    *,
+    crash: frozenset[int] = frozenset(),
+    unbuildable: frozenset[int] = frozenset(),
+    fails_all: bool = False,
+):  # type: ignore[no-untyped-def]
+    """Each commit's step as CommitSteps returns it: a boot crash, a build failure, tonight's golden failure or a
+    pass, judged by step_verdict against TONIGHT."""
+    calls: list[int] = []
+
+    def step(commit: Commit) -> StepResult:
+        n = int(commit.sha, 16)
+        calls.append(n)
+        if n in unbuildable:
+            return StepResult(
+                Status.SKIPPED, "does not build here: ProcessError: csrc/ops.cpp:12: error", "build failed"
+            )
+        if n in crash:
+            outcome = Outcome("m", Status.FAIL, "boot", "the server died while booting: ImportError", True, 1.0)
+        elif n >= guilty or fails_all:
+            outcome = Outcome("m", Status.FAIL, "golden", "1 golden check failed", True, 1.0, failures=(WRONG,))
+        else:
+            outcome = Outcome("m", Status.PASS, "golden", "every check passed", True, 1.0)
+        return StepResult(*step_verdict(TONIGHT, [outcome]), "vllm: overlay (20 s)", 95.0)
+
+    return step, calls
+
+
+def test_a_boot_crash_window_before_the_guilty_commit_is_skipped_and_the_guilty_one_named() -> None:
+    """Commits 14-17 of 32 crash at boot (main broken for an afternoon, fixed later); the culprit is 25. The search
+    once tried 16, 8, 12, 14, 13 and named 14: a boot crash counted as tonight's golden failure."""
+    commits = _day(32)
+    step, calls = _day_of_main(25, crash=frozenset(range(14, 18)))
+    found = bisect_main("vllm", GOOD, commits, step, max_steps=10)
+    assert found.first_bad == commits[24], found.describe()
+    crashed = [s for s in found.steps if s.result.status == Status.SKIPPED]
+    assert len(crashed) == len([n for n in calls if n in range(14, 18)])
+    assert all("not tonight's failure: m: FAIL at boot" in s.result.detail for s in crashed)
+
+
+def test_a_boot_crash_window_that_hides_the_boundary_is_a_range_naming_it() -> None:
+    commits = _day(32)
+    step, _ = _day_of_main(15, crash=frozenset(range(14, 18)))  # the guilty commit is inside the window
+    found = bisect_main("vllm", GOOD, commits, step, max_steps=12)
+    assert found.first_bad is None
+    assert [c.sha for c in found.candidates] == [commits[n - 1].sha for n in range(14, 19)]
+
+
+def test_a_commit_that_fails_to_build_is_skipped_not_retried_and_the_search_goes_on() -> None:
+    """A compile error was INCONCLUSIVE, built once more (20-40 minutes on a Spark), then the search stopped."""
+    commits = _day(16)
+    step, calls = _day_of_main(12, unbuildable=frozenset({8}))
+    found = bisect_main("vllm", GOOD, commits, step, max_steps=10)
+    assert found.first_bad == commits[11]
+    assert calls.count(8) == 1
+
+
+def test_every_commit_failing_tries_the_good_end_and_says_it_is_not_mains_history() -> None:
+    """The companion re-resolved with newer dependencies: every step fails, and so does the last good commit."""
+    commits = _day(16)
+    step, calls = _day_of_main(99, fails_all=True)
+    found = bisect_main("vllm", GOOD, commits, step, max_steps=10)
+    assert calls[-1] == 0 and found.first_bad is None and found.good_fails
+    assert found.describe().startswith(
+        f"not vllm main's history: the last good commit {GOOD.sha[:12]} fails tonight too (m: 1 golden check failed)"
+    )
+    first_fails, _ = _day_of_main(1)  # the first commit is guilty: the good end passes, and the first is named
+    assert bisect_main("vllm", GOOD, commits, first_fails, max_steps=10).first_bad == commits[0]
+
+
+def test_a_good_end_that_passed_tonight_already_is_not_tried_again() -> None:
+    commits = _day(8)
+    step, calls = _day_of_main(1)
+    found = bisect_main("vllm", GOOD, commits, step, max_steps=10, good_tested=True)
+    assert 0 not in calls and found.first_bad == commits[0]
+
+
+def _pair(guilty: Mapping[str, str], *, unjudged: frozenset[str] = frozenset()):  # type: ignore[no-untyped-def]
+    """Trials of two sources' commits: bad where any source is at or past its guilty commit (by name order)."""
+    tried: list[dict[str, str]] = []
+
+    def trial(commits: Mapping[str, str]) -> StepResult:
+        tried.append(dict(commits))
+        if any(name in unjudged and sha != "0" * 40 for name, sha in commits.items()):
+            return StepResult(Status.SKIPPED, "does not build here")
+        bad = any(sha >= guilty[name] for name, sha in commits.items() if name in guilty)
+        return StepResult(Status.FAIL if bad else Status.PASS, "m: 1 golden check failed" if bad else "passes")
+
+    return trial, tried
+
+
+VLLM = MovedSource("vllm", "0" * 40, f"{16:040x}")
+FLASHINFER = MovedSource("flashinfer", "0" * 40, f"{9:040x}")
+
+
+def test_two_moved_sources_a_guilty_flashinfer_commit_is_bisected_with_vllm_held_at_tonights() -> None:
+    """Both sources moved (the Spark's usual night): tonight's vLLM with the last good FlashInfer passes, so
+    FlashInfer's change is guilty, bisected with vLLM held at tonight's (that trial its good end)."""
+    trial, tried = _pair({"flashinfer": f"{6:040x}"})
+    chosen = separate(VLLM, FLASHINFER, trial)
+    assert tried == [{"vllm": VLLM.tonight, "flashinfer": FLASHINFER.good}]
+    assert chosen.bisect == FLASHINFER and chosen.held == {"vllm": VLLM.tonight} and chosen.good_tested
+    commits = _day(9)
+    found = bisect_main(
+        "flashinfer", GOOD, commits, lambda c: trial({**chosen.held, "flashinfer": c.sha}), max_steps=6,
+        good_tested=chosen.good_tested,
+    )  # fmt: skip
+    assert found.first_bad == commits[5]
+    assert chosen.trials[0].startswith(f"vllm {VLLM.tonight[:12]} (tonight) with flashinfer {'0' * 12} (last good)")
+
+
+def test_two_moved_sources_a_guilty_vllm_commit_is_bisected_with_flashinfer_held_at_its_last_good() -> None:
+    trial, _ = _pair({"vllm": f"{11:040x}"})
+    chosen = separate(VLLM, FLASHINFER, trial)
+    assert chosen.bisect == VLLM and chosen.held == {"flashinfer": FLASHINFER.good} and not chosen.good_tested
+
+
+def test_two_moved_sources_the_reverse_trial_decides_where_the_first_cannot_be_judged() -> None:
+    trial, tried = _pair({"flashinfer": f"{6:040x}"}, unjudged=frozenset({"vllm"}))
+    chosen = separate(VLLM, FLASHINFER, trial)
+    assert len(tried) == 2 and tried[1] == {"flashinfer": FLASHINFER.tonight, "vllm": VLLM.good}
+    assert chosen.bisect == FLASHINFER and chosen.held == {"vllm": VLLM.good}
+    neither, _ = _pair({"flashinfer": f"{6:040x}"}, unjudged=frozenset({"vllm", "flashinfer"}))
+    assert separate(VLLM, FLASHINFER, neither).bisect is None
+
+
+def test_a_step_is_bad_only_when_it_fails_as_tonight_failed() -> None:
+    golden = Outcome("m", Status.FAIL, "golden", "1 golden check failed", True, 1.0, failures=(WRONG,))
+    more = replace(golden, failures=(WRONG, Failure("m:golden", "drift", "x", subject="drift water")))
+    other = replace(golden, failures=(Failure("m:golden", "drift", "x", subject="drift water"),))
+    assert step_verdict(TONIGHT, [golden])[0] == Status.FAIL
+    assert step_verdict(TONIGHT, [more])[0] == Status.FAIL  # a strict superset of tonight's checks
+    assert step_verdict(TONIGHT, [other]) == (
+        Status.SKIPPED,
+        "not tonight's failure: m: fails other checks at golden: 1 golden check failed",
+    )
+    host = Outcome("m", Status.INCONCLUSIVE, "smoke", "this host cannot run the candidate: x", True, 1.0)
+    assert step_verdict(TONIGHT, [host]) == (
+        Status.SKIPPED,
+        "not tonight's failure: m: INCONCLUSIVE at smoke: this host cannot run the candidate: x",
+    )
+    passed = Outcome("m", Status.PASS, "golden", "every check passed", True, 1.0)
+    assert step_verdict(TONIGHT, [passed]) == (Status.PASS, "what failed tonight passes: m")

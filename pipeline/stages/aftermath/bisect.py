@@ -1,15 +1,18 @@
 """Bisecting main: the first commit between the last good night's main and tonight's that fails what failed tonight.
 
 Pure: the caller builds and tests one commit (`try_commit`); this module only chooses which, at most
-ceil(log2(N)) + 2 of N commits. A commit that cannot be built here is skipped and a neighbour tried instead; a
-step that cannot decide is measured once more, then the search stops and reports the range it narrowed to.
+ceil(log2(N)) + 2 builds of N commits, as `git bisect` does. A step is bad only where it fails as tonight failed,
+good where what failed tonight passes, and skipped otherwise (it does not build, fails at another stage or on other
+checks, or the host could not judge it): the search goes on around a skipped commit and never retries it. When no
+step passed, the last good commit itself is tried: if it fails too, the failure is not main's history. Where skips
+leave it ambiguous the answer is a range with the skipped commits named.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pipeline.progress import Say, quiet
@@ -38,12 +41,14 @@ class Commit:
 
 @dataclass(frozen=True)
 class StepResult:
-    """What building and testing one commit said: PASS, FAIL, INCONCLUSIVE, or SKIPPED (it cannot be built here)."""
+    """What building and testing one commit said, as git bisect reads it: PASS (good: what failed tonight passes),
+    FAIL (bad: it fails as tonight failed), SKIPPED (it cannot tell: not built, failed otherwise, a host problem)."""
 
     status: Status
     detail: str
     build: str = ""  # "vllm: overlay (20 s)"
     seconds: float = 0.0
+    built: bool = True  # False where nothing was built (a native commit the profile cannot build): costs no build
 
 
 @dataclass(frozen=True)
@@ -65,11 +70,15 @@ class Bisection:
     last_bad: str = ""  # the oldest commit seen failing (tonight's main until a step fails)
     first_bad: Commit | None = None
     why: str = ""
+    candidates: tuple[Commit, ...] = ()  # where skips left it ambiguous: the commits the first bad one may be
+    good_fails: bool = False  # the last good commit fails tonight too: not main's history
+    held: str = ""  # the other sources as the steps held them ("flashinfer at 1a2b3c4d5e6f")
+    separated_by: tuple[str, ...] = ()  # where two sources moved: the trials that chose this one
 
     @property
     def builds(self) -> int:
-        """Steps that built and tested a commit (a skipped one built nothing)."""
-        return sum(1 for step in self.steps if step.result.status != Status.SKIPPED)
+        """Steps that built and tested a commit (a native commit skipped before building built nothing)."""
+        return sum(1 for step in self.steps if step.result.built)
 
     @property
     def range_text(self) -> str:
@@ -77,9 +86,15 @@ class Bisection:
 
     def describe(self) -> str:
         """One line for the summary and the alert."""
+        held = f", {self.held}" if self.held else ""
         if self.first_bad is not None:
-            return f"first bad commit of {self.source} main: {self.first_bad.describe()} ({self.why})"
-        return f"{self.source} main broke between {self.range_text}: {self.why}"
+            return f"first bad commit of {self.source} main{held}: {self.first_bad.describe()} ({self.why})"
+        if self.good_fails:
+            return f"not {self.source} main's history{held}: {self.why}"
+        if self.candidates:
+            named = ", ".join(c.describe() for c in self.candidates)
+            return f"{self.source} main{held} broke at one of {len(self.candidates)} commits: {named} ({self.why})"
+        return f"{self.source} main{held} broke between {self.range_text}: {self.why}"
 
     def to_json(self) -> dict[str, object]:
         bad = self.first_bad
@@ -93,6 +108,10 @@ class Bisection:
             "first_bad": None if bad is None else {"sha": bad.sha, "subject": bad.subject, "date": bad.date},
             "first_bad_pr": None if bad is None else bad.pr,
             "why": self.why,
+            "candidates": [c.sha for c in self.candidates],
+            "good_fails": self.good_fails,
+            "held": self.held,
+            "separated_by": list(self.separated_by),
             "steps": [
                 {
                     "commit": s.commit.sha,
@@ -107,6 +126,49 @@ class Bisection:
         }
 
 
+@dataclass(frozen=True)
+class MovedSource:
+    """A source whose main moved since the last good night: its last good commit and tonight's."""
+
+    name: str
+    good: str
+    tonight: str
+
+
+@dataclass(frozen=True)
+class Separation:
+    """Which of two moved sources to bisect, the other held, and the trials that showed it; or why none."""
+
+    bisect: MovedSource | None
+    held: Mapping[str, str]
+    good_tested: bool  # the bisected range's good end passed tonight already (it was a trial)
+    trials: tuple[str, ...]
+
+    @property
+    def why(self) -> str:
+        return "no trial of one source alone was judged: " + "; ".join(self.trials)
+
+
+def separate(
+    first: MovedSource, second: MovedSource, try_commits: Callable[[Mapping[str, str]], StepResult]
+) -> Separation:
+    """Two moved sources, each trial changing one thing from a known end: tonight's `first` with `second` at its
+    last good commit. Bad: `first`'s change is guilty, bisected with `second` held there. Good: `second`'s change is
+    (with `first` at tonight's, which is then the good end). Not judged: the reverse trial, read the same way."""
+    trials: list[str] = []
+    for tonight, earlier in ((first, second), (second, first)):
+        result = try_commits({tonight.name: tonight.tonight, earlier.name: earlier.good})
+        trials.append(
+            f"{tonight.name} {tonight.tonight[:12]} (tonight) with {earlier.name} {earlier.good[:12]} (last good): "
+            f"{result.status.value}: {result.detail}"
+        )
+        if result.status == Status.FAIL:
+            return Separation(tonight, {earlier.name: earlier.good}, False, tuple(trials))
+        if result.status == Status.PASS:
+            return Separation(earlier, {tonight.name: tonight.tonight}, True, tuple(trials))
+    return Separation(None, {}, False, tuple(trials))
+
+
 def step_bound(count: int) -> int:
     """The most builds a bisection of `count` commits makes: ceil(log2(N)) + 2."""
     return math.ceil(math.log2(max(count, 1))) + 2
@@ -114,52 +176,73 @@ def step_bound(count: int) -> int:
 
 def bisect_main(
     source: str,
-    good: str,
+    good: Commit,
     commits: Sequence[Commit],
     try_commit: Callable[[Commit], StepResult],
     *,
     max_steps: int,
+    good_tested: bool = False,
     say: Say = quiet,
 ) -> Bisection:
-    """Known: `good` passes, `commits[-1]` (tonight's main) fails. Halve the range between them."""
-    record = Bisection(source, good, tuple(commits), min(max_steps, step_bound(len(commits))), last_good=good)
+    """Known: `commits[-1]` (tonight's main) fails; `good` passed on the last good night (`good_tested`: it passed
+    tonight already). Halve the range between them, skipped commits stepped around; test `good` when no step
+    passed."""
+    # without skips a search needs at most step_bound(N) builds; each skip costs one more, up to `max_steps` in all
+    record = Bisection(source, good.sha, tuple(commits), max_steps, last_good=good.sha)
     lo, hi = -1, len(commits) - 1  # indexes: lo passed (-1 is `good`), hi failed
-    tried: dict[int, StepResult] = {}
+    skipped: dict[int, StepResult] = {}
     while hi - lo > 1:
         if record.builds >= record.max_steps:
             record.why = f"the bound of {record.max_steps} builds was reached"
             break
-        mid = _buildable(lo, hi, tried)
+        mid = _untried(lo, hi, skipped)
         if mid is None:
-            record.why = "every commit left in the range was skipped: " + "; ".join(
-                f"{commits[i].sha[:12]}: {tried[i].detail}" for i in range(lo + 1, hi) if i in tried
-            )
             break
         result = _run(record, commits[mid], try_commit, say)
-        if result.status == Status.INCONCLUSIVE and record.builds < record.max_steps:
-            result = _run(record, commits[mid], try_commit, say)  # measured once more
-        tried[mid] = result
         if result.status == Status.PASS:
-            lo = mid
+            lo, good_tested = mid, True
         elif result.status == Status.FAIL:
             hi = mid
-        elif result.status == Status.INCONCLUSIVE:
-            record.why = f"{commits[mid].sha[:12]} could not be decided twice: {result.detail}"
-            break
-    record.last_good = good if lo < 0 else commits[lo].sha
+        else:
+            skipped[mid] = result
+    record.last_good = good.sha if lo < 0 else commits[lo].sha
     record.last_bad = commits[hi].sha
-    if hi - lo == 1:
+    if not good_tested and not record.why:
+        _test_good_end(record, good, try_commit, say)
+    if record.why:
+        return record
+    left = [commits[i] for i in range(lo + 1, hi)]
+    counted = f"{record.builds} build(s) of at most {record.max_steps} over {len(commits)} commits"
+    if not left:
         record.first_bad = commits[hi]
-        record.why = f"{record.builds} build(s) of at most {record.max_steps} over {len(commits)} commits"
+        record.why = counted
+    else:
+        record.candidates = (*left, commits[hi])
+        reasons = "; ".join(f"{commits[i].sha[:12]}: {skipped[i].detail}" for i in range(lo + 1, hi))
+        record.why = f"only skipped commits were left to test ({reasons}); {counted}"
     return record
 
 
-def _buildable(lo: int, hi: int, tried: dict[int, StepResult]) -> int | None:
+def _test_good_end(record: Bisection, good: Commit, try_commit: Callable[[Commit], StepResult], say: Say) -> None:
+    """No step passed: the last good commit itself, tonight. Failing too, tonight's failure is not in this range;
+    not judged, nothing in the range can be named."""
+    result = _run(record, good, try_commit, say)
+    if result.status == Status.FAIL:
+        record.good_fails = True
+        record.why = (
+            f"the last good commit {good.sha[:12]} fails tonight too ({result.detail}): the environment, a dependency "
+            "or the host changed, not these commits"
+        )
+    elif result.status != Status.PASS:
+        record.why = f"the last good commit {good.sha[:12]} could not be judged tonight: {result.detail}"
+
+
+def _untried(lo: int, hi: int, skipped: dict[int, StepResult]) -> int | None:
     """The middle of the open range, or the nearest commit to it that was not skipped already."""
     middle = (lo + hi) // 2
     for offset in range(hi - lo):
         for candidate in (middle + offset, middle - offset):
-            if lo < candidate < hi and candidate not in tried:
+            if lo < candidate < hi and candidate not in skipped:
                 return candidate
     return None
 

@@ -1,96 +1,205 @@
 """A failing built night whose main alone fails: each step builds one commit of main between the last good night and
 tonight (an overlay where its native inputs equal a base's, skipped where the profile cannot build it) and runs only
-the entries that failed tonight; the history is read, never written. Its files live in runs/<run>/culprit/."""
+the entries that failed tonight; the history is read, never written. Where vLLM and FlashInfer both moved, one trial
+(or two) first tells which source to bisect, the other held. Every reason a bisection does not run is said. Its
+files live in runs/<run>/culprit/."""
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pipeline.errors import SparkNightlyError
 from pipeline.infra.git import Git, mirror_dir
 from pipeline.outcome import Outcome
 from pipeline.places import RunDir
-from pipeline.stages.aftermath.bisect import Bisection, Commit, StepResult, bisect_main, step_bound
-from pipeline.stages.aftermath.trial_bench import Failing, TrialBench, failed_at, trial_verdict
+from pipeline.stages.aftermath.bisect import (
+    Bisection,
+    Commit,
+    MovedSource,
+    StepResult,
+    bisect_main,
+    separate,
+)
+from pipeline.stages.aftermath.trial_bench import Failing, TrialBench, failed_at, step_verdict
 from pipeline.stages.build.build_plan import BuildPlan, SourcePlan
 from pipeline.stages.build.night_build import NativeBuildNeeded
 from pipeline.stages.build.resolve import Source
 from pipeline.status import Status
 
 
-class CommitSteps:
-    """Builds and tests one commit of the bisected source, the other sources at tonight's main."""
+@dataclass(frozen=True)
+class NotBisected:
+    """Why main's history was not bisected tonight, in one line for the summary and the alert."""
 
-    def __init__(
-        self,
-        bench: TrialBench,
-        *,
-        plan: BuildPlan,
-        bisected: str,
-        run: RunDir,
-        failing: Sequence[Failing],
-    ) -> None:
-        self.bench, self.plan, self.bisected, self.run, self.failing = bench, plan, bisected, run, failing
+    why: str
+
+    def describe(self) -> str:
+        return f"not bisected: {self.why}"
+
+
+class CommitSteps:
+    """Builds and tests the sources at given commits (the bisected one at a step's commit, the others held)."""
+
+    def __init__(self, bench: TrialBench, *, plan: BuildPlan, run: RunDir, failing: Sequence[Failing]) -> None:
+        self.bench, self.plan, self.run, self.failing = bench, plan, run, failing
         self.count = 0
 
-    def __call__(self, commit: Commit) -> StepResult:
+    def stepping(self, bisected: str, held: Mapping[str, str]) -> _Stepping:
+        return _Stepping(self, bisected, held)
+
+    def try_commits(self, commits: Mapping[str, str]) -> StepResult:
+        """One trial of these commits (by source; a source not named at tonight's main), judged as a bisection
+        step: bad only where it fails as tonight failed."""
         started = time.monotonic()
         self.count += 1
         trial = self.run.culprit_trial(f"{self.run.id}-bisect{self.count}")
         sources = [
-            Source(s.name, s.repo, commit.sha if s.name == self.bisected else s.main_commit, (), f"sources.{s.name}")
+            Source(s.name, s.repo, commits.get(s.name, s.main_commit), (), f"sources.{s.name}")
             for s in self.plan.sources
         ]
         try:
             built = self.bench.build(trial, sources)
         except NativeBuildNeeded as exc:
-            return StepResult(Status.SKIPPED, str(exc), "not built", time.monotonic() - started)
-        except SparkNightlyError as exc:
-            return StepResult(Status.INCONCLUSIVE, f"{type(exc).__name__}: {exc}", "", time.monotonic() - started)
-        if built.candidate is None:
-            return StepResult(Status.FAIL, built.refused, built.how, time.monotonic() - started)
+            return StepResult(Status.SKIPPED, str(exc), "not built", time.monotonic() - started, built=False)
+        except SparkNightlyError as exc:  # a compile error, a broken resolve, a refused base: not judged, not retried
+            why = f"does not build here: {type(exc).__name__}: {exc}"
+            return StepResult(Status.SKIPPED, why, "build failed", time.monotonic() - started)
+        if built.candidate is None:  # bad only where tonight's failure was the wheels' inspection itself
+            status = Status.SKIPPED if self.failing else Status.FAIL
+            return StepResult(status, built.refused, built.how, time.monotonic() - started)
         outcomes = self.bench.run(self.failing, built.candidate, trial)
-        status, detail = trial_verdict(outcomes)
+        status, detail = step_verdict(self.failing, outcomes)
         return StepResult(status, detail, built.how, time.monotonic() - started)
 
 
+@dataclass(frozen=True)
+class _Stepping:
+    """The step function of one bisection: the bisected source at the step's commit, the others held."""
+
+    steps: CommitSteps
+    bisected: str
+    held: Mapping[str, str]
+
+    def __call__(self, commit: Commit) -> StepResult:
+        return self.steps.try_commits({**self.held, self.bisected: commit.sha})
+
+
 def main_commits(mirror: Git, good: str, tonight: str) -> list[Commit]:
-    """main's first-parent commits after `good` up to `tonight`, oldest first."""
+    """main's first-parent commits after `good` up to `tonight` that contain `good`, oldest first: a good commit
+    reached only through a merge's second parent is in none of the first-parent commits before that merge."""
     out = mirror("log", "--first-parent", "--reverse", "--format=%H%x1f%s%x1f%aI", f"{good}..{tonight}")
-    return [Commit(*line.split("\x1f")) for line in out.splitlines() if line]
+    containing = set(mirror("rev-list", "--ancestry-path", f"{good}..{tonight}").split())
+    commits = [Commit(*line.split("\x1f")) for line in out.splitlines() if line]
+    return [commit for commit in commits if commit.sha in containing]
+
+
+def commit_of(mirror: Git, sha: str) -> Commit:
+    return Commit(*mirror("log", "-1", "--format=%H%x1f%s%x1f%aI", sha).strip().split("\x1f"))
+
+
+@dataclass(frozen=True)
+class Moved:
+    """One source's main since the last good night."""
+
+    source: SourcePlan
+    good: str
+    mirror: Git
+
+    @property
+    def name(self) -> str:
+        return self.source.name
+
+    @property
+    def tonight(self) -> str:
+        return self.source.main_commit
+
+
+def moved_sources(plan: BuildPlan, before: Mapping[str, Any], cache_dir: Path) -> list[Moved] | NotBisected:
+    """The sources whose main moved since the last good night (`before`: its sources by name), each from its
+    last good main, which must be an ancestor of tonight's; else why nothing can be bisected."""
+    moved = []
+    for source in plan.sources:
+        if source.name not in before or before[source.name]["main_commit"] == source.main_commit:
+            continue
+        mirror = Git(mirror_dir(cache_dir, source.repo))
+        good = before[source.name]["main_commit"]
+        if not mirror.is_ancestor(good, source.main_commit):
+            return NotBisected(
+                f"{source.name}: the last good night's main {good[:12]} is no ancestor of tonight's "
+                f"{source.main_commit[:12]} (main was force-pushed)"
+            )
+        moved.append(Moved(source, good, mirror))
+    if not moved:
+        return NotBisected("no source's main moved since the last good night: tonight's failure is not main's history")
+    return moved
 
 
 def bisect_failing_main(
     bench: TrialBench, plan: BuildPlan, *, run: RunDir, outcomes: Sequence[Outcome]
-) -> Bisection | None:
-    """The bisection of the one source whose main moved since the last good night (None when there is no record,
-    no move, or more than one source moved: then the range is what the night names)."""
-    settings, say = bench.settings, bench.say
-    last_good = settings.places.state.last_good
+) -> Bisection | NotBisected:
+    """The bisection of the source whose main moved since the last good night; where two moved, the one a trial
+    with the other at its last good commit shows guilty. Every reason it does not run is the answer."""
+    last_good = bench.settings.places.state.last_good
     if not last_good.exists():
-        return None
-    before = json.loads(last_good.read_text())["sources"]
-    moved = [s for s in plan.sources if s.name in before and before[s.name]["main_commit"] != s.main_commit]
-    if len(moved) != 1:
-        return None
-    source: SourcePlan = moved[0]
-    mirror = Git(mirror_dir(settings.places.cache, source.repo))
-    good = before[source.name]["main_commit"]
-    if not mirror.is_ancestor(good, source.main_commit):
-        return None
-    commits = main_commits(mirror, good, source.main_commit)
-    failing = failed_at(bench.config.matrix.entries, outcomes)
-    steps = CommitSteps(bench, plan=plan, bisected=source.name, run=run, failing=failing)
-    bound = min(settings.culprit_bisect_steps, step_bound(len(commits)))
-    say(f"bisect: {source.name} main {good[:12]}..{source.main_commit[:12]}, {len(commits)} commits, at most {bound}")
-    found = bisect_main(source.name, good, commits, steps, max_steps=bound, say=say)
+        return NotBisected("this runner has no last good night to bisect from")
+    moved = moved_sources(plan, json.loads(last_good.read_text())["sources"], bench.settings.places.cache)
+    if isinstance(moved, NotBisected):
+        return moved
+    steps = CommitSteps(bench, plan=plan, run=run, failing=failed_at(bench.config.matrix.entries, outcomes))
+    found: Bisection | NotBisected
+    if len(moved) == 1:
+        found = _bisect(bench, steps, moved[0], held={}, good_tested=False)
+    else:
+        found = _separate_then_bisect(bench, steps, moved)
     save(run.bisection, found)
     return found
 
 
-def save(path: Path, found: Bisection) -> None:
+def _separate_then_bisect(bench: TrialBench, steps: CommitSteps, moved: Sequence[Moved]) -> Bisection | NotBisected:
+    """Two moved sources: a trial of one alone (bisect.separate) tells which to bisect, the other held."""
+    if len(moved) != 2:
+        return NotBisected(f"{len(moved)} sources moved: {', '.join(m.name for m in moved)}")
+    by_name = {m.name: m for m in moved}
+    first, second = (MovedSource(m.name, m.good, m.tonight) for m in moved)
+    chosen = separate(first, second, steps.try_commits)
+    for line in chosen.trials:
+        bench.say(f"bisect: {line}")
+    if chosen.bisect is None:
+        return NotBisected(f"{first.name} and {second.name} both moved; {chosen.why}")
+    found = _bisect(bench, steps, by_name[chosen.bisect.name], held=chosen.held, good_tested=chosen.good_tested)
+    found.separated_by = chosen.trials
+    return found
+
+
+def _bisect(
+    bench: TrialBench, steps: CommitSteps, moved: Moved, *, held: Mapping[str, str], good_tested: bool
+) -> Bisection:
+    commits = main_commits(moved.mirror, moved.good, moved.tonight)
+    bound = bench.settings.culprit_bisect_steps
+    held_text = ", ".join(f"{name} at {sha[:12]}" for name, sha in held.items())
+    bench.say(
+        f"bisect: {moved.name} main {moved.good[:12]}..{moved.tonight[:12]}, {len(commits)} commits, at most {bound}"
+        + (f"; {held_text}" if held_text else "")
+    )
+    found = bisect_main(
+        moved.name,
+        commit_of(moved.mirror, moved.good),
+        commits,
+        steps.stepping(moved.name, held),
+        max_steps=bound,
+        good_tested=good_tested,
+        say=bench.say,
+    )
+    found.held = held_text
+    return found
+
+
+def save(path: Path, found: Bisection | NotBisected) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(found.to_json(), indent=2) + "\n")
+    data = found.to_json() if isinstance(found, Bisection) else {"not_bisected": found.why}
+    path.write_text(json.dumps(data, indent=2) + "\n")

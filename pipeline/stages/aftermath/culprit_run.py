@@ -22,7 +22,7 @@ from pipeline.places import RunDir
 from pipeline.progress import Say
 from pipeline.settings import Settings
 from pipeline.stages.aftermath.bisect import Bisection
-from pipeline.stages.aftermath.bisect_run import bisect_failing_main
+from pipeline.stages.aftermath.bisect_run import NotBisected, bisect_failing_main
 from pipeline.stages.aftermath.culprit import CulpritSearch, PullRef, TrialResult, find_culprits
 from pipeline.stages.aftermath.suspects import describe_main_suspects, grafted_prs, pull_url, subset_sources
 from pipeline.stages.aftermath.trial_bench import Failing, TrialBench, failed_at, trial_verdict
@@ -121,11 +121,12 @@ def find_culprit(
 
     def bisected(why: str, search: CulpritSearch | None) -> CulpritFindings:
         """main itself broke: its commits since the last good night halved, where the night can afford it."""
-        found = None
         if settings.culprit_bisect_steps > 0:
-            found = bisect_failing_main(bench, plan, run=night.run, outcomes=outcomes)
-        named = f"{found.describe()}; " if found is not None else ""
-        return CulpritFindings(f"{why}{named}{main_suspects}", search, None, bisection=found)
+            found: Bisection | NotBisected = bisect_failing_main(bench, plan, run=night.run, outcomes=outcomes)
+        else:
+            found = NotBisected("culprit.bisect_steps is 0 on this runner")
+        bisection = found if isinstance(found, Bisection) else None
+        return CulpritFindings(f"{why}{found.describe()}; {main_suspects}", search, None, bisection=bisection)
 
     if not prs:
         return bisected("", None)

@@ -62,12 +62,19 @@ def _bisection_section(bisection: Mapping[str, Any]) -> list[str]:
     if bad:
         pr = f", PR #{bisection['first_bad_pr']}" if bisection.get("first_bad_pr") else ""
         found = f"first bad commit: {bad['sha'][:12]} {bad['subject']} ({bad['date'][:10]}{pr})"
+    elif bisection.get("good_fails"):
+        found = f"not main's history: the last good commit {bisection['good'][:12]} fails tonight too"
+    elif bisection.get("candidates"):
+        found = f"the first bad commit is one of {', '.join(sha[:12] for sha in bisection['candidates'])}"
     else:
         found = f"broke between {bisection['last_good'][:12]} and {bisection['last_bad'][:12]}"
+    held = f" ({bisection['held']})" if bisection.get("held") else ""
     lines = [
         "",
-        f"## Bisection of {bisection['source']} main",
+        f"## Bisection of {bisection['source']} main{held}",
         "",
+        *[f"- chosen by: {line}" for line in bisection.get("separated_by") or ()],
+        *([""] if bisection.get("separated_by") else []),
         f"{found}: {bisection['why']}.",
         "",
         "| step | commit | built | time | verdict | detail |",

@@ -115,17 +115,53 @@ def trial_verdict(outcomes: Sequence[Outcome]) -> tuple[Status, str]:
 class Failing:
     """An entry that failed tonight, as a trial runs it again: up to the stage it failed at, and the cells that
     FAILed it, each with tonight's B/A where its pairs measured one, which the trial asks about (PairRules.
-    against_tonight) and no other cell."""
+    against_tonight) and no other cell; `failures` names each failing check or cell, which a bisection step must
+    fail again to be bad."""
 
     entry: ModelEntry
     stage: str
     slowdowns: Mapping[str, float | None] = field(default_factory=dict)
+    failures: frozenset[str] = frozenset()
 
 
 def failed_at(entries: Sequence[ModelEntry], outcomes: Sequence[Outcome]) -> list[Failing]:
-    """The entries that failed tonight, each with the stage it failed at and its cells' slowdowns."""
+    """The entries that failed tonight, each with the stage it failed at, its cells' slowdowns and its failures."""
     failed = {o.entry: o for o in outcomes if o.status == Status.FAIL}
-    return [Failing(e, failed[e.id].stage, slowdowns(failed[e.id])) for e in entries if e.id in failed]
+    return [
+        Failing(e, failed[e.id].stage, slowdowns(failed[e.id]), failure_names(failed[e.id]))
+        for e in entries
+        if e.id in failed
+    ]
+
+
+def failure_names(outcome: Outcome) -> frozenset[str]:
+    """Each failing check or cell of an outcome by its alert key and subject ('m:golden drift capital-of-france')."""
+    return frozenset(f"{f.key} {f.subject or f.what}" for f in outcome.failures)
+
+
+def step_verdict(failing: Sequence[Failing], outcomes: Sequence[Outcome]) -> tuple[Status, str]:
+    """A bisection step's answer as `git bisect` reads one: FAIL (bad) where an entry fails as it failed tonight (the
+    same stage, the same checks or cells or more), PASS (good) where every entry passes what failed tonight, else
+    SKIPPED with why: it failed otherwise (another stage, other checks), or could not be judged (the host, a
+    prerequisite). A skipped step is neither good nor bad: the search goes on around it."""
+    tonight = {f.entry.id: f for f in failing}
+    bad, other = [], []
+    for outcome in outcomes:
+        was = tonight.get(outcome.entry)
+        if outcome.status in {Status.PASS, Status.XFAIL}:
+            continue
+        if was is not None and outcome.status == Status.FAIL and outcome.stage == was.stage:
+            if failure_names(outcome) >= was.failures:
+                bad.append(f"{outcome.entry}: {outcome.reason}")
+                continue
+            other.append(f"{outcome.entry}: fails other checks at {outcome.stage}: {outcome.reason}")
+        else:
+            other.append(f"{outcome.entry}: {outcome.status.value} at {outcome.stage}: {outcome.reason}")
+    if bad:
+        return Status.FAIL, "; ".join(bad)[:500]
+    if other:
+        return Status.SKIPPED, "not tonight's failure: " + "; ".join(other)[:480]
+    return trial_verdict(outcomes)
 
 
 def slowdowns(outcome: Outcome) -> dict[str, float | None]:
