@@ -35,8 +35,14 @@ from pipeline.settings import Resolved, Settings, declarations, from_environment
 Handler = Callable[[argparse.Namespace, Resolved], int]
 
 
-def _common_options() -> argparse.ArgumentParser:
-    """Options every subcommand accepts, before or after its name (SUPPRESS keeps either place's value)."""
+# `--set` before the subcommand and after it: argparse gives a subcommand's options a namespace of their own and
+# copies it over the top level's, so one list for both would lose the first place's; the later wins per key
+SET_BEFORE, SET_AFTER = "overrides_before", "overrides"
+
+
+def _common_options(set_dest: str = SET_AFTER) -> argparse.ArgumentParser:
+    """Options every subcommand accepts, before or after its name (SUPPRESS keeps either place's value; a flag
+    given in both places takes the later)."""
     common = argparse.ArgumentParser(add_help=False)
     group = common.add_argument_group("settings")
     group.add_argument(
@@ -49,7 +55,7 @@ def _common_options() -> argparse.ArgumentParser:
         "--set",
         metavar="KEY=VALUE",
         action="append",
-        dest="overrides",
+        dest=set_dest,
         default=argparse.SUPPRESS,
         help="override one setting, e.g. --set sources.vllm.prs=12345,12346 (repeatable)",
     )
@@ -71,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     common = _common_options()
     parser = argparse.ArgumentParser(
         prog="spark-nightly",
-        parents=[common],
+        parents=[_common_options(SET_BEFORE)],
         description="Nightly regression gate for vLLM + FlashInfer wheels on the DGX Spark.",
         epilog="Exit codes: " + "; ".join(f"{code.value} {code.meaning()}" for code in ExitCode) + ".",
     )
@@ -142,7 +148,7 @@ def _cli_values(args: argparse.Namespace) -> list[tuple[str, str, str]]:
         flagged = getattr(args, f"flag_{decl.name}", None)
         if flagged is not None:
             values.append((decl.key, flagged, f"{decl.flag} {flagged}"))
-    for override in getattr(args, "overrides", []):
+    for override in [*getattr(args, SET_BEFORE, []), *getattr(args, SET_AFTER, [])]:
         key, sep, value = override.partition("=")
         if not sep:
             raise UsageError(f"--set {override!r} needs KEY=VALUE")

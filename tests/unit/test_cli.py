@@ -72,6 +72,17 @@ def test_an_unexpected_exception_is_reported_as_our_bug_with_exit_70(
     assert ("Traceback (most recent call last)" in err) == debug
 
 
+def test_set_before_and_after_the_command_both_apply_the_later_winning(
+    config_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--set` before the command was dropped when the command had one too (the subcommand's list replaced it)."""
+    argv = ["--set", "publish.keep_nights=7", "--set", "culprit.bisect_steps=5", "show"]
+    assert main([*argv, "--set", "culprit.bisect_steps=3"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert any(line.split()[:2] == ["publish.keep_nights", "7"] for line in lines)
+    assert any(line.split()[:2] == ["culprit.bisect_steps", "3"] for line in lines)
+
+
 def test_a_malformed_set_is_a_usage_error(config_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["show", "--set", "profile"]) == 2
     assert "--set 'profile' needs KEY=VALUE" in capsys.readouterr().err
