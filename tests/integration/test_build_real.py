@@ -116,4 +116,5 @@ def test_the_lock_pins_every_file_with_its_hash_and_refuses_a_cpu_torch_on_a_gpu
     assert names["demo-kernels"].sha256 == sha256_of(wheel)
     text = locked.path.read_text()
     assert "demo-kernels==1.0+g0123456.d20261121 --hash=sha256:" in text
+    assert text.splitlines()  # not empty: an assert over nothing passes
     assert all(" --hash=sha256:" in line for line in text.splitlines())

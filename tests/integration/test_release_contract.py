@@ -62,6 +62,7 @@ def test_a_passing_night_becomes_a_published_prerelease_with_its_evidence(store:
     assert names == sorted(
         [INDEX, MANIFEST, "lock.txt", "vllm-0.27.2.dev1+g0123456.d20261121-cp38-abi3-linux_aarch64.whl"]
     )
+    assert release.assets  # not empty: an assert over nothing passes
     assert all(a.state == "uploaded" and a.digest and a.digest.startswith("sha256:") for a in release.assets)
     index = read_index(store)
     assert index["latest"] == tag

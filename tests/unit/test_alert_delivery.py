@@ -208,4 +208,5 @@ def test_a_secret_quoted_by_a_crash_is_masked_everywhere_it_could_be_read(tmp_pa
     written = [p.read_text() for p in (tmp_path / "runs").rglob("*.md")]
     assert written and all(TOKEN not in text and "token ***" in text for text in written)
     assert TOKEN not in state.read_text() and "token ***" in state.read_text()  # the pending copy is masked too
+    assert said  # not empty: an assert over nothing passes
     assert all(TOKEN not in line for line in said)

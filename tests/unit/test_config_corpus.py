@@ -38,6 +38,7 @@ def test_malformed_config_is_refused_with_its_exact_message(
     assert out == ""
     assert lines == expected_lines(case)
     assert lines[-1].startswith("error: ")
+    assert lines[:-1]  # not empty: an assert over nothing passes
     assert all(LOCATED.match(line) for line in lines[:-1]), lines
 
 

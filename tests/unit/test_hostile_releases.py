@@ -109,7 +109,7 @@ def test_the_local_store_never_follows_a_link_among_its_assets(tmp_path: Path) -
     with pytest.raises(StoreContentError):
         fetch_night(store, "latest", tmp_path / "dest")
     fetched = [path for path in (tmp_path / "dest").rglob("*") if path.is_file()]
-    assert all(path.read_bytes() != secret.read_bytes() for path in fetched)
+    assert [path for path in fetched if path.read_bytes() == secret.read_bytes()] == []  # whatever was fetched
 
 
 def test_a_release_folder_that_is_a_link_is_refused(tmp_path: Path) -> None:

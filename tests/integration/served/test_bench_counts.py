@@ -25,6 +25,7 @@ def test_tokens_are_counted_from_the_stream_and_match_the_server(cpu_server: Ser
     assert result.client_generated_tokens == RUNS * 32  # ignore_eos + min_tokens: exactly tg tokens each run
     assert result.server_generated_tokens == result.client_generated_tokens
     requests = [r for run in result.runs for r in run.requests]
+    assert requests  # not empty: an assert over nothing passes
     assert all(r.server_prompt_tokens == 128 for r in requests)  # the template's tokens included
     assert all(r.prompt_tokens == 128 - 30 for r in requests)  # counted as llama-benchy counts them (see perf.py)
 
@@ -38,6 +39,7 @@ def test_the_bench_command_prints_a_verdict_per_cell_and_writes_every_sample(
     assert "pp128 (c1) |" in out and "tg32 (c4) |" in out
     data = json.loads(report.read_text())
     assert set(data["verdicts"]) == {"pp128 (c1)", "tg32 (c1)", "pp128 (c4)", "tg32 (c4)"}
+    assert data["cases"]  # not empty: an assert over nothing passes
     assert all(len(case["runs"]) == 2 for case in data["cases"])
     statuses = [Status(v["status"]) for v in data["verdicts"].values()]
     assert code == worst(statuses).exit_code
