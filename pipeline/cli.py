@@ -31,6 +31,7 @@ from pipeline.config.thresholds import Reference
 from pipeline.errors import ConfigError, ExitCode, PipelineCrash, SparkNightlyError, UsageError
 from pipeline.infra.safe_files import shown
 from pipeline.settings import Resolved, Settings, declarations, from_environment
+from pipeline.stages.build.base_history import pinned_trees
 
 Handler = Callable[[argparse.Namespace, Resolved], int]
 
@@ -184,6 +185,9 @@ def _validate(args: argparse.Namespace, resolved: Resolved) -> int:
                 f"note: profile {profile.name}: no cluster file ({resolved.settings.cluster_file}): "
                 f"{', '.join(clustered)} skipped on this runner (docs/runbook.md, 'Adding a second Spark')"
             )
+    for history in pinned_trees(resolved.settings, config.matrix.profiles[resolved.settings.profile]):
+        if history.holds is not True:
+            print(f"note: profile {resolved.settings.profile}: {history.line()}")
     return 0
 
 

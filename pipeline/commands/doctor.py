@@ -29,6 +29,7 @@ from pipeline.infra.safe_files import shown
 from pipeline.infra.supply import ONLINE, Supply, runtime_folder
 from pipeline.infra.weights import package_folder, verified
 from pipeline.settings import Settings
+from pipeline.stages.build.base_history import BaseHistory, pinned_trees
 from pipeline.stages.build.night_build import toolchain_for
 from pipeline.stages.build.preflight import Check, build_checks, disk_check
 from pipeline.stages.prove.boot import candidate_set, hf_cache
@@ -83,6 +84,9 @@ def prerequisites(
         ]
     else:
         checks += _gpu(profile)
+    if profile.candidate_from == "build":
+        checks += [_pinned_tree(history) for history in pinned_trees(settings, profile)]
+    if profile.accelerator != "cpu":
         if profile.candidate_from == "build":
             toolchain = toolchain_for(profile, settings)
             checks += build_checks(toolchain, settings.places.runs, min_free_gib=settings.build_min_free_gib, rust=True)
@@ -151,6 +155,12 @@ def _cpu_runtime(settings: Settings, profile: Profile, entries: Sequence[ModelEn
                 )
             )
     return checks
+
+
+def _pinned_tree(history: BaseHistory) -> Check:
+    """A pinned base whose tree the built repository lacks: every night of the profile would exit 2."""
+    found = f"{history.tree[:12]} {history.why.split(';')[0]}"
+    return Check(f"base tree ({history.family})", history.holds is not False, found, history.why.partition("; ")[2])
 
 
 def _cpu(runtime_root: Path) -> Check:

@@ -38,6 +38,12 @@ class Git:
             ["git", "-C", str(self.path), *args], timeout_s=_QUICK_S, env=_environment(env), check=check
         ).strip()
 
+    def paths(self, command: str, *args: str) -> list[str]:
+        """A listing of paths (`diff --name-only`, `ls-tree`) exactly as git stores them: asked with -z and split on
+        NUL. Without -z git quotes a path with non-ASCII or '"' characters ('"csrc/k\\303\\251rnel.cu"'), which
+        then starts with no prefix a rule knows: a native source read as Python."""
+        return [path for path in self(command, "-z", *args).split("\0") if path]
+
     def succeeds(self, *args: str) -> bool:
         try:
             self(*args)

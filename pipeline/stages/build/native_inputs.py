@@ -39,13 +39,19 @@ NATIVE_INPUTS: dict[str, tuple[str, ...]] = {
         "vllm/vllm_flash_attn/",
         "vllm/third_party/triton_kernels/",
     ),
-    # FlashInfer's AOT wheels (flashinfer-cubin, flashinfer-jit-cache): the kernels and what compiles them.
-    # flashinfer-python is its Python plus the kernel sources, rebuilt every night.
+    # FlashInfer's AOT wheels (flashinfer-cubin, flashinfer-jit-cache): the kernels and what compiles them, and
+    # every file their build backends import or read (tests/integration/test_flashinfer_backend_inputs.py reads the
+    # backends of FlashInfer's real tree and fails on one this list lacks): flashinfer-cubin downloads the cubins
+    # flashinfer/artifacts.py names (paths and sha256s), flashinfer-jit-cache compiles flashinfer/aot.py's module
+    # list, both import the root build_utils.py. flashinfer-python is its Python plus the kernel sources, rebuilt
+    # every night.
     "flashinfer": (
         "csrc/",
         "include/",
         "3rdparty/",
         "flashinfer/jit/",
+        "flashinfer/artifacts.py",
+        "flashinfer/aot.py",
         "flashinfer-cubin/",
         "flashinfer-jit-cache/",
         "scripts/",
@@ -53,6 +59,7 @@ NATIVE_INPUTS: dict[str, tuple[str, ...]] = {
         "pyproject.toml",
         "requirements.txt",
         "build_backend.py",
+        "build_utils.py",
         "version.txt",
         ".gitmodules",
     ),
@@ -94,14 +101,14 @@ class TreeChange:
 
 def tree_change(family: str, mirror: Git, base: str, tonight: str) -> TreeChange:
     """What changed between two commits (or trees) of one repository."""
-    changed = tuple(sorted(mirror("diff", "--name-only", "--no-renames", base, tonight).splitlines()))
+    changed = tuple(sorted(mirror.paths("diff", "--name-only", "--no-renames", base, tonight)))
     return TreeChange(changed, native_paths(family, changed))
 
 
 def native_digest(family: str, mirror: Git, commit: str) -> str:
     """The content of a tree's native inputs: one digest over each native file's path and blob, so two trees whose
     native inputs are byte for byte equal share it, whatever else differs."""
-    listing = mirror("ls-tree", "-r", "--full-tree", commit).splitlines()
+    listing = mirror.paths("ls-tree", "-r", "--full-tree", commit)
     return digest_of(family, (_path_and_blob(line) for line in listing))
 
 

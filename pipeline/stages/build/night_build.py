@@ -335,12 +335,19 @@ def _remember_native_build(result: BuildResult, source: BuildSource, toolchain: 
     wheel = next((p for p in entry.paths() if p.name.split("-", 1)[0] == source.family), None)
     if wheel is None:
         return
+    mirror = Git(source.mirror)
+    digest = native_digest(source.family, mirror, source.commit)
+    # a night with grafted PRs builds a commit no later main descends from: where main's natives are the graft's,
+    # the build is recorded under main's commit, so the nights after it place the base in their history
+    main = source.main_commit
+    on_main = main is not None and main != source.commit and native_digest(source.family, mirror, main) == digest
     NativeBuilds(native_builds_book(cache.root.parent)).add(
         source.family,
         wheel=wheel,
-        commit=source.commit,
-        digest=native_digest(source.family, Git(source.mirror), source.commit),
+        commit=main if on_main and main is not None else source.commit,
+        digest=digest,
         toolchain=toolchain.identity(host_identity()),
+        built_from=source.commit,
     )
 
 

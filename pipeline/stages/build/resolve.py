@@ -175,7 +175,7 @@ def _graft(
     if mirror.is_ancestor(head, main_sha):
         return outcome("skipped", f"head {head[:12]} is already contained in main")
     merge_base = mirror("merge-base", main_sha, head)
-    if refusal is not None and (why := refusal(mirror("diff", "--name-only", merge_base, head).splitlines())):
+    if refusal is not None and (why := refusal(mirror.paths("diff", "--name-only", merge_base, head))):
         return outcome("dropped", why, merge_base)
     # The PR as one change from its merge-base: cherry-picking that replays exactly its diff, three-way.
     squashed = mirror.commit_as_us(
@@ -185,7 +185,7 @@ def _graft(
     pinned_note = f" (pinned; the PR's head is now {moved[:12]})" if moved else ""
     kept: tuple[str, ...] = ()
     if not tree.succeeds("cherry-pick", "--no-commit", squashed):
-        conflicted = tuple(tree("diff", "--name-only", "--diff-filter=U").splitlines())
+        conflicted = tuple(tree.paths("diff", "--name-only", "--diff-filter=U"))
         code = [path for path in conflicted if not is_non_code(path)]
         if code or not conflicted:
             _abandon(tree)

@@ -31,13 +31,23 @@ class BuildSource:
     mirror: Path | None = None
     commit: str | None = None
     sdist: Path | None = None
+    main_commit: str | None = None  # main's commit the built one was grafted onto (the same where nothing was)
 
     @staticmethod
     def from_plan(plan: SourcePlan, mirror: Path) -> BuildSource:
         # The commit's own date, not tonight's: an unchanged source must give the same version and cache key.
         date = datetime.fromisoformat(plan.main_date)
         label = f"g{plan.commit[:9]}.d{date.astimezone(UTC):%Y%m%d}"
-        return BuildSource(plan.name, f"git-tree:{plan.tree}", label, int(date.timestamp()), mirror, plan.commit)
+        return BuildSource(
+            plan.name,
+            f"git-tree:{plan.tree}",
+            label,
+            int(date.timestamp()),
+            mirror,
+            plan.commit,
+            None,
+            plan.main_commit,
+        )
 
     @staticmethod
     def from_sdist(family: str, sdist: Path) -> BuildSource:
