@@ -20,7 +20,7 @@ from pipeline.checks.natives import LoadKind, PlannedLoad
 from pipeline.config.matrix import Profile, TorchExpectation
 from pipeline.infra import procs
 from pipeline.infra.runtime import Runtime
-from pipeline.stages.prove.smoke import load_each, smoke
+from pipeline.stages.prove.smoke import SmokeReport, load_each, smoke
 from tests.integration.conftest import CpuEngine
 from tests.integration.fake_vllm import UNLINKED, vllm_distribution
 
@@ -65,6 +65,14 @@ def _emulated(root: Path, qemu: str, real: Runtime, *, site: Path | None = None)
     return Runtime(root, "emulated", (), ())
 
 
+def _smoke_over(tmp_path: Path, name: str, qemu: str, real: Runtime, natives: dict[str, str]) -> SmokeReport:
+    """The smoke of the real runtime, emulated, with a made-up `vllm` distribution of these natives first."""
+    site = tmp_path / name / "site"
+    vllm_distribution(site, natives, VERSION, tmp_path / name)
+    runtime = _emulated(tmp_path / name / "runtime", qemu, real, site=site)
+    return smoke(runtime, CPU, tmp_path / name / "logs", entry_point_needed=False)
+
+
 @pytest.fixture()
 def no_leftovers(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Every process a test starts is marked; none may outlive it."""
@@ -106,42 +114,26 @@ def test_a_native_that_needs_an_instruction_the_cpu_lacks_names_the_host_not_the
 ) -> None:
     """A made-up native whose loading runs AVX-512, and a wheel whose only kernel variant is `_C_AVX512`: the host
     is named (the entry ends INCONCLUSIVE), nothing fails."""
-    site = tmp_path / "site"
-    vllm_distribution(site, {"_spin_C": NEEDS_AVX512}, VERSION, tmp_path)
-    lone = smoke(
-        _emulated(tmp_path / "lone", qemu, real_runtime, site=site),
-        CPU,
-        tmp_path / "lone-logs",
-        entry_point_needed=False,
-    )
+    lone = _smoke_over(tmp_path, "lone", qemu, real_runtime, {"_spin_C": NEEDS_AVX512})
     assert lone.reason == ""  # no failing check: nothing blamed on the build
     assert lone.host_lack == (
         "vllm._spin_C died of an illegal instruction: this CPU cannot execute it (x86_64 with AVX2, no AVX-512): "
         f"vllm {VERSION} cannot run here"
     )
-    only = tmp_path / "only-avx512"
-    vllm_distribution(only, {"_C_AVX512": NEEDS_AVX512}, VERSION, tmp_path)
-    variant = smoke(
-        _emulated(tmp_path / "variant", qemu, real_runtime, site=only),
-        CPU,
-        tmp_path / "v-logs",
-        entry_point_needed=False,
-    )
+    variant = _smoke_over(tmp_path, "variant", qemu, real_runtime, {"_C_AVX512": NEEDS_AVX512})
     assert variant.reason == ""
     assert variant.host_lack == (
         f"this CPU (x86_64 with AVX2, no AVX-512) runs no variant of vllm._C: vllm {VERSION} needs AVX-512"
     )
-    assert not (tmp_path / "v-logs" / "smoke-native-vllm._C_AVX512.log").exists()  # never loaded
+    assert not (tmp_path / "variant" / "logs" / "smoke-native-vllm._C_AVX512.log").exists()  # never loaded
 
 
 def test_an_overlay_on_a_wrong_base_still_fails_on_an_avx2_cpu_naming_the_module_and_the_base(
     tmp_path: Path, qemu: str, real_runtime: Runtime, no_leftovers: None
 ) -> None:
     """The AVX2 kernels vLLM loads there do not link: the build's, whatever the host lacks besides."""
-    site = tmp_path / "site"
-    package = vllm_distribution(site, {"_C": NEEDS_AVX512, "_C_AVX2": UNLINKED}, VERSION, tmp_path)
-    runtime = _emulated(tmp_path / "emulated", qemu, real_runtime, site=site)
-    report = smoke(runtime, CPU, tmp_path / "logs", entry_point_needed=False)
+    report = _smoke_over(tmp_path, "wrong-base", qemu, real_runtime, {"_C": NEEDS_AVX512, "_C_AVX2": UNLINKED})
+    package = tmp_path / "wrong-base" / "site" / "vllm"
     assert report.host_lack is None
     assert report.reason == (
         f"native modules: vllm._C_AVX2 does not import in vllm {VERSION}: ImportError: "

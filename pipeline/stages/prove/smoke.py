@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.checks.natives import (
+    ISA_NAMES,
     HostIsa,
     LoadResult,
     NativesVerdict,
@@ -75,9 +76,9 @@ except Exception:
         have = set(line.partition(":")[2].split())
     except (OSError, StopIteration):
         have = set()
-    facts["cpu"].update(flags=sorted(have & {"avx2", "avx512f", "avx512_bf16", "amx_tile"}), source="/proc/cpuinfo")
+    facts["cpu"].update(flags=sorted(have & set(ISA_FLAGS)), source="/proc/cpuinfo")
 print("SPARK_NIGHTLY_PROBE " + json.dumps(facts))
-"""
+""".replace("ISA_FLAGS", repr(sorted(ISA_NAMES)))  # the instruction sets natives.py chooses variants by
 
 
 @dataclass(frozen=True)
