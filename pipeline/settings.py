@@ -183,6 +183,13 @@ class Settings:
         key="culprit.bisect_steps",
         minimum=0,
     )
+    culprit_step_boots: int = _setting(
+        3,
+        "boots a trial or bisection step may make of its build for a perf cell, where one server fits, before it is "
+        "left undecided as neither like tonight's last confirmed build nor like tonight's build",
+        key="culprit.step_boots",
+        minimum=1,
+    )
     culprit_publish: str = _setting(
         "nothing",
         "what a failing night whose culprit PRs were found publishes: nothing, or main plus the PRs that passed",

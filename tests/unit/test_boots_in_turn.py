@@ -9,12 +9,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 
 from pipeline.cli import main
-from pipeline.config.matrix import BootBudget
+from pipeline.config.matrix import BootBudget, ModelEntry
 from pipeline.config.thresholds import MIN_BOOT_PAIRS, OWN_SPREAD_DF, PRIOR_DF, PairRules
 from pipeline.detect.boots import BootPair, pooled_spread
 from pipeline.detect.evidence import Carried, SpreadSoFar
@@ -22,6 +23,8 @@ from pipeline.detect.sequential import FAIL_AT, PASS_AT, decide_sequential
 from pipeline.errors import EngineError, HostUnhealthy
 from pipeline.infra.confirmed import BuildRef
 from pipeline.infra.openai_client import Generation, Scored
+from pipeline.outcome import Outcome
+from pipeline.stages.aftermath.trial_bench import Failing, step_verdict
 from pipeline.stages.prove import judge
 from pipeline.stages.prove.boot import Restartable
 from pipeline.stages.prove.perf import pairs, turns
@@ -774,10 +777,14 @@ def _trial_step(
     book: str = "pairs.json",
     prefill: float = 1.0,
     against_a: float | None = None,
+    again: tuple[float, ...] = (),
+    step_boots: int = 1,
 ) -> tuple[dict[str, CellOutcome], list[int]]:
     """A bisection step after a night whose tg32 pairs FAILed: the step's build measures `factor` of the good nights'
-    decode (prefill `prefill` times as slow), its boot pairs B/A `against_a` (`factor` where not given); the history
-    read, never written; the pair book `book` (the night's own by default)."""
+    decode (prefill `prefill` times as slow), its boot pairs B/A `against_a` (`factor` where not given); its fresh
+    boots, where a cell asks for them (at most `step_boots` boots in all), measure `again` of it in turn; the history
+    read, never written; the pair book `book` (the night's own by default). Each fresh boot is asked for once, as a
+    negative number in the list of what was asked."""
     asked: list[int] = []
     rng = random.Random(step)
 
@@ -788,11 +795,25 @@ def _trial_step(
 
     ctx = replace(_ctx(tmp_path, "2026-11-20"), pair_book=PairBook(tmp_path / book))
     ctx = replace(ctx, run_id=f"run-{step}", build=_build(step), record=False, slowdowns=slowdowns)
-    case = _case(20.0 * factor)
-    slower = tuple(
-        RunSample(tuple(replace(r, est_ppt_s=r.est_ppt_s * prefill) for r in run.requests)) for run in case.runs
-    )
-    outcomes = _judge(replace(case, runs=slower), ctx, paired=InTurn(measure), pairs=GPU_RULES)  # type: ignore[arg-type]
+    ctx = replace(ctx, step_boots=step_boots)
+
+    def measured_at(decode: float) -> Any:
+        case = _case(20.0 * decode)
+        slower = tuple(
+            RunSample(tuple(replace(r, est_ppt_s=r.est_ppt_s * prefill) for r in run.requests)) for run in case.runs
+        )
+        return replace(case, runs=slower)
+
+    def boot_again(result: Any, number: int) -> Any:
+        if -number not in asked:
+            asked.append(-number)
+        return measured_at(again[number - 1])
+
+    outcomes = judge_results(
+        [measured_at(factor)], _thresholds(GPU_RULES), ctx, health_before=HEALTHY, health_after=HEALTHY,
+        remeasure=lambda r: pytest.fail("a trial's step is not measured again as A itself"),
+        paired=InTurn(measure), boot_again=boot_again,  # type: ignore[arg-type]
+    )  # fmt: skip
     return {o.cell: o for o in outcomes}, asked
 
 
@@ -817,13 +838,18 @@ def test_a_bisection_step_is_decided_against_tonights_slowdown_by_its_screen_or_
     assert good.reason.endswith("it does not carry tonight's slowdown, no boot pair needed")
     found, bad_asked = _trial_step(tmp_path, "bad", 0.45, {"tg32": 0.45}, book="none.json")
     assert found["tg32"].status == Status.FAIL and bad_asked in ([], [1]), found["tg32"].reason
-    found, milder_asked = _trial_step(tmp_path, "milder", 1.0, {"tg32": 0.85})
+    # after a night only 15 % slower the screen cannot tell, and with no boot of A kept from tonight boot pairs do
+    found, milder_asked = _trial_step(tmp_path, "milder", 1.0, {"tg32": 0.85}, book="none.json", against_a=1.0)
     milder = found["tg32"]
     assert milder.status == Status.PASS and milder_asked in ([1], [1, 2]), milder.reason
     assert f"log-likelihood ratio of a {0.15:.0%} slowdown" in milder.reason
     assert milder.reason.endswith("asked whether it carries tonight's slowdown (B/A 0.85)")
     passed = perf_verdict("m", JudgedPerf([], HEALTHY, list(found.values())), HEALTHY).reason
     assert passed.endswith(f"; {headline(milder)}") and re.search(r"over \d boot pairs?, PASS$", passed), passed
+    # with tonight's boots of A kept (the night's own book), one boot of the step tells "like A" from "like B"
+    found, one_asked = _trial_step(tmp_path, "milder-one-boot", 1.0, {"tg32": 0.85})
+    assert found["tg32"].status == Status.PASS and one_asked == [], found["tg32"].reason
+    assert "B/A 1.0000 (one boot) against tonight's 1 boot of the last confirmed build" in found["tg32"].reason
 
 
 def test_a_bisection_step_on_a_host_that_drifted_is_weighed_against_tonights_boots_of_a(tmp_path: Path) -> None:
@@ -869,3 +895,54 @@ def test_a_bisection_step_on_a_host_that_drifted_is_weighed_against_tonights_boo
     )
     assert kept["tg32"].status == Status.PASS and kept_asked == [1], kept["tg32"].reason
     assert kept["tg32"].reason.endswith(f"asked whether it carries tonight's slowdown (B/A {slowdown:.2f})")
+
+
+def _night_failed_at(tmp_path: Path, b_over_a: float) -> float:
+    """A night on the GPU whose tg32 boot pairs (A at the good nights' 20 t/s) FAILed tonight's build at about
+    `b_over_a`: the B/A they FAILed it at (the pair book keeps tonight's boots of A)."""
+    _seed(_ctx(tmp_path), tmp_path, 20.0)
+    night = [BootPair((20.0,) * 3, (20.0 * b_over_a,) * 3)] * 2
+    tonight = _book_ctx(tmp_path, "2026-11-20")
+    opened = _judge(_case(20.0 * b_over_a), tonight, paired=InTurn(lambda r, m, n, a: night[:n]), pairs=GPU_RULES)  # type: ignore[arg-type]
+    failed = next(o for o in opened if o.cell == "tg32")
+    assert failed.status == Status.FAIL and failed.confirmation is not None, failed.reason
+    return failed.confirmation.mean_ratio
+
+
+def test_a_step_between_tonights_two_builds_is_booted_again_up_to_the_setting_then_left_undecided(
+    tmp_path: Path,
+) -> None:
+    """A step whose one boot lies halfway (in log) between tonight's A and tonight's build weighs nothing either way:
+    it is booted again (one boot, not a boot pair), up to culprit.step_boots boots, each fresh boot shared by every
+    cell; still halfway after them it is INCONCLUSIVE, never guessed, and a bisection skips it. A second boot back at
+    A's figure decides it good; with the setting at 1 no boot more is made."""
+    slowdown = _night_failed_at(tmp_path, 0.75)
+    halfway = math.sqrt(slowdown)
+    found, asked = _trial_step(tmp_path, "halfway", halfway, {"tg32": slowdown}, again=(halfway, halfway), step_boots=3)
+    between = found["tg32"]
+    assert between.status == Status.INCONCLUSIVE and asked == [-1, -2], between.reason
+    assert between.reason.endswith("neither like it nor like tonight's build after 3 boots"), between.reason
+    failing = [Failing(cast(ModelEntry, SimpleNamespace(id="m")), "perf", {"tg32": slowdown}, frozenset())]
+    outcome = Outcome("m", Status.INCONCLUSIVE, "perf", between.reason, True, 1.0)
+    assert step_verdict(failing, [outcome])[0] == Status.SKIPPED
+
+    found, asked = _trial_step(tmp_path, "back-at-a", halfway, {"tg32": slowdown}, again=(1.0, 1.0), step_boots=3)
+    good = found["tg32"]
+    assert good.status == Status.PASS and asked == [-1], good.reason
+    assert "(2 boots) against tonight's" in good.reason and good.step_boots == 2
+    assert ", 2 boots against tonight's " in headline(good), headline(good)
+
+    found, asked = _trial_step(tmp_path, "one-boot-only", halfway, {"tg32": slowdown}, again=(1.0,), step_boots=1)
+    assert found["tg32"].status == Status.INCONCLUSIVE and asked == [], found["tg32"].reason
+    assert found["tg32"].reason.endswith("after one boot")
+
+
+def test_a_step_like_tonights_build_is_named_bad_in_one_boot_and_an_unchanged_one_good(tmp_path: Path) -> None:
+    """The issue's GPU day: decode 27 % slower tonight. A step at tonight's build's figure FAILs and one at A's
+    PASSes, each on its one boot, where the night's own rules asked two boot pairs and nearly ten minutes a step."""
+    slowdown = _night_failed_at(tmp_path, 0.73)
+    bad, bad_asked = _trial_step(tmp_path, "like-b", 0.73, {"tg32": slowdown}, again=(0.73,) * 2, step_boots=3)
+    good, good_asked = _trial_step(tmp_path, "like-a", 1.0, {"tg32": slowdown}, again=(1.0,) * 2, step_boots=3)
+    assert bad["tg32"].status == Status.FAIL and bad_asked == [], bad["tg32"].reason
+    assert good["tg32"].status == Status.PASS and good_asked == [], good["tg32"].reason
+    assert bad["tg32"].step_boots == good["tg32"].step_boots == 1

@@ -49,6 +49,7 @@ class StepResult:
     build: str = ""  # "vllm: overlay (20 s)"
     seconds: float = 0.0
     built: bool = True  # False where nothing was built (a native commit the profile cannot build): costs no build
+    boots: int = 0  # boots in turns its entries made (where one server fits; side by side none are counted)
 
 
 @dataclass(frozen=True)
@@ -120,6 +121,7 @@ class Bisection:
                     "detail": s.result.detail,
                     "build": s.result.build,
                     "seconds": round(s.result.seconds, 1),
+                    "boots": s.result.boots,
                 }
                 for s in self.steps
             ],

@@ -74,7 +74,8 @@ class CommitSteps:
             return StepResult(status, built.refused, built.how, time.monotonic() - started)
         outcomes = self.bench.run(self.failing, built.candidate, trial)
         status, detail = step_verdict(self.failing, outcomes)
-        return StepResult(status, detail, built.how, time.monotonic() - started)
+        boots = sum(int(o.numbers.get("turns", {}).get("boots", 0)) for o in outcomes)
+        return StepResult(status, detail, built.how, time.monotonic() - started, boots=boots)
 
 
 @dataclass(frozen=True)

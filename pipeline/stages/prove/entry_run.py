@@ -58,6 +58,7 @@ class EntryContext:
     # a trial: each of the entry's cells that FAILed the night, with the B/A its pairs FAILed it at (None: none
     # measured), which the trial asks about and no other cell
     slowdowns: Mapping[str, float | None] = field(default_factory=dict)
+    step_boots: int = 1  # a trial: the most boots of its build a cell it asks about may make (culprit.step_boots)
 
 
 def save_outcome(path: Path, outcome: Outcome) -> None:
@@ -397,6 +398,7 @@ def _golden_failures(entry: ModelEntry, golden: GoldenResult) -> tuple[str, tupl
 def _perf(entry: ModelEntry, turns: Turns, ctx: EntryContext, *, profile_hardware: str, before: Any) -> PerfVerdict:
     here = PerfContext.on_host(ctx.state, hardware=profile_hardware, entry=entry.id, run_id=ctx.run.id, night=ctx.night)
     perf_ctx = replace(here, commits=ctx.commits, record=ctx.record, build=ctx.build, slowdowns=ctx.slowdowns)
+    perf_ctx = replace(perf_ctx, step_boots=ctx.step_boots)
     judged = measure_and_judge(
         turns,
         entry,

@@ -24,9 +24,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from pipeline.config.thresholds import CI_LEVEL, PairRules, Reference, Thresholds
-from pipeline.detect.boots import BootPair, PooledSpread, pooled_spread
+from pipeline.detect.boots import PooledSpread, pooled_spread
 from pipeline.detect.evidence import SpreadSoFar
-from pipeline.detect.sequential import CLOSE_AT, FAIL_AT, llr_sum
+from pipeline.detect.sequential import CLOSE_AT, llr_sum
+from pipeline.detect.step_test import STEP_BOUND, boot_log, two_builds
 from pipeline.detect.steps import (
     BASELINE_NIGHTS,
     FAIL_ALPHA,
@@ -80,6 +81,8 @@ OPEN_LOOKBACK_NIGHTS = 400
 # How a reason names the thresholds file's reference (a host's own accepted nights name themselves)
 FILE_ORIGIN = "the file's reference"
 Remeasure = Callable[[CaseResult], CaseResult]
+# The case as measured on the n-th fresh boot of tonight's build (1: the first), booted when a cell first asks for it
+BootAgain = Callable[[CaseResult, int], CaseResult]
 
 
 @dataclass(frozen=True)
@@ -102,6 +105,8 @@ class PerfContext:
     # a culprit trial or bisection step: each cell that FAILed the night, with the B/A its pairs FAILed it at (the
     # question its own pairs ask, PairRules.against_tonight), or None where no pair measured one
     slowdowns: Mapping[str, float | None] = field(default_factory=dict)
+    # a trial: the most boots of its build a cell asked about may make, where one server fits (culprit.step_boots)
+    step_boots: int = 1
 
     def series(self, cell: str, metric: str) -> str:
         return series_key(self.hardware, self.entry, cell, metric)
@@ -151,6 +156,7 @@ def judge_results(
     health_after: HealthReport,
     remeasure: Remeasure,
     paired: PairedMeasure | InTurn,
+    boot_again: BootAgain | None = None,
 ) -> list[CellOutcome]:
     """Every judged cell's outcome; records healthy samples with their verdicts and moves A where accepted.
 
@@ -178,7 +184,7 @@ def judge_results(
             found = _cell_case(
                 finals[case], cell, metric, thresholds=thresholds, ctx=ctx, remeasure=remeasure, paired=paired
             )
-            outcome, finals[case] = _judge_cell(replace(found, failed=_failed_by_pairs(outcomes)))
+            outcome, finals[case] = _judge_cell(replace(found, failed=_failed_by_pairs(outcomes), again=boot_again))
         except HostUnhealthy as exc:
             gate = judge_cell(thresholds.cells[cell], finals[case].values(metric))
             reason = f"the host became unhealthy during its rerun or pairs, numbers not judged: {exc}"
@@ -264,6 +270,11 @@ class CellCase:
     screened: Screen
     evidence: Evidence | None  # carried boot pairs and the boot spread, in turns
     failed: tuple[str, ...] = ()  # cells whose pairs FAILed the entry tonight: no boot is made for this one's pairs
+    again: BootAgain | None = None  # more boots of tonight's build, where one server fits
+
+    def boots_left(self) -> int:
+        """Boots still allowed tonight (no limit side by side)."""
+        return self.paired.boots_left() if isinstance(self.paired, InTurn) else 1
 
     @property
     def in_turn(self) -> bool:
@@ -369,46 +380,55 @@ def _not_tonights_failure(case: CellCase) -> Judged | None:
 
 
 def _against_tonights_a(case: CellCase) -> Judged | None:
-    """A trial's cell that tonight's boot pairs FAILed, weighed against the boots of A those pairs made tonight (the
-    pair book keeps them): this build's one boot against their mean, in the sequential sum against tonight's
-    slowdown. Where it reaches a bound it decides with no boot pair: PASS at the bound that closes a regression, FAIL
-    at the usual one. A host that drifted since its accepted nights measures A tonight as it measures this build, so
-    the comparison is the same hour's; A's boots were not interleaved with this one, so it is counted at a whole boot
-    pair's variance (one boot against a mean of n has (1 + 1/n)/2 of it), or at twice the spread of tonight's boots of
-    A where that is wider. Else the cell goes on to the screen and its pairs."""
-    boots = case.tonights_a_boots
-    if case.tonight is None or case.a is None or case.same_build or not boots:
+    """A trial's cell that tonight's boot pairs FAILed, where the pair book keeps tonight's boots of A: is this build
+    like A or like tonight's build? Tonight measured both within the hour, so the step asks two hypotheses
+    (detect/step_test.py): its boots' mean against A's boots, weighed between "like A" and "slower by tonight's
+    slowdown". One boot decides whenever the gap is several boot SDs; between the bounds another boot of this build
+    is measured (one boot, where a boot pair costs two), up to `culprit.step_boots`; still between, the cell is
+    INCONCLUSIVE (a bisection skips such a step rather than guess). A host that drifted since its accepted nights
+    measures A tonight as it measures this build, so the comparison is the same hour's."""
+    a_boots = case.tonights_a_boots
+    if case.tonight is None or case.a is None or case.same_build or not a_boots:
         return None
-    rules, pooled = case.rules, case.pooled_prior
-    # this boot against each of A's: their mean is its difference from A's mean, their spread A's boots' own
-    differences = [BootPair(boot.values, tuple(case.result.values(case.metric))).difference() for boot in boots]
-    difference = statistics.fmean(differences)
-    variance = max(pooled.variance, 2.0 * statistics.variance(differences) if len(differences) > 1 else 0.0)
-    weight = llr_sum([difference], shift=rules.shift(), variance=variance)
-    if CLOSE_AT < weight < FAIL_AT:
-        return None
-    status = Status.FAIL if weight >= FAIL_AT else Status.PASS
-    answer = "it carries tonight's slowdown" if status == Status.FAIL else "it does not carry tonight's slowdown"
+    builds = two_builds([boot.values for boot in a_boots], case.tonight, case.pooled_prior.variance)
+    measured, step = case.result, [boot_log(case.result.values(case.metric))]
+    most = max(1, case.ctx.step_boots) if case.again is not None else 1
+    while (answer := builds.answer(step, max_boots=most)) == "more":
+        if case.again is None or case.boots_left() < 1:
+            answer = "between"
+            break
+        measured = case.again(case.result, len(step))
+        step.append(boot_log(measured.values(case.metric)))
+    weight, variance = builds.weigh(step), builds.variance(len(step))
+    difference = statistics.fmean(step) - builds.a_mean
+    these = "one boot" if len(step) == 1 else f"{len(step)} boots"
     weighed = (
-        f"B/A {math.exp(difference):.4f} against tonight's {plural(len(boots), 'boot')} of "
+        f"B/A {math.exp(difference):.4f} ({these}) against tonight's {plural(len(a_boots), 'boot')} of "
         f"the last confirmed build {a_text(case.a)}: log-likelihood ratio of tonight's slowdown (B/A "
-        f"{case.tonight:.2f}) {weight:+.2f} (FAIL at {FAIL_AT:+.2f}, PASS at {CLOSE_AT:+.2f}; SD "
+        f"{case.tonight:.2f}) {weight:+.2f} (FAIL at {STEP_BOUND:+.2f}, PASS at {-STEP_BOUND:+.2f}; SD "
         f"{math.sqrt(variance):.1%})"
     )
+    measured_text = f"{case.gate.reason}; {case.screened.reason}"
+    if answer == "between":
+        why = f"{measured_text}; {weighed}: neither like it nor like tonight's build after {these}"
+        return case.base(Status.INCONCLUSIVE, why), measured
+    status = Status.FAIL if answer == "B" else Status.PASS
+    said = "it carries tonight's slowdown" if status == Status.FAIL else "it does not carry tonight's slowdown"
+    pooled = case.pooled_prior
+    unit = f"{these} against tonight's {len(a_boots)} of A"
     confirmation = decide(
-        difference, math.sqrt(variance), pooled.df, n=1, unit=f"1 boot against tonight's {len(boots)} of A",
-        sd=math.sqrt(variance), min_effect=rules.min_effect, fail_alpha=FAIL_ALPHA, ci_level=CI_LEVEL,
-        boot_sd=pooled.spread,
+        difference, math.sqrt(variance), pooled.df, n=1, unit=unit, sd=math.sqrt(variance),
+        min_effect=case.rules.min_effect, fail_alpha=FAIL_ALPHA, ci_level=CI_LEVEL, boot_sd=pooled.spread,
     )  # fmt: skip
-    measured = f"{case.gate.reason}; {case.screened.reason}"
     outcome = replace(
-        case.base(status, f"{measured}; {weighed}: {answer}, no boot pair needed"),
-        confirmation=replace(confirmation, decision="FAIL" if status == Status.FAIL else "PASS", reason=weighed),
+        case.base(status, f"{measured_text}; {weighed}: {said}, no boot pair needed"),
+        confirmation=replace(confirmation, decision="FAIL" if answer == "B" else "PASS", reason=weighed),
         last_good=case.a.build,
         in_turn=True,
-        against_boots_of_a=len(boots),
+        against_boots_of_a=len(a_boots),
+        step_boots=len(step),
     )
-    return outcome, case.result
+    return outcome, measured
 
 
 def _screen_against_tonight(case: CellCase) -> Judged | None:

@@ -88,7 +88,8 @@ class CellOutcome:
     last_good: BuildRef | None = None  # the A it was (or would have been) paired with
     pairs_measured: int = 0  # pairs of runs; in turns, boot pairs
     in_turn: bool = False  # the pairs were boots in turn
-    against_boots_of_a: int = 0  # a trial's one boot, weighed against this many of tonight's boots of A (no pair)
+    against_boots_of_a: int = 0  # a trial's boots, weighed against this many of tonight's boots of A (no pair)
+    step_boots: int = 0  # how many boots of the trial's build were weighed so (1 where one decided)
     gap: str | None = None  # a difference to a reference measured on another build: reported, never blamed
     differences: tuple[float, ...] = ()  # tonight's boot pair differences (log B/A), for the host's boot spread
     a_boots: tuple[tuple[float, ...], ...] = ()  # what each of tonight's boots of A measured (its runs), for the book

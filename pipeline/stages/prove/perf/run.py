@@ -63,26 +63,31 @@ def measure_and_judge(  # noqa: PLR0913 -- the perf stage's inputs, by keyword (
     after = judge_window(profile, window)
     watch = partial(watched, profile)
 
-    fresh_boot: dict[str, CaseResult] = {}
+    fresh_boots: list[dict[str, CaseResult]] = []  # each fresh boot of tonight's build: every case measured on it
+    one_at_a_time = turns is not None and profile.servers_at_once < 2
 
     def remeasure(result: CaseResult) -> CaseResult:
-        if turns is not None and profile.servers_at_once < 2:
-            return on_a_fresh_boot(result)
+        if one_at_a_time:
+            return on_a_fresh_boot(result, 1)
         say(f"{entry.id}: {result.tg_cell.name} tripped; measuring it again")
         server = tonight()  # booted outside the window: a boot is not a measurement
         with watch():
             return run_bench(server, entry.served_model_name, case_spec(spec, result))[0]
 
-    def on_a_fresh_boot(result: CaseResult) -> CaseResult:
-        """Where one server fits, a rerun on tonight's boot would measure that boot again: tonight's build (here the
-        last confirmed build itself) is booted once more and every case measured on it, for each cell that asks."""
+    def on_a_fresh_boot(result: CaseResult, number: int) -> CaseResult:
+        """Where one server fits, a rerun on tonight's boot would measure that boot again: tonight's build is booted
+        once more and every case measured on it, for each cell that asks (the last confirmed build itself measured
+        again, or a trial's build asked whether it is like A or like tonight's build). The `number`-th fresh boot
+        is made when a cell first asks for it; the others share it."""
         assert turns is not None
-        if not fresh_boot:
-            say(f"{entry.id}: {result.tg_cell.name} tripped on the last confirmed build itself; a fresh boot of it")
-            server = turns.fresh_tonight("a rerun on a fresh boot")  # booted outside the window
+        while len(fresh_boots) < number:
+            why = "a rerun on a fresh boot" if ctx.slowdowns == {} else f"boot {len(fresh_boots) + 2} of this build"
+            say(f"{entry.id}: {result.tg_cell.name}: {why}")
+            server = turns.fresh_tonight(why)  # booted outside the window
             with watch():
-                fresh_boot.update((r.pp_cell.name, r) for r in run_bench(server, entry.served_model_name, spec))
-        return fresh_boot[result.pp_cell.name]
+                measured = run_bench(server, entry.served_model_name, spec)
+            fresh_boots.append({r.pp_cell.name: r for r in measured})
+        return fresh_boots[number - 1][result.pp_cell.name]
 
     with ExitStack() as last_good:  # the last confirmed build, booted only if a cell needs pairs, stopped after
         paired: PairedMeasure | InTurn
@@ -94,6 +99,7 @@ def measure_and_judge(  # noqa: PLR0913 -- the perf stage's inputs, by keyword (
             beside = Beside(serve, serve.again, tonight, again_b)
             paired = interleaved_pairs(beside, entry.served_model_name, watch=watch, say=say)
         outcomes = judge_results(
-            results, thresholds, ctx, health_before=before, health_after=after, remeasure=remeasure, paired=paired
-        )
+            results, thresholds, ctx, health_before=before, health_after=after, remeasure=remeasure, paired=paired,
+            boot_again=on_a_fresh_boot if one_at_a_time else None,
+        )  # fmt: skip
     return JudgedPerf(results, after, outcomes)

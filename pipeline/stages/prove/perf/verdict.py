@@ -91,7 +91,8 @@ def headline(outcome: CellOutcome) -> str:
             pairs = plural(outcome.pairs_measured, "boot pair" if outcome.in_turn else "pair")
             return f"{against} over {pairs}, {status}"
         # not the accepted night's figure: the host may have drifted from it, as tonight's boots of A show
-        return f"{against}, one boot against tonight's {plural(outcome.against_boots_of_a, 'boot')} of it, {status}"
+        these = "one boot" if outcome.step_boots <= 1 else f"{outcome.step_boots} boots"
+        return f"{against}, {these} against tonight's {plural(outcome.against_boots_of_a, 'boot')} of it, {status}"
     gate = outcome.rerun_gate or outcome.gate
     if gate.ref:
         change = gate.value / gate.ref - 1
