@@ -9,6 +9,8 @@ serves them. vLLM's (o/upstream.git):
     day                  16 commits after main: harmless Python across the tree, a C++ change and its revert, and
                          a 2 ms sleep in each engine step as the 11th (`git update-ref refs/heads/main day` makes it
                          tonight's main)
+    day-moderate         10 commits after main, numbered from #33001: harmless Python, a C++ change (4th) and its
+                         revert, and a 0.6 ms sleep in each engine step as the 7th (about 0.75x decode on an H200)
 
 FlashInfer's (f/upstream.git): main is flashinfer-python 0.6.14's sdist, the release vLLM 0.26.0 pins
 (tests/flashinfer_repo.py), built from its tree every night.
@@ -40,6 +42,7 @@ PULLS = {"docs": 301, "garbage": 302, "tidy": 303}
 DAY = 16
 DAY_GUILTY = 11  # the 2 ms sleep
 DAY_NATIVE = 6  # a C++ change, reverted by the next commit
+MODERATE_DAY, MODERATE_GUILTY, MODERATE_NATIVE = 10, 7, 4  # the day-moderate branch: its 7th sleeps 0.6 ms a step
 REMOTE = "o/upstream.git"  # where the tarball's bare repositories unpack: vLLM's
 FLASHINFER_REMOTE = "f/upstream.git"  # and FlashInfer's
 
@@ -55,6 +58,13 @@ def main() -> None:
         _check_reached_by_every_step(repo, day[DAY_GUILTY - 1])
         remote = repo.upstream.remote
         repo.upstream.git("push", "--quiet", "--force", "origin", f"{day[-1]}:refs/heads/day")
+        repo.upstream.checkout("main", repo.base)  # the second day starts from main too
+        moderate = make_day_of_main(
+            repo, MODERATE_DAY, guilty=MODERATE_GUILTY, guilty_change="moderate", native=MODERATE_NATIVE,
+            planted=GPU_PLANTED, numbered_from=33000,
+        )  # fmt: skip
+        _check_reached_by_every_step(repo, moderate[MODERATE_GUILTY - 1])
+        repo.upstream.git("push", "--quiet", "--force", "origin", f"{moderate[-1]}:refs/heads/day-moderate")
         repo.upstream.git("push", "--quiet", "--force", "origin", f"{repo.base}:refs/heads/main")
         tree = repo.upstream.git("rev-parse", f"{repo.base}^{{tree}}")
         flashinfer = make_flashinfer_repo(Path(scratch) / "flashinfer")
@@ -64,6 +74,7 @@ def main() -> None:
             archive.add(flashinfer.remote, arcname=FLASHINFER_REMOTE)
         shutil.rmtree(Path(scratch) / "sdist", ignore_errors=True)
     print(f"main {repo.base} (tree {tree}); day {day[0][:12]}..{day[-1][:12]}, the slower commit {day[DAY_GUILTY - 1]}")
+    print(f"day-moderate {moderate[0][:12]}..{moderate[-1][:12]}, the slower commit {moderate[MODERATE_GUILTY - 1]}")
     print(f"FlashInfer's main {flashinfer_main}")
     print(
         f"unpack into DIR, then: --set sources.vllm.repo=file://DIR/{REMOTE} --set sources.vllm.ref=main "

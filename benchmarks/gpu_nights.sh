@@ -15,7 +15,8 @@
 #   FlashInfer 0.6.14's tree, built into the night's flashinfer-python):
 #   built (main alone), guilty (main with PRs 301,302,303: 302 shifts the logits), built-again (main alone: closes
 #   the guilty night's alert), day (main moved to the day's 16
-#   commits, the 11th a 2 ms sleep per engine step: the night fails on main alone and bisects it)
+#   commits, the 11th a 2 ms sleep per engine step: the night fails on main alone and bisects it), day-moderate (main
+#   moved to 10 commits, a C++ change and its revert, the 7th a 0.6 ms sleep per engine step: about 0.75x decode)
 #   two-hosts (a machine with two GPUs): the gpu profile's cluster entry served across two network namespaces, one GPU
 #   each, through Ray and NCCL over their fast link, its cells by `spark-nightly bench`, and its kill, link-down and
 #   Ctrl-C cases
@@ -137,9 +138,9 @@ for step in ${steps//,/ }; do
         built|built-again) built_night "$step" ;;
         guilty)  # CULPRIT_BUILDS=0: the guilty night without its culprit search (about 15 minutes of trials)
             built_night guilty 301,302,303 ${CULPRIT_BUILDS:+--set "culprit.max_builds=$CULPRIT_BUILDS"} ;;
-        day)
-            git -C "$work/vllm-repo/o/upstream.git" update-ref refs/heads/main refs/heads/day
-            built_night day ;;
+        day|day-moderate)  # day-moderate: 10 commits, the 7th about 0.75x decode (benchmarks/gpu_built_repo.py)
+            git -C "$work/vllm-repo/o/upstream.git" update-ref refs/heads/main "refs/heads/$step"
+            built_night "$step" ;;
         good|again) night "$step" ;;
         slower)
             config=$(variant slower remove:planted-slowdown)

@@ -127,6 +127,9 @@ _GPU_SLOWER_STEP = """        # Step the engine core.
         time.sleep(0.002)  # give the frontend's threads the GIL between steps
         outputs, model_executed = self.step_fn()
 """
+# A moderate slowdown on a GPU: 0.6 ms a step, where a 135M model's decode step at batch 1 takes 1.6-2.1 ms on an
+# H200 (tg32 at 480-620 t/s), about 0.75x at batch 1 and 4
+_GPU_MODERATE_STEP = _GPU_SLOWER_STEP.replace("time.sleep(0.002)", "time.sleep(0.0006)")
 _GPU_SCALE = """            if self.scale != 1.0:
                 logits *= self.scale
 """
@@ -136,6 +139,12 @@ GPU_PLANTED: dict[str, tuple[str, str, str, str]] = {
         _GPU_STEP,
         _GPU_SLOWER_STEP,
         "[Core] Yield to the frontend between engine steps",
+    ),
+    "moderate": (
+        "vllm/v1/engine/core.py",
+        _GPU_STEP,
+        _GPU_MODERATE_STEP,
+        "[Core] Let the frontend's threads run between engine steps",
     ),
     "garbage": (
         "vllm/model_executor/layers/logits_processor.py",
@@ -169,16 +178,17 @@ def make_day_of_main(
     native: int,
     planted: dict[str, tuple[str, str, str, str]] = PLANTED,
     crash: tuple[int, int] | None = None,
+    numbered_from: int = 32000,
 ) -> list[str]:
     """`count` commits on main after its tip, as squash merges subjected "(#N)": harmless Python changes across the
     tree; the `guilty`-th the planted change; the `native`-th a change to the C++ sources, reverted by the next;
     with `crash` (first, last), commits first..last an engine that crashes at boot, fixed by the commit after.
-    Returns the commits, oldest first."""
+    Each is numbered as PR `numbered_from` + n. Returns the commits, oldest first."""
     upstream = repo.upstream
     upstream.checkout("main")
     made = []
     for n in range(1, count + 1):
-        number = 32000 + n
+        number = numbered_from + n
         if n == guilty:
             path, old, new, title = planted[guilty_change]
         elif crash is not None and n in (crash[0], crash[1] + 1):

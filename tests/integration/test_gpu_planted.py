@@ -34,9 +34,10 @@ def test_every_gpu_plant_changes_its_file_of_the_real_tree_exactly_once() -> Non
             compile(source.replace(old, new, 1), path, "exec")  # the planted tree still imports
 
 
-def test_the_days_slower_commit_is_reached_by_every_step_whichever_way_the_engine_schedules() -> None:
+@pytest.mark.parametrize("plant", ["slower", "moderate"])
+def test_the_days_slower_commit_is_reached_by_every_step_whichever_way_the_engine_schedules(plant: str) -> None:
     core = _source(CORE)
-    path, old, new, _title = GPU_PLANTED["slower"]
+    path, old, new, _title = GPU_PLANTED[plant]
     assert path == CORE
     assert steps_reaching_change(core, core.replace(old, new, 1)) == {"step": True, "step_with_batch_queue": True}
 

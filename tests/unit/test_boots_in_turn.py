@@ -699,6 +699,59 @@ def test_the_nightlys_rerun_in_turns_is_one_fresh_boot_that_measures_every_case(
     assert rerun == [c1, c4]
 
 
+def test_a_trials_further_boots_are_fresh_boots_of_its_build_shared_by_every_cell(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A bisection step whose cells lie between tonight's two builds asks for more boots of its build: the n-th fresh
+    boot is made once, when a cell first asks for it, measures every case, and is counted among the turns' boots."""
+    c1 = _case(16.0)
+    c4 = replace(c1, pp_cell=replace(c1.pp_cell, name="pp128 (c4)"), tg_cell=replace(c1.tg_cell, name="tg32 (c4)"))
+    benched: list[str] = []
+
+    def run_bench(client: str, model: str, spec: Any, *, say: Any = None) -> list[Any]:
+        benched.append(client)
+        return [c1, c4]
+
+    asked: list[Any] = []
+
+    def judge_results(results: Any, thresholds: Any, ctx: Any, *, boot_again: Any, **kw: Any) -> list[Any]:
+        asked.extend([boot_again(c1, 1), boot_again(c4, 1), boot_again(c4, 2), boot_again(c1, 2)])
+        return []
+
+    @contextmanager
+    def watched(profile: Any) -> Iterator[None]:
+        benched.append("window")
+        yield
+
+    monkeypatch.setattr(perf_run, "run_bench", run_bench)
+    monkeypatch.setattr(perf_run, "judge_results", judge_results)
+    monkeypatch.setattr(perf_run, "judge_window", lambda profile, window: HEALTHY)
+    monkeypatch.setattr(perf_run, "watched", watched)
+    monkeypatch.setattr(perf_run, "boots_in_turn", lambda *a, **kw: InTurn(lambda *b: None))
+
+    started: list[str] = []
+    bench = type("Bench", (), {"cases": lambda self: []})()
+    entry = type("Entry", (), {"id": "m", "served_model_name": "m", "bench": bench})()
+    profile = type("Profile", (), {"servers_at_once": 1})()
+    held = turns.Turns(entry, profile, _restartable(started), tmp_path, tmp_path, lambda line: None, lambda: None)  # type: ignore[arg-type]
+    perf_run.measure_and_judge(
+        held,
+        entry,  # type: ignore[arg-type]
+        replace(_ctx(tmp_path), slowdowns={"tg32": 0.75}, step_boots=3),
+        profile=profile,  # type: ignore[arg-type]
+        spec=None,  # type: ignore[arg-type]
+        thresholds=_thresholds(),
+        before=HEALTHY,
+        cache_dir=tmp_path,
+        log_dir=tmp_path,
+        say=lambda line: None,
+    )
+    assert started == ["tonight-0", "stopped tonight-0", "tonight-1", "stopped tonight-1", "tonight-2"]
+    assert benched == ["tonight-0", "window", "tonight-1", "window", "tonight-2"]
+    assert [b.why for b in held.boots] == ["boot 2 of this build", "boot 3 of this build"]
+    assert asked == [c1, c4, c4, c1]
+
+
 def _two_cells_in_turn(tmp_path: Path, tg: float, pp: float, budget: int) -> tuple[list[CellOutcome], list[int]]:
     """A night whose two cells trip, measured in boot pairs that serve both: tg32 at B/A `tg`, pp128 at `pp`."""
     _seed(_ctx(tmp_path), tmp_path, 20.0)
