@@ -212,6 +212,53 @@ def make_day_of_main(
     return made
 
 
+@dataclass(frozen=True)
+class MergeDay:
+    """A day of main shaped by a merge: its first-parent commits (oldest first), the merge and the guilty commit,
+    which sits on the merged branch, never on main's first parent."""
+
+    commits: list[str]
+    merge: str
+    guilty: str
+
+
+def make_merge_day_of_main(repo: VllmRepo, guilty_change: str = "garbage") -> MergeDay:
+    """8 first-parent commits on main after its tip: three harmless (#33001-#33003), a change to the C++ sources
+    (#33004, the first commit a bisection of these 8 tries) and its revert (#33005), then a branch merged as GitHub
+    merges a pull request ("Merge pull request #33006 from dev/sampler"; the branch left main after #33001 and holds
+    a harmless commit, the planted change and another), then two harmless commits (#33007, #33008)."""
+    upstream = repo.upstream
+    upstream.checkout("main")
+
+    def tidy(n: int, path: str) -> str:
+        text = (upstream.work / path).read_text()
+        new = text.replace("\n", f"\n# Kept in step with the day's change {n}.\n", 1)
+        return upstream.commit({path: new}, f"[Misc] Tidy the module header ({n}) (#{33000 + n})")
+
+    def planted(name: str, *, revert: bool = False, number: int | None = None) -> str:
+        path, old, new, title = PLANTED[name]
+        if revert:
+            old, new, title = new, old, f'Revert "{title}"'
+        text = (upstream.work / path).read_text()
+        if old not in text:
+            raise AssertionError(f"{path}: the text to change is not there: {old!r}")
+        return upstream.commit({path: text.replace(old, new, 1)}, title + (f" (#{number})" if number else ""))
+
+    first = tidy(1, "vllm/model_executor/models/llama.py")
+    upstream.checkout("dev/sampler", first)
+    upstream.commit({"docs/README.md": (upstream.work / "docs/README.md").read_text() + "\nSampler notes.\n"}, "notes")
+    guilty = planted(guilty_change)
+    upstream.commit({"docs/README.md": (upstream.work / "docs/README.md").read_text() + "\nMore notes.\n"}, "more")
+    upstream.checkout("main")
+    made = [first, tidy(2, "tests/conftest.py"), tidy(3, "vllm/entrypoints/openai/api_server.py")]
+    made += [planted("native", number=33004), planted("native", revert=True, number=33005)]
+    upstream.git("merge", "--quiet", "--no-ff", "dev/sampler", "-m", "Merge pull request #33006 from dev/sampler")
+    merge = upstream.git("rev-parse", "HEAD")
+    made += [merge, tidy(7, "vllm/model_executor/models/llama.py"), tidy(8, "tests/conftest.py")]
+    upstream.publish_main()
+    return MergeDay(made, merge, guilty)
+
+
 def plant_pulls(
     repo: VllmRepo, numbers: dict[str, int], planted: dict[str, tuple[str, str, str, str]] = PLANTED
 ) -> dict[str, str]:

@@ -18,7 +18,7 @@ import yaml
 from pipeline.cli import main
 from pipeline.stages.release.publish import nightly_releases
 from tests.integration.conftest import CPU_ENTRY, Place, bench_one_case, golden_for_another_stage
-from tests.vllm_repo import VllmRepo, make_day_of_main, make_vllm_repo, plant_pulls
+from tests.vllm_repo import VllmRepo, make_day_of_main, make_merge_day_of_main, make_vllm_repo, plant_pulls
 
 pytestmark = [pytest.mark.integration, pytest.mark.built_night]
 
@@ -196,30 +196,35 @@ def test_a_night_whose_main_alone_is_slower_names_the_guilty_commit_by_its_pairs
     assert alerts and all(day[18][:12] in text for text in alerts), alerts[:1]
 
 
+@pytest.mark.landing
 def test_a_boot_crash_window_before_the_guilty_commit_is_skipped_and_the_guilty_commit_named(
     place: Place, tmp_path: Path
 ) -> None:
-    """A good night, then 16 commits of main whose 5th to 8th crash the engine at boot (fixed by the 9th) and whose
-    12th makes garbage: a step in the window fails at boot, not at golden as tonight did, so it is skipped (as `git
-    bisect skip` would) and the search goes on around it to the 12th; it once counted as bad and named the 5th."""
+    """A good night, then 8 commits of main whose 3rd and 4th crash the engine at boot (fixed by the 5th) and whose
+    6th makes garbage: the search's first step (the 4th) fails at boot, not at golden as tonight did, so it is skipped
+    (as `git bisect skip` would) and the search goes on around it to the 6th; it once counted as bad and named the
+    3rd."""
     repo = make_vllm_repo(tmp_path / "vllm-repo")
     bench_one_case(place)
     golden_for_another_stage(place)
     assert _night(place, repo) == 0
-    day = make_day_of_main(repo, 16, guilty=12, guilty_change="garbage", native=14, crash=(5, 8))
+    day = make_day_of_main(repo, 8, guilty=6, guilty_change="garbage", native=99, crash=(3, 4))
     assert _night(place, repo) == 6
     run = _run(place)
     found = json.loads((run / "culprit" / "bisect.json").read_text())
-    assert found["first_bad"]["sha"] == day[11] and found["first_bad_pr"] == 32012, found
-    skipped = [s for s in found["steps"] if s["verdict"] == "SKIPPED"]
-    assert len(skipped) >= 1 and {s["commit"] for s in skipped} <= set(day[4:8]), found["steps"]
-    assert all("not tonight's failure" in s["detail"] and "at boot" in s["detail"] for s in skipped), skipped
-    assert found["steps"]  # not empty: an assert over nothing passes
-    assert not any(s["commit"] in day[4:8] and s["verdict"] == "FAIL" for s in found["steps"])
+    assert found["first_bad"]["sha"] == day[5] and found["first_bad_pr"] == 32006, found
+    assert [(s["commit"], s["verdict"]) for s in found["steps"]] == [
+        (day[3], "SKIPPED"),
+        (day[4], "PASS"),
+        (day[5], "FAIL"),
+    ], found["steps"]
+    crashed = found["steps"][0]["detail"]
+    assert "not tonight's failure" in crashed and "at boot" in crashed, crashed
     summary = json.loads((run / "run.json").read_text())
-    assert f"first bad commit of vllm main: {day[11][:12]}" in summary["suspects"]
+    assert f"first bad commit of vllm main: {day[5][:12]}" in summary["suspects"]
 
 
+@pytest.mark.landing
 def test_a_day_whose_every_commit_fails_for_the_environment_says_it_is_not_mains_history(
     place: Place, tmp_path: Path
 ) -> None:
@@ -247,3 +252,34 @@ def test_a_day_whose_every_commit_fails_for_the_environment_says_it_is_not_mains
     assert [s["verdict"] for s in found["steps"]][-1] == "FAIL" and found["steps"][-1]["commit"] == good
     summary = json.loads((run / "run.json").read_text())
     assert f"not vllm main's history: the last good commit {good[:12]} fails tonight too" in summary["suspects"]
+
+
+@pytest.mark.landing
+def test_a_merge_shaped_day_with_an_unbuildable_commit_first_names_the_merge_that_brought_the_guilty_change(
+    place: Place, tmp_path: Path
+) -> None:
+    """A good night, then a day of 8 first-parent commits shaped by a merge: the 4th changes the C++ sources (this
+    profile cannot build it: the first commit the search tries, between the good end and the guilty change), the 5th
+    reverts it, the 6th merges a branch as GitHub's button does, the garbage on its second commit. The unbuildable
+    commit is skipped without a build and the search goes on around it; only first-parent commits are built (never
+    the branch's, whose trees lack main's commits), and the merge is named with its PR, read from "Merge pull
+    request #33006 from ..."."""
+    repo = make_vllm_repo(tmp_path / "vllm-repo")
+    bench_one_case(place)
+    golden_for_another_stage(place)
+    assert _night(place, repo) == 0
+    day = make_merge_day_of_main(repo)
+    assert _night(place, repo) == 6
+    run = _run(place)
+    found = json.loads((run / "culprit" / "bisect.json").read_text())
+    assert found["first_bad"]["sha"] == day.merge and found["first_bad_pr"] == 33006, found
+    assert found["commits"] == 8 and [s["commit"] for s in found["steps"]] == [day.commits[i] for i in (3, 4, 5)]
+    native, revert, merge = found["steps"]
+    assert native["verdict"] == "SKIPPED" and "csrc/cpu/activation.cpp changed" in native["detail"], native
+    assert native["build"] == "not built", native
+    assert (revert["verdict"], merge["verdict"]) == ("PASS", "FAIL"), found["steps"]
+    assert day.guilty not in {s["commit"] for s in found["steps"]}  # a branch commit is never a step
+    summary = json.loads((run / "run.json").read_text())
+    assert (
+        f"first bad commit of vllm main: {day.merge[:12]}" in summary["suspects"] and "PR #33006" in summary["suspects"]
+    )

@@ -72,6 +72,15 @@ def test_thirty_two_commits_take_at_most_seven_builds_and_name_the_pr() -> None:
     assert data["first_bad_pr"] == 30019 and len(data["steps"]) == len(calls)  # type: ignore[arg-type]
 
 
+def test_a_pr_number_is_read_from_a_squash_merge_and_from_githubs_merge_commit() -> None:
+    def pr(subject: str) -> int | None:
+        return Commit("a" * 40, subject, "2026-11-26T00:00:00Z").pr
+
+    assert pr("[Core] Yield between steps (#32011)") == 32011
+    assert pr("Merge pull request #33006 from dev/sampler") == 33006
+    assert pr("Revert #12 in the docs") is None and pr("Merge branch 'main' into dev (#12 soon)") is None
+
+
 def test_a_commit_that_cannot_be_built_is_stepped_around() -> None:
     commits = _day(16)
     step, calls = _oracle(12, skipped=frozenset({8}))  # 8 is the first middle: 9 is tried instead

@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 from pipeline.progress import Say, quiet
 from pipeline.status import Status
 
-_PR_NUMBER = re.compile(r"\(#(\d+)\)\s*$")  # vLLM's and FlashInfer's squash merges end their subject so
+# vLLM's and FlashInfer's squash merges end their subject with "(#N)"; a merge commit made by GitHub's merge button
+# begins "Merge pull request #N from owner/branch"
+_PR_NUMBER = re.compile(r"\(#(\d+)\)\s*$|^Merge pull request #(\d+) from ")
 
 
 @dataclass(frozen=True)
@@ -32,7 +34,7 @@ class Commit:
     @property
     def pr(self) -> int | None:
         match = _PR_NUMBER.search(self.subject)
-        return int(match[1]) if match else None
+        return int(match[1] or match[2]) if match else None
 
     def describe(self) -> str:
         pr = f", PR #{self.pr}" if self.pr else ""
