@@ -8,14 +8,16 @@ does not FAIL is not bisected and is only counted. Every boot is a normal in the
 and B/A (detect/step_test.two_builds, the host's pair variance known): one commit like A, one like B, each booted
 until TwoBuilds.answer says A or B, or "between" after `culprit.step_boots` boots. A wrong step is one answered the
 other build; a step "between" is skipped by the bisection (no wrong answer, a commit left unjudged).
-Run: .venv/bin/python -m benchmarks.step_simulation [NIGHTS] [STEP_BOOTS]
+`--min-effect` sets the night's pair rules (the gpu profile's files say 0.13); `--assumed` the boot SD the decision
+believes as a share of the true one (the pooled prior of a host whose boots spread wider than its record: 0.5).
+Run: .venv/bin/python -m benchmarks.step_simulation [--nights N] [--step-boots K] [--min-effect E] [--assumed R]
 """
 
 from __future__ import annotations
 
+import argparse
 import math
 import random
-import sys
 from collections import Counter
 
 from pipeline.config.thresholds import MAX_BOOT_PAIRS, MIN_EFFECT, PairRules
@@ -31,10 +33,12 @@ CARRIED_NIGHTS = 4
 BOOT_SDS = (0.02, 0.07)
 
 
-def failing_night(rng: random.Random, slowdown: float, boot_sd: float) -> tuple[list[float], float] | None:
+def failing_night(
+    rng: random.Random, slowdown: float, boot_sd: float, min_effect: float
+) -> tuple[list[float], float] | None:
     """The boots of A of the night whose pairs FAILed (their log figures) and the B/A they FAILed at, the evidence
     carried over up to CARRIED_NIGHTS nights as the pair book carries it; None where they PASSed or never FAILed."""
-    rules = PairRules(min_effect=MIN_EFFECT, boot_sd=boot_sd * math.sqrt(2))
+    rules = PairRules(min_effect=min_effect, boot_sd=boot_sd * math.sqrt(2))
     variance = 2 * boot_sd**2
     carried: Carried | None = None
     for night in range(CARRIED_NIGHTS):
@@ -58,10 +62,11 @@ def failing_night(rng: random.Random, slowdown: float, boot_sd: float) -> tuple[
 
 
 def step(
-    rng: random.Random, truth: float, a_boots: list[float], b_over_a: float, boot_sd: float, most: int
+    rng: random.Random, truth: float, a_boots: list[float], b_over_a: float, boot_sd: float, most: int, assumed: float
 ) -> tuple[str, int]:
-    """One step whose commit's figure is `truth` (log): its answer and the boots it took."""
-    builds = two_builds([(math.exp(x),) for x in a_boots], b_over_a, 2 * boot_sd**2)
+    """One step whose commit's figure is `truth` (log): its answer and the boots it took, the decision believing a
+    boot SD of `assumed` times the true one."""
+    builds = two_builds([(math.exp(x),) for x in a_boots], b_over_a, 2 * (assumed * boot_sd) ** 2)
     boots: list[float] = []
     while True:
         boots.append(rng.gauss(truth, boot_sd))
@@ -71,10 +76,18 @@ def step(
 
 
 def main() -> None:
-    nights = int(sys.argv[1]) if len(sys.argv) > 1 else 4000
-    most = int(sys.argv[2]) if len(sys.argv) > 2 else Settings().culprit_step_boots
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nights", type=int, default=4000)
+    parser.add_argument("--step-boots", type=int, default=Settings().culprit_step_boots)
+    parser.add_argument("--min-effect", type=float, default=MIN_EFFECT)
+    parser.add_argument("--assumed", type=float, default=1.0)
+    args = parser.parse_args()
+    nights, most = args.nights, args.step_boots
     rng = random.Random(20261129)
-    print(f"{nights} nights a row; culprit.step_boots {most}; STEP_ERROR {STEP_ERROR}")
+    print(
+        f"{nights} nights a row; culprit.step_boots {most}; STEP_ERROR {STEP_ERROR}; the night's min_effect "
+        f"{args.min_effect}; boot SD believed {args.assumed:g} x the true one"
+    )
     print(
         "| slowdown | boot SD | gap (boot SDs) | nights FAILed (in 4) | boot pairs, the FAILing night | boots a step "
         "| one boot | wrong steps | skipped (between) |"
@@ -84,14 +97,14 @@ def main() -> None:
         for boot_sd in BOOT_SDS:
             failed, pairs, boots, answers = 0, 0, Counter[int](), Counter[str]()
             for _ in range(nights):
-                night = failing_night(rng, slowdown, boot_sd)
+                night = failing_night(rng, slowdown, boot_sd, args.min_effect)
                 if night is None:
                     continue
                 failed += 1
                 a_boots, b_over_a = night
                 pairs += len(a_boots)
                 for truth, right in ((0.0, "A"), (math.log1p(-slowdown), "B")):
-                    answer, used = step(rng, truth, a_boots, b_over_a, boot_sd, most)
+                    answer, used = step(rng, truth, a_boots, b_over_a, boot_sd, most, args.assumed)
                     boots[used] += 1
                     answers["right" if answer == right else "between" if answer == "between" else "wrong"] += 1
             steps = sum(boots.values())

@@ -704,17 +704,20 @@ def test_a_trials_further_boots_are_fresh_boots_of_its_build_shared_by_every_cel
 ) -> None:
     """A bisection step whose cells lie between tonight's two builds asks for more boots of its build: the n-th fresh
     boot is made once, when a cell first asks for it, measures every case, and is counted among the turns' boots."""
-    c1 = _case(16.0)
-    c4 = replace(c1, pp_cell=replace(c1.pp_cell, name="pp128 (c4)"), tg_cell=replace(c1.tg_cell, name="tg32 (c4)"))
     benched: list[str] = []
+    made: list[list[Any]] = []  # each boot's two cases, the bench boot first
 
     def run_bench(client: str, model: str, spec: Any, *, say: Any = None) -> list[Any]:
         benched.append(client)
+        c1 = _case(16.0 + len(made))  # each boot measures its own figures
+        c4 = replace(c1, pp_cell=replace(c1.pp_cell, name="pp128 (c4)"), tg_cell=replace(c1.tg_cell, name="tg32 (c4)"))
+        made.append([c1, c4])
         return [c1, c4]
 
     asked: list[Any] = []
 
     def judge_results(results: Any, thresholds: Any, ctx: Any, *, boot_again: Any, **kw: Any) -> list[Any]:
+        c1, c4 = results
         asked.extend([boot_again(c1, 1), boot_again(c4, 1), boot_again(c4, 2), boot_again(c1, 2)])
         return []
 
@@ -749,7 +752,7 @@ def test_a_trials_further_boots_are_fresh_boots_of_its_build_shared_by_every_cel
     assert started == ["tonight-0", "stopped tonight-0", "tonight-1", "stopped tonight-1", "tonight-2"]
     assert benched == ["tonight-0", "window", "tonight-1", "window", "tonight-2"]
     assert [b.why for b in held.boots] == ["boot 2 of this build", "boot 3 of this build"]
-    assert asked == [c1, c4, c4, c1]
+    assert len(made) == 3 and asked == [made[1][0], made[1][1], made[2][1], made[2][0]]
 
 
 def _two_cells_in_turn(tmp_path: Path, tg: float, pp: float, budget: int) -> tuple[list[CellOutcome], list[int]]:
@@ -831,13 +834,16 @@ def _trial_step(
     prefill: float = 1.0,
     against_a: float | None = None,
     again: tuple[float, ...] = (),
+    again_prefill: tuple[float, ...] = (),
     step_boots: int = 1,
+    budget: int = 1000,
 ) -> tuple[dict[str, CellOutcome], list[int]]:
     """A bisection step after a night whose tg32 pairs FAILed: the step's build measures `factor` of the good nights'
     decode (prefill `prefill` times as slow), its boot pairs B/A `against_a` (`factor` where not given); its fresh
-    boots, where a cell asks for them (at most `step_boots` boots in all), measure `again` of it in turn; the history
-    read, never written; the pair book `book` (the night's own by default). Each fresh boot is asked for once, as a
-    negative number in the list of what was asked."""
+    boots, where a cell asks for them (at most `step_boots` boots in all, `budget` fresh boots tonight), measure
+    `again` of its decode (and `again_prefill` times as slow a prefill, else `prefill`) in turn; the history read,
+    never written; the pair book `book` (the night's own by default). Each fresh boot is made once, when first asked
+    for, as a negative number in the list of what was asked."""
     asked: list[int] = []
     rng = random.Random(step)
 
@@ -850,17 +856,23 @@ def _trial_step(
     ctx = replace(ctx, run_id=f"run-{step}", build=_build(step), record=False, slowdowns=slowdowns)
     ctx = replace(ctx, step_boots=step_boots)
 
-    def measured_at(decode: float) -> Any:
+    def measured_at(decode: float, slower_prefill: float = prefill) -> Any:
         case = _case(20.0 * decode)
+        runs = case.runs
         slower = tuple(
-            RunSample(tuple(replace(r, est_ppt_s=r.est_ppt_s * prefill) for r in run.requests)) for run in case.runs
+            RunSample(tuple(replace(r, est_ppt_s=r.est_ppt_s * slower_prefill) for r in run.requests)) for run in runs
         )
         return replace(case, runs=slower)
 
+    fresh: dict[int, Any] = {}
+
     def boot_again(result: Any, number: int) -> Any:
-        if -number not in asked:
+        if number not in fresh:
+            if number > budget:
+                return None
             asked.append(-number)
-        return measured_at(again[number - 1])
+            fresh[number] = measured_at(again[number - 1], (again_prefill or (prefill,) * len(again))[number - 1])
+        return fresh[number]
 
     outcomes = judge_results(
         [measured_at(factor)], _thresholds(GPU_RULES), ctx, health_before=HEALTHY, health_after=HEALTHY,
@@ -950,16 +962,32 @@ def test_a_bisection_step_on_a_host_that_drifted_is_weighed_against_tonights_boo
     assert kept["tg32"].reason.endswith(f"asked whether it carries tonight's slowdown (B/A {slowdown:.2f})")
 
 
-def _night_failed_at(tmp_path: Path, b_over_a: float) -> float:
-    """A night on the GPU whose tg32 boot pairs (A at the good nights' 20 t/s) FAILed tonight's build at about
-    `b_over_a`: the B/A they FAILed it at (the pair book keeps tonight's boots of A)."""
+def _night_failed_at(tmp_path: Path, b_over_a: float, *, prefill: bool = False) -> dict[str, float]:
+    """A night on the GPU whose tg32 boot pairs (A at the good nights' 20 t/s), and with `prefill` its pp128 pairs
+    too, FAILed tonight's build at about `b_over_a`: the B/A each FAILed cell's pairs FAILed it at (the pair book
+    keeps tonight's boots of A)."""
     _seed(_ctx(tmp_path), tmp_path, 20.0)
     night = [BootPair((20.0,) * 3, (20.0 * b_over_a,) * 3)] * 2
     tonight = _book_ctx(tmp_path, "2026-11-20")
-    opened = _judge(_case(20.0 * b_over_a), tonight, paired=InTurn(lambda r, m, n, a: night[:n]), pairs=GPU_RULES)  # type: ignore[arg-type]
-    failed = next(o for o in opened if o.cell == "tg32")
-    assert failed.status == Status.FAIL and failed.confirmation is not None, failed.reason
-    return failed.confirmation.mean_ratio
+    case = _case(20.0 * b_over_a)
+    if prefill:
+        runs = tuple(
+            RunSample(tuple(replace(r, est_ppt_s=r.est_ppt_s / b_over_a) for r in run.requests)) for run in case.runs
+        )
+        case = replace(case, runs=runs)
+    booted: list[int] = []
+
+    def measure(result: Any, metric: str, wanted: int, a: BuildRef) -> list[BootPair]:
+        booted[:] = range(max(wanted, len(booted)))
+        scale = 512.0 / 20.0 if metric == "pp_tps" else 1.0  # each cell at its own figures (the file's 512 and 20)
+        return [BootPair(tuple(x * scale for x in p.a), tuple(x * scale for x in p.b)) for p in night[:wanted]]
+
+    # the pairs measured for one cell serve the other (measured), as the night's boot pairs measure every case
+    paired = InTurn(measure, measured=lambda a: len(booted))
+    opened = _judge(case, tonight, paired=paired, pairs=GPU_RULES)  # type: ignore[arg-type]
+    failed = {o.cell: o for o in opened if o.status == Status.FAIL and o.confirmation is not None}
+    assert "tg32" in failed and (not prefill or "pp128" in failed), [(o.cell, o.reason) for o in opened]
+    return {cell: o.confirmation.mean_ratio for cell, o in failed.items() if o.confirmation is not None}
 
 
 def test_a_step_between_tonights_two_builds_is_booted_again_up_to_the_setting_then_left_undecided(
@@ -969,7 +997,7 @@ def test_a_step_between_tonights_two_builds_is_booted_again_up_to_the_setting_th
     it is booted again (one boot, not a boot pair), up to culprit.step_boots boots, each fresh boot shared by every
     cell; still halfway after them it is INCONCLUSIVE, never guessed, and a bisection skips it. A second boot back at
     A's figure decides it good; with the setting at 1 no boot more is made."""
-    slowdown = _night_failed_at(tmp_path, 0.75)
+    slowdown = _night_failed_at(tmp_path, 0.75)["tg32"]
     halfway = math.sqrt(slowdown)
     found, asked = _trial_step(tmp_path, "halfway", halfway, {"tg32": slowdown}, again=(halfway, halfway), step_boots=3)
     between = found["tg32"]
@@ -990,10 +1018,36 @@ def test_a_step_between_tonights_two_builds_is_booted_again_up_to_the_setting_th
     assert found["tg32"].reason.endswith("after one boot")
 
 
+def test_two_cells_of_one_case_each_weigh_the_bench_boot_first_and_share_the_fresh_ones(tmp_path: Path) -> None:
+    """Tonight FAILed decode and prefill of one case at 0.7x. The step's bench boot lies halfway on both, its first
+    fresh boot at A's figures: each cell weighs the bench boot and that one fresh boot (2 boots, PASS), the fresh boot
+    made once for both; neither cell counts the fresh boot as its first (which would decide it on one boot)."""
+    slowdowns = _night_failed_at(tmp_path, 0.7, prefill=True)
+    assert set(slowdowns) == {"tg32", "pp128"}, slowdowns
+    halfway = math.sqrt(slowdowns["tg32"])
+    found, asked = _trial_step(
+        tmp_path, "both-halfway", halfway, dict(slowdowns), prefill=1 / math.sqrt(slowdowns["pp128"]),
+        again=(1.0, 1.0), again_prefill=(1.0, 1.0), step_boots=3,
+    )  # fmt: skip
+    assert asked == [-1], asked
+    assert {cell: (o.status, o.step_boots) for cell, o in found.items()} == {
+        "tg32": (Status.PASS, 2),
+        "pp128": (Status.PASS, 2),
+    }, {cell: o.reason for cell, o in found.items()}
+
+
+def test_a_step_with_no_boot_left_tonight_is_left_undecided_and_says_why(tmp_path: Path) -> None:
+    slowdown = _night_failed_at(tmp_path, 0.75)["tg32"]
+    halfway = math.sqrt(slowdown)
+    found, asked = _trial_step(tmp_path, "no-budget", halfway, {"tg32": slowdown}, again=(1.0,), step_boots=3, budget=0)
+    assert found["tg32"].status == Status.INCONCLUSIVE and asked == [], found["tg32"].reason
+    assert found["tg32"].reason.endswith("after one boot; no boot left tonight"), found["tg32"].reason
+
+
 def test_a_step_like_tonights_build_is_named_bad_in_one_boot_and_an_unchanged_one_good(tmp_path: Path) -> None:
     """The issue's GPU day: decode 27 % slower tonight. A step at tonight's build's figure FAILs and one at A's
     PASSes, each on its one boot, where the night's own rules asked two boot pairs and nearly ten minutes a step."""
-    slowdown = _night_failed_at(tmp_path, 0.73)
+    slowdown = _night_failed_at(tmp_path, 0.73)["tg32"]
     bad, bad_asked = _trial_step(tmp_path, "like-b", 0.73, {"tg32": slowdown}, again=(0.73,) * 2, step_boots=3)
     good, good_asked = _trial_step(tmp_path, "like-a", 1.0, {"tg32": slowdown}, again=(1.0,) * 2, step_boots=3)
     assert bad["tg32"].status == Status.FAIL and bad_asked == [], bad["tg32"].reason

@@ -81,8 +81,9 @@ OPEN_LOOKBACK_NIGHTS = 400
 # How a reason names the thresholds file's reference (a host's own accepted nights name themselves)
 FILE_ORIGIN = "the file's reference"
 Remeasure = Callable[[CaseResult], CaseResult]
-# The case as measured on the n-th fresh boot of tonight's build (1: the first), booted when a cell first asks for it
-BootAgain = Callable[[CaseResult, int], CaseResult]
+# The case as measured on the n-th fresh boot of tonight's build (1: the first), booted when a cell first asks for it;
+# None where that boot is not made yet and the night's boot budget holds no more
+BootAgain = Callable[[CaseResult, int], CaseResult | None]
 
 
 @dataclass(frozen=True)
@@ -272,10 +273,6 @@ class CellCase:
     failed: tuple[str, ...] = ()  # cells whose pairs FAILed the entry tonight: no boot is made for this one's pairs
     again: BootAgain | None = None  # more boots of tonight's build, where one server fits
 
-    def boots_left(self) -> int:
-        """Boots still allowed tonight (no limit side by side)."""
-        return self.paired.boots_left() if isinstance(self.paired, InTurn) else 1
-
     @property
     def in_turn(self) -> bool:
         return isinstance(self.paired, InTurn)
@@ -391,14 +388,15 @@ def _against_tonights_a(case: CellCase) -> Judged | None:
     if case.tonight is None or case.a is None or case.same_build or not a_boots:
         return None
     builds = two_builds([boot.values for boot in a_boots], case.tonight, case.pooled_prior.variance)
-    measured, step = case.result, [boot_log(case.result.values(case.metric))]
+    # the first boot is always the bench boot, whatever an earlier cell of the case measured on the later ones
+    step, stopped = [boot_log(case.result.values(case.metric))], ""
     most = max(1, case.ctx.step_boots) if case.again is not None else 1
     while (answer := builds.answer(step, max_boots=most)) == "more":
-        if case.again is None or case.boots_left() < 1:
-            answer = "between"
+        again = case.again(case.result, len(step)) if case.again is not None else None
+        if again is None:
+            answer, stopped = "between", "; no boot left tonight"
             break
-        measured = case.again(case.result, len(step))
-        step.append(boot_log(measured.values(case.metric)))
+        step.append(boot_log(again.values(case.metric)))
     weight, variance = builds.weigh(step), builds.variance(len(step))
     difference = statistics.fmean(step) - builds.a_mean
     these = "one boot" if len(step) == 1 else f"{len(step)} boots"
@@ -410,8 +408,8 @@ def _against_tonights_a(case: CellCase) -> Judged | None:
     )
     measured_text = f"{case.gate.reason}; {case.screened.reason}"
     if answer == "between":
-        why = f"{measured_text}; {weighed}: neither like it nor like tonight's build after {these}"
-        return case.base(Status.INCONCLUSIVE, why), measured
+        why = f"{measured_text}; {weighed}: neither like it nor like tonight's build after {these}{stopped}"
+        return case.base(Status.INCONCLUSIVE, why), case.result
     status = Status.FAIL if answer == "B" else Status.PASS
     said = "it carries tonight's slowdown" if status == Status.FAIL else "it does not carry tonight's slowdown"
     pooled = case.pooled_prior
@@ -428,7 +426,7 @@ def _against_tonights_a(case: CellCase) -> Judged | None:
         against_boots_of_a=len(a_boots),
         step_boots=len(step),
     )
-    return outcome, measured
+    return outcome, case.result
 
 
 def _screen_against_tonight(case: CellCase) -> Judged | None:

@@ -89,6 +89,14 @@ def measure_and_judge(  # noqa: PLR0913 -- the perf stage's inputs, by keyword (
             fresh_boots.append({r.pp_cell.name: r for r in measured})
         return fresh_boots[number - 1][result.pp_cell.name]
 
+    def another_boot(result: CaseResult, number: int) -> CaseResult | None:
+        """A trial's `number`-th fresh boot, shared by every cell; None where it is not made yet and the night's boot
+        budget holds no more."""
+        assert turns is not None
+        if len(fresh_boots) < number and turns.boots_left() < 1:
+            return None
+        return on_a_fresh_boot(result, number)
+
     with ExitStack() as last_good:  # the last confirmed build, booted only if a cell needs pairs, stopped after
         paired: PairedMeasure | InTurn
         if turns is not None and profile.servers_at_once < 2:
@@ -100,6 +108,6 @@ def measure_and_judge(  # noqa: PLR0913 -- the perf stage's inputs, by keyword (
             paired = interleaved_pairs(beside, entry.served_model_name, watch=watch, say=say)
         outcomes = judge_results(
             results, thresholds, ctx, health_before=before, health_after=after, remeasure=remeasure, paired=paired,
-            boot_again=on_a_fresh_boot if one_at_a_time else None,
+            boot_again=another_boot if one_at_a_time else None,
         )  # fmt: skip
     return JudgedPerf(results, after, outcomes)
