@@ -283,3 +283,37 @@ def test_a_merge_shaped_day_with_an_unbuildable_commit_first_names_the_merge_tha
     assert (
         f"first bad commit of vllm main: {day.merge[:12]}" in summary["suspects"] and "PR #33006" in summary["suspects"]
     )
+
+
+def test_a_slower_day_bisected_one_server_at_a_time_decides_each_step_on_its_own_boot(
+    place: Place, tmp_path: Path
+) -> None:
+    """The Spark's way on the CPU: `cpu-built` holding one server at a time, so tonight's pairs boot A and B in turns
+    and a bisection step asks whether its commit is like A or like tonight's build, against tonight's boots of A
+    (docs/verdict.md, "like A or like tonight's build?"). A day of 8 commits whose 6th waits 25 ms in every engine
+    step: each of the 3 steps is decided on its one boot, and the 6th is named."""
+    repo = make_vllm_repo(tmp_path / "vllm-repo")
+    bench_one_case(place)
+    golden_for_another_stage(place)
+    models = place.root / "config" / "models.yaml"
+    data = yaml.safe_load(models.read_text())
+    for profile in ("cpu", "cpu-built"):  # the entries are the cpu profile's, served as it says
+        data["profiles"][profile]["servers_at_once"] = 1
+    models.write_text(yaml.safe_dump(data, sort_keys=False))
+    assert _night(place, repo) == 0
+    day = make_day_of_main(repo, 8, guilty=6, guilty_change="slower", native=99)
+    assert _night(place, repo) == 6
+    run = _run(place)
+    entry = json.loads((run / "entries" / f"{CPU_ENTRY}.json").read_text())
+    assert (entry["status"], entry["stage"]) == ("FAIL", "perf"), entry["reason"]
+    found = json.loads((run / "culprit" / "bisect.json").read_text())
+    assert found["first_bad"]["sha"] == day[5] and found["first_bad_pr"] == 32006, found
+    assert [(s["commit"], s["verdict"]) for s in found["steps"]] == [
+        (day[3], "PASS"),
+        (day[5], "FAIL"),
+        (day[4], "PASS"),
+    ], found["steps"]
+    steps = [json.loads(p.read_text()) for p in sorted((run / "culprit").glob(f"*-bisect*/entries/{CPU_ENTRY}.json"))]
+    asked = [c["reason"] for o in steps for name, c in o["numbers"]["cells"].items() if name.startswith("tg32")]
+    assert len(asked) == 3 and all("(one boot) against tonight's" in r for r in asked), asked
+    assert all(s["boots"] == 0 for s in found["steps"]), found["steps"]  # no boot in turns beyond the step's own
