@@ -176,14 +176,20 @@ def bench_one_case(place: Place) -> None:
 
 
 def one_server_at_a_time(
-    place: Place, *, golden_judge: str | None = None, max_load_per_core: float | None = None
+    place: Place,
+    *,
+    golden_judge: str | None = None,
+    max_load_per_core: float | None = None,
+    also: tuple[str, ...] = (),
 ) -> None:
     """The CPU profile of this place as a Spark runs: one server at a time (the last confirmed build served in turns
     with tonight's), and optionally the Spark's golden judge (the last confirmed build) instead of transformers, and
-    a health limit that lets a night that times nothing run beside other tests."""
+    a health limit that lets a night that times nothing run beside other tests. `also` names other profiles held to one
+    server (cpu-built, whose entries are the cpu profile's)."""
     models = place.root / "config" / "models.yaml"
     data = yaml.safe_load(models.read_text())
-    data["profiles"]["cpu"]["servers_at_once"] = 1
+    for profile in ("cpu", *also):
+        data["profiles"][profile]["servers_at_once"] = 1
     if golden_judge is not None:
         data["profiles"]["cpu"]["golden_judge"] = golden_judge
     if max_load_per_core is not None:

@@ -17,7 +17,13 @@ import yaml
 
 from pipeline.cli import main
 from pipeline.stages.release.publish import nightly_releases
-from tests.integration.conftest import CPU_ENTRY, Place, bench_one_case, golden_for_another_stage
+from tests.integration.conftest import (
+    CPU_ENTRY,
+    Place,
+    bench_one_case,
+    golden_for_another_stage,
+    one_server_at_a_time,
+)
 from tests.vllm_repo import VllmRepo, make_day_of_main, make_merge_day_of_main, make_vllm_repo, plant_pulls
 
 pytestmark = [pytest.mark.integration, pytest.mark.built_night]
@@ -40,6 +46,22 @@ def _run(place: Place) -> Path:
 def _builds(run: Path) -> list[dict[str, Any]]:
     builds: list[dict[str, Any]] = json.loads((run / "build.json").read_text())["builds"]
     return builds
+
+
+def _good_night_of_its_own(place: Place, tmp_path: Path) -> VllmRepo:
+    """A repository of its own (a day of main changes it) and its good night: the last good night a bisection starts
+    from, its build the cells' A."""
+    repo = make_vllm_repo(tmp_path / "vllm-repo")
+    bench_one_case(place)
+    golden_for_another_stage(place)
+    assert _night(place, repo) == 0
+    return repo
+
+
+def _bisection(place: Place) -> tuple[Path, dict[str, Any]]:
+    """The last run and its bisection's record."""
+    run = _run(place)
+    return run, json.loads((run / "culprit" / "bisect.json").read_text())
 
 
 def test_a_built_night_of_real_vllm_passes_and_an_unchanged_night_builds_nothing(
@@ -138,8 +160,7 @@ def test_a_night_whose_main_alone_fails_names_the_guilty_commit_of_a_day_of_main
     assert _night(place, vllm_repo) == 0  # the last good night: its main is where the bisection starts
     day = make_day_of_main(vllm_repo, 32, guilty=19, guilty_change="garbage", native=24)
     assert _night(place, vllm_repo) == 6
-    run = _run(place)
-    found = json.loads((run / "culprit" / "bisect.json").read_text())
+    run, found = _bisection(place)
     assert found["first_bad"]["sha"] == day[18] and found["first_bad_pr"] == 32019, found
     built = [s for s in found["steps"] if s["verdict"] != "SKIPPED"]
     assert 0 < len(built) <= 7, found["steps"]
@@ -166,10 +187,7 @@ def test_a_night_whose_main_alone_is_slower_names_the_guilty_commit_by_its_pairs
     the bisection names the guilty commit and its PR within 7 builds, each step judged as the night judges (the
     cell's screen, then pairs side by side against the last confirmed build), asking whether the step carries
     tonight's slowdown rather than the smallest one the profile blocks (a clean screen can answer that alone)."""
-    repo = make_vllm_repo(tmp_path / "vllm-repo")  # its own main: the module's repository gets a day of its own
-    bench_one_case(place)
-    golden_for_another_stage(place)
-    assert _night(place, repo) == 0  # the last good night: its build becomes the cells' A
+    repo = _good_night_of_its_own(place, tmp_path)
     day = make_day_of_main(repo, 32, guilty=19, guilty_change="slower", native=24)
     assert _night(place, repo) == 6
     run = _run(place)
@@ -204,14 +222,10 @@ def test_a_boot_crash_window_before_the_guilty_commit_is_skipped_and_the_guilty_
     6th makes garbage: the search's first step (the 4th) fails at boot, not at golden as tonight did, so it is skipped
     (as `git bisect skip` would) and the search goes on around it to the 6th; it once counted as bad and named the
     3rd."""
-    repo = make_vllm_repo(tmp_path / "vllm-repo")
-    bench_one_case(place)
-    golden_for_another_stage(place)
-    assert _night(place, repo) == 0
+    repo = _good_night_of_its_own(place, tmp_path)
     day = make_day_of_main(repo, 8, guilty=6, guilty_change="garbage", native=99, crash=(3, 4))
     assert _night(place, repo) == 6
-    run = _run(place)
-    found = json.loads((run / "culprit" / "bisect.json").read_text())
+    run, found = _bisection(place)
     assert found["first_bad"]["sha"] == day[5] and found["first_bad_pr"] == 32006, found
     assert [(s["commit"], s["verdict"]) for s in found["steps"]] == [
         (day[3], "SKIPPED"),
@@ -232,10 +246,7 @@ def test_a_day_whose_every_commit_fails_for_the_environment_says_it_is_not_mains
     another answer, as a dependency that moved would make every build fail): every step fails, no step passes, so
     the last good commit is tried too, fails, and the answer is that tonight's failure is not main's history, not
     the day's first commit."""
-    repo = make_vllm_repo(tmp_path / "vllm-repo")
-    bench_one_case(place)
-    golden_for_another_stage(place)
-    assert _night(place, repo) == 0
+    repo = _good_night_of_its_own(place, tmp_path)
     good = json.loads((_run(place) / "plan.json").read_text())["sources"][0]["main_commit"]
     make_day_of_main(repo, 4, guilty=0, guilty_change="tidy", native=99)
     with place.cpu_entry() as entry:
@@ -246,8 +257,7 @@ def test_a_day_whose_every_commit_fails_for_the_environment_says_it_is_not_mains
     first.pop("expect_by", None)
     path.write_text(yaml.safe_dump(golden, sort_keys=False))
     assert _night(place, repo) == 6
-    run = _run(place)
-    found = json.loads((run / "culprit" / "bisect.json").read_text())
+    run, found = _bisection(place)
     assert found["first_bad"] is None and found["good_fails"] is True, found
     assert [s["verdict"] for s in found["steps"]][-1] == "FAIL" and found["steps"][-1]["commit"] == good
     summary = json.loads((run / "run.json").read_text())
@@ -264,14 +274,10 @@ def test_a_merge_shaped_day_with_an_unbuildable_commit_first_names_the_merge_tha
     commit is skipped without a build and the search goes on around it; only first-parent commits are built (never
     the branch's, whose trees lack main's commits), and the merge is named with its PR, read from "Merge pull
     request #33006 from ..."."""
-    repo = make_vllm_repo(tmp_path / "vllm-repo")
-    bench_one_case(place)
-    golden_for_another_stage(place)
-    assert _night(place, repo) == 0
+    repo = _good_night_of_its_own(place, tmp_path)
     day = make_merge_day_of_main(repo)
     assert _night(place, repo) == 6
-    run = _run(place)
-    found = json.loads((run / "culprit" / "bisect.json").read_text())
+    run, found = _bisection(place)
     assert found["first_bad"]["sha"] == day.merge and found["first_bad_pr"] == 33006, found
     assert found["commits"] == 8 and [s["commit"] for s in found["steps"]] == [day.commits[i] for i in (3, 4, 5)]
     native, revert, merge = found["steps"]
@@ -292,15 +298,8 @@ def test_a_slower_day_bisected_one_server_at_a_time_decides_each_step_on_its_own
     and a bisection step asks whether its commit is like A or like tonight's build, against tonight's boots of A
     (docs/verdict.md, "like A or like tonight's build?"). A day of 8 commits whose 6th waits 25 ms in every engine
     step: each of the 3 steps is decided on its one boot, and the 6th is named."""
-    repo = make_vllm_repo(tmp_path / "vllm-repo")
-    bench_one_case(place)
-    golden_for_another_stage(place)
-    models = place.root / "config" / "models.yaml"
-    data = yaml.safe_load(models.read_text())
-    for profile in ("cpu", "cpu-built"):  # the entries are the cpu profile's, served as it says
-        data["profiles"][profile]["servers_at_once"] = 1
-    models.write_text(yaml.safe_dump(data, sort_keys=False))
-    assert _night(place, repo) == 0
+    one_server_at_a_time(place, also=("cpu-built",))  # the entries are the cpu profile's, served as it says
+    repo = _good_night_of_its_own(place, tmp_path)
     day = make_day_of_main(repo, 8, guilty=6, guilty_change="slower", native=99)
     assert _night(place, repo) == 6
     run = _run(place)

@@ -8,7 +8,6 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
 
-from pipeline.config.matrix import ModelEntry
 from pipeline.errors import ProcessError, SparkNightlyError
 from pipeline.outcome import Outcome
 from pipeline.places import RunDir
@@ -17,9 +16,8 @@ from pipeline.stages.aftermath.trial_bench import Failing, TrialBench, TrialBuil
 from pipeline.stages.build.build_plan import BuildPlan, SourcePlan
 from pipeline.stages.build.night_build import NativeBuildNeeded
 from pipeline.status import Status
+from tests.unit.test_bisect import TONIGHT
 
-ENTRY = cast(ModelEntry, SimpleNamespace(id="m"))
-TONIGHT = [Failing(ENTRY, "golden", {}, frozenset({"m:golden exact capital-of-france"}))]
 PLAN = BuildPlan(
     "2026-11-29T01:00:00Z",
     (SourcePlan("vllm", "file:///vllm", "main", "b" * 40, "2026-11-29T00:00:00Z", "b" * 40, "", ()),),

@@ -646,6 +646,47 @@ def test_the_pair_book_keeps_the_latest_boots_of_the_current_a_and_forgets_them_
     assert book.spread("host", "k").df == 3  # the spread goes on learning whichever A the pairs were against
 
 
+def _measured_in_turns(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    run_bench: Any,
+    judge_results: Any,
+    benched: list[str],
+    ctx: Any,
+) -> tuple[list[str], turns.Turns]:
+    """perf_run.measure_and_judge over a one-server profile, its bench and judging given by the test, each health
+    window noted in `benched`: the boots of tonight's build as started and stopped, and the Turns that made them."""
+
+    @contextmanager
+    def watched(profile: Any) -> Iterator[None]:
+        benched.append("window")
+        yield
+
+    monkeypatch.setattr(perf_run, "run_bench", run_bench)
+    monkeypatch.setattr(perf_run, "judge_results", judge_results)
+    monkeypatch.setattr(perf_run, "judge_window", lambda profile, window: HEALTHY)
+    monkeypatch.setattr(perf_run, "watched", watched)
+    monkeypatch.setattr(perf_run, "boots_in_turn", lambda *a, **kw: InTurn(lambda *b: None))
+    started: list[str] = []
+    bench = type("Bench", (), {"cases": lambda self: []})()
+    entry = type("Entry", (), {"id": "m", "served_model_name": "m", "bench": bench})()
+    profile = type("Profile", (), {"servers_at_once": 1})()
+    held = turns.Turns(entry, profile, _restartable(started), tmp_path, tmp_path, lambda line: None, lambda: None)  # type: ignore[arg-type]
+    perf_run.measure_and_judge(
+        held,
+        entry,  # type: ignore[arg-type]
+        ctx,
+        profile=profile,  # type: ignore[arg-type]
+        spec=None,  # type: ignore[arg-type]
+        thresholds=_thresholds(),
+        before=HEALTHY,
+        cache_dir=tmp_path,
+        log_dir=tmp_path,
+        say=lambda line: None,
+    )
+    return started, held
+
+
 def test_the_nightlys_rerun_in_turns_is_one_fresh_boot_that_measures_every_case(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -665,34 +706,7 @@ def test_the_nightlys_rerun_in_turns_is_one_fresh_boot_that_measures_every_case(
         rerun.extend(remeasure(r) for r in results)
         return []
 
-    @contextmanager
-    def watched(profile: Any) -> Iterator[None]:
-        benched.append("window")
-        yield
-
-    monkeypatch.setattr(perf_run, "run_bench", run_bench)
-    monkeypatch.setattr(perf_run, "judge_results", judge_results)
-    monkeypatch.setattr(perf_run, "judge_window", lambda profile, window: HEALTHY)
-    monkeypatch.setattr(perf_run, "watched", watched)
-    monkeypatch.setattr(perf_run, "boots_in_turn", lambda *a, **kw: InTurn(lambda *b: None))
-
-    started: list[str] = []
-    bench = type("Bench", (), {"cases": lambda self: []})()
-    entry = type("Entry", (), {"id": "m", "served_model_name": "m", "bench": bench})()
-    profile = type("Profile", (), {"servers_at_once": 1})()
-    held = turns.Turns(entry, profile, _restartable(started), tmp_path, tmp_path, lambda line: None, lambda: None)  # type: ignore[arg-type]
-    perf_run.measure_and_judge(
-        held,
-        entry,  # type: ignore[arg-type]
-        _ctx(tmp_path),
-        profile=profile,  # type: ignore[arg-type]
-        spec=None,  # type: ignore[arg-type]
-        thresholds=_thresholds(),
-        before=HEALTHY,
-        cache_dir=tmp_path,
-        log_dir=tmp_path,
-        say=lambda line: None,
-    )
+    started, held = _measured_in_turns(monkeypatch, tmp_path, run_bench, judge_results, benched, _ctx(tmp_path))
     assert started == ["tonight-0", "stopped tonight-0", "tonight-1"]  # the bench boot, then one fresh boot
     assert benched == ["tonight-0", "window", "tonight-1"]
     assert [b.why for b in held.boots] == ["a rerun on a fresh boot"]
@@ -721,34 +735,8 @@ def test_a_trials_further_boots_are_fresh_boots_of_its_build_shared_by_every_cel
         asked.extend([boot_again(c1, 1), boot_again(c4, 1), boot_again(c4, 2), boot_again(c1, 2)])
         return []
 
-    @contextmanager
-    def watched(profile: Any) -> Iterator[None]:
-        benched.append("window")
-        yield
-
-    monkeypatch.setattr(perf_run, "run_bench", run_bench)
-    monkeypatch.setattr(perf_run, "judge_results", judge_results)
-    monkeypatch.setattr(perf_run, "judge_window", lambda profile, window: HEALTHY)
-    monkeypatch.setattr(perf_run, "watched", watched)
-    monkeypatch.setattr(perf_run, "boots_in_turn", lambda *a, **kw: InTurn(lambda *b: None))
-
-    started: list[str] = []
-    bench = type("Bench", (), {"cases": lambda self: []})()
-    entry = type("Entry", (), {"id": "m", "served_model_name": "m", "bench": bench})()
-    profile = type("Profile", (), {"servers_at_once": 1})()
-    held = turns.Turns(entry, profile, _restartable(started), tmp_path, tmp_path, lambda line: None, lambda: None)  # type: ignore[arg-type]
-    perf_run.measure_and_judge(
-        held,
-        entry,  # type: ignore[arg-type]
-        replace(_ctx(tmp_path), slowdowns={"tg32": 0.75}, step_boots=3),
-        profile=profile,  # type: ignore[arg-type]
-        spec=None,  # type: ignore[arg-type]
-        thresholds=_thresholds(),
-        before=HEALTHY,
-        cache_dir=tmp_path,
-        log_dir=tmp_path,
-        say=lambda line: None,
-    )
+    ctx = replace(_ctx(tmp_path), slowdowns={"tg32": 0.75}, step_boots=3)
+    started, held = _measured_in_turns(monkeypatch, tmp_path, run_bench, judge_results, benched, ctx)
     assert started == ["tonight-0", "stopped tonight-0", "tonight-1", "stopped tonight-1", "tonight-2"]
     assert benched == ["tonight-0", "window", "tonight-1", "window", "tonight-2"]
     assert [b.why for b in held.boots] == ["boot 2 of this build", "boot 3 of this build"]

@@ -91,8 +91,8 @@ class TrialBench:
             self.say,
             record=False,
             supply=self.supply,
+            step_boots=self.settings.culprit_step_boots,
         )
-        ctx = replace(ctx, step_boots=self.settings.culprit_step_boots)
         outcomes = [run_entry(f.entry, replace(ctx, stop_after=f.stage, slowdowns=f.slowdowns)) for f in failed]
         for outcome in outcomes:  # each entry's evidence, where the night keeps its own
             save_outcome(trial.entry(outcome.entry), outcome)

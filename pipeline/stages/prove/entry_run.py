@@ -397,8 +397,10 @@ def _golden_failures(entry: ModelEntry, golden: GoldenResult) -> tuple[str, tupl
 
 def _perf(entry: ModelEntry, turns: Turns, ctx: EntryContext, *, profile_hardware: str, before: Any) -> PerfVerdict:
     here = PerfContext.on_host(ctx.state, hardware=profile_hardware, entry=entry.id, run_id=ctx.run.id, night=ctx.night)
-    perf_ctx = replace(here, commits=ctx.commits, record=ctx.record, build=ctx.build, slowdowns=ctx.slowdowns)
-    perf_ctx = replace(perf_ctx, step_boots=ctx.step_boots)
+    perf_ctx = replace(
+        here, commits=ctx.commits, record=ctx.record, build=ctx.build, slowdowns=ctx.slowdowns,
+        step_boots=ctx.step_boots,
+    )  # fmt: skip
     judged = measure_and_judge(
         turns,
         entry,

@@ -81,7 +81,7 @@ def measure_and_judge(  # noqa: PLR0913 -- the perf stage's inputs, by keyword (
         is made when a cell first asks for it; the others share it."""
         assert turns is not None
         while len(fresh_boots) < number:
-            why = "a rerun on a fresh boot" if ctx.slowdowns == {} else f"boot {len(fresh_boots) + 2} of this build"
+            why = "a rerun on a fresh boot" if not ctx.slowdowns else f"boot {len(fresh_boots) + 2} of this build"
             say(f"{entry.id}: {result.tg_cell.name}: {why}")
             server = turns.fresh_tonight(why)  # booted outside the window
             with watch():
