@@ -31,6 +31,7 @@ from pipeline.stages.prove.last_good import LastGoodServers, runtime_build
 from pipeline.stages.prove.perf.measure import CaseResult
 from pipeline.stages.prove.perf.paired import PairsOverBoots
 from pipeline.stages.prove.perf.pairs import Beside, interleaved_pairs
+from pipeline.stages.prove.supplies import night_supply
 
 ROOT = Path(__file__).parents[1]
 ENTRY = "smollm2-135m-instruct"
@@ -49,7 +50,8 @@ def main() -> None:
     cache = from_environment().settings.places.cache
     found: dict[tuple[str, str], list[tuple[float, float]]] = {}
     with tempfile.TemporaryDirectory() as scratch:
-        candidate = prepare_candidate(profile, cache, Path(scratch))
+        supply = night_supply(from_environment().settings, profile)  # the runner's wheelhouse and base, as a night's
+        candidate = prepare_candidate(profile, cache, Path(scratch), supply=supply)
         assert candidate.runtime is not None
         a = runtime_build(candidate.runtime, candidate.runtime.root / "lock.txt", night="", commits={})
         for index in range(rounds):

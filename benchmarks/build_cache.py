@@ -16,7 +16,9 @@ from pathlib import Path
 
 from pipeline.infra.files import sha256_of
 from pipeline.infra.pypi import download_sdist
+from pipeline.infra.supply import ONLINE
 from pipeline.infra.wheel_cache import WheelCache
+from pipeline.places import CacheDir
 from pipeline.settings import from_environment
 from pipeline.stages.build.build_wheels import BuildResult, build_source
 from pipeline.stages.build.builders import BUILDERS
@@ -29,7 +31,7 @@ TOOLCHAIN = Toolchain(cuda_arch="12.1a", torch="torch==2.13.0", index_urls=(), m
 def main() -> None:
     hits = int(sys.argv[1]) if len(sys.argv) > 1 else 5
     cache_dir = from_environment().settings.places.cache
-    source = BuildSource.from_sdist("flashinfer", download_sdist(SDIST, cache_dir / "sdists"))
+    source = BuildSource.from_sdist("flashinfer", download_sdist(SDIST, CacheDir(cache_dir).sdists))
     with tempfile.TemporaryDirectory(prefix="build-cache-bench-") as scratch:
         root = Path(scratch)
 
@@ -43,6 +45,7 @@ def main() -> None:
                 work_dir=root / name / "work",
                 out_dir=root / name / "wheels",
                 cache_dir=cache_dir,
+                supply=ONLINE,  # a benchmark of the build cache on a machine with the network: pip resolves
             )
             return time.monotonic() - started, result
 

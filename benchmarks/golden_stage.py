@@ -22,6 +22,7 @@ from pipeline.settings import from_environment
 from pipeline.stages.prove.boot import boot, prepare_candidate
 from pipeline.stages.prove.golden_run import run_golden
 from pipeline.stages.prove.judge import transformers_judge
+from pipeline.stages.prove.supplies import night_supply
 
 ROOT = Path(__file__).parents[1]
 
@@ -35,10 +36,11 @@ def main() -> None:
     durations, tokens, false_failures = [], [], 0
     with tempfile.TemporaryDirectory() as scratch:
         store = ReferenceStore(Path(scratch) / "history" / "golden")
-        candidate = prepare_candidate(config.matrix.profiles[entry.profile], cache, Path(scratch))
-        model_ref = model_reference(entry, cache, Path(scratch))
         profile = config.matrix.profiles[entry.profile]
-        judge = transformers_judge(entry, profile, model_ref, cache, Path(scratch))
+        supply = night_supply(from_environment().settings, profile)  # the runner's wheelhouse and base, as a night's
+        candidate = prepare_candidate(profile, cache, Path(scratch), supply=supply)
+        model_ref = model_reference(entry, cache, Path(scratch), supply=supply)
+        judge = transformers_judge(entry, profile, model_ref, cache, Path(scratch), supply=supply)
         for index in range(runs):
             references = store.load(hardware, entry.id)
             with boot(entry, candidate, cache_dir=cache, log_dir=Path(scratch) / f"run{index}") as server:

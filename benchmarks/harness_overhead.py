@@ -19,6 +19,7 @@ from pathlib import Path
 from pipeline.config.bundle import ConfigPaths, load_config
 from pipeline.settings import from_environment
 from pipeline.stages.prove.boot import boot, prepare_candidate
+from pipeline.stages.prove.supplies import night_supply
 
 ROOT = Path(__file__).parents[1]
 STAMP = re.compile(r"(?:INFO|WARNING|DEBUG|ERROR) (\d\d-\d\d \d\d:\d\d:\d\d)")
@@ -44,7 +45,9 @@ def main() -> None:
     cache = from_environment().settings.places.cache
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
-        candidate = prepare_candidate(config.matrix.profiles[entry.profile], cache, Path(scratch))
+        profile = config.matrix.profiles[entry.profile]
+        supply = night_supply(from_environment().settings, profile)  # the runner's wheelhouse and base, as a night's
+        candidate = prepare_candidate(profile, cache, Path(scratch), supply=supply)
         for index in range(boots):
             log_dir = Path(scratch) / f"boot{index}"
             launched = time.time()

@@ -36,6 +36,7 @@ from pipeline.stages.prove.last_good import LastGoodServers, runtime_build
 from pipeline.stages.prove.perf.measure import CaseResult
 from pipeline.stages.prove.perf.paired import side_by_side
 from pipeline.stages.prove.perf.pairs import Beside, interleaved_pairs
+from pipeline.stages.prove.supplies import night_supply
 
 ROOT = Path(__file__).parents[1]
 ENTRY = "smollm2-135m-instruct"
@@ -58,7 +59,8 @@ def main() -> None:
     verdicts: dict[str, list[str]] = {design: [] for design in DESIGNS}
     print(f"pair rules: min_effect {rules.min_effect:g}, boot_sd {rules.boot_sd:g}, max_pairs {rules.max_pairs}")
     with tempfile.TemporaryDirectory() as scratch:
-        good = prepare_candidate(profile, cache, Path(scratch))
+        supply = night_supply(from_environment().settings, profile)  # the runner's wheelhouse and base, as a night's
+        good = prepare_candidate(profile, cache, Path(scratch), supply=supply)
         assert good.runtime is not None
         a = runtime_build(good.runtime, good.runtime.root / "lock.txt", night="", commits={})
         slower_root = cache / "runtimes" / f"{good.runtime.root.name}-pair-power-slower"

@@ -10,7 +10,11 @@ until TwoBuilds.answer says A or B, or "between" after `culprit.step_boots` boot
 other build; a step "between" is skipped by the bisection (no wrong answer, a commit left unjudged).
 `--min-effect` sets the night's pair rules (the gpu profile's files say 0.13); `--assumed` the boot SD the decision
 believes as a share of the true one (the pooled prior of a host whose boots spread wider than its record: 0.5).
+`--bisections N` then bisects N failing days of DAY commits (the GPU day's shape: the GUILTY-th carries the
+slowdown) through aftermath/bisect.bisect_main with these steps, with and without its second look at the boundary
+(bisect.CONFIRM_BOOTS), and counts the days that named a wrong commit, ended in an honest range, and the boots.
 Run: .venv/bin/python -m benchmarks.step_simulation [--nights N] [--step-boots K] [--min-effect E] [--assumed R]
+     [--bisections N]
 """
 
 from __future__ import annotations
@@ -25,12 +29,18 @@ from pipeline.detect.evidence import Carried
 from pipeline.detect.sequential import decide_sequential
 from pipeline.detect.step_test import STEP_ERROR, two_builds
 from pipeline.settings import Settings
+from pipeline.stages.aftermath.bisect import CONFIRM_BOOTS, Bisection, Commit, StepResult, bisect_main, step_bound
+from pipeline.status import Status
 
 SLOWDOWNS = (0.10, 0.19, 0.25, 0.50)  # 0.19: a gap of 3 boot SDs at 7 %
 # nights a slowdown's undecided pairs are carried over before the simulation gives it up (the pair book carries them
 # as long as A stands)
 CARRIED_NIGHTS = 4
 BOOT_SDS = (0.02, 0.07)
+DAY, GUILTY = 10, 7  # the GPU day of 2026-11-29: 10 commits, the 7th slower
+# (slowdown, true boot SD, believed share): -25 % and -50 % at 7 % believed right and half as wide, and the H200 of
+# that day (tg32 at batch 4 FAILed at 0.61x; its good boots spread about 16 % where the file's prior says 4.6 %)
+BISECTED = ((0.25, 0.07, 1.0), (0.25, 0.07, 0.5), (0.50, 0.07, 1.0), (0.50, 0.07, 0.5), (0.39, 0.16, 0.29))
 
 
 def failing_night(
@@ -62,17 +72,86 @@ def failing_night(
 
 
 def step(
-    rng: random.Random, truth: float, a_boots: list[float], b_over_a: float, boot_sd: float, most: int, assumed: float
-) -> tuple[str, int]:
-    """One step whose commit's figure is `truth` (log): its answer and the boots it took, the decision believing a
-    boot SD of `assumed` times the true one."""
+    rng: random.Random,
+    truth: float,
+    night: tuple[list[float], float],
+    boot_sd: float,
+    most: int,
+    assumed: float,
+    *,
+    least: int = 1,
+    earlier: tuple[float, ...] = (),
+) -> tuple[str, list[float]]:
+    """One step whose commit's figure is `truth` (log): its answer and its boots, `earlier` (a first look's) and its
+    own, against the `night` (its boots of A and the B/A its pairs FAILed at), the decision believing a boot SD of
+    `assumed` times the true one."""
+    a_boots, b_over_a = night
     builds = two_builds([(math.exp(x),) for x in a_boots], b_over_a, 2 * (assumed * boot_sd) ** 2)
-    boots: list[float] = []
+    boots = list(earlier)
     while True:
         boots.append(rng.gauss(truth, boot_sd))
-        answer = builds.answer(boots, max_boots=most)
+        answer = builds.answer(boots, max_boots=max(most, least), least_boots=least)
         if answer != "more":
-            return answer, len(boots)
+            return answer, boots
+
+
+def bisected_day(
+    rng: random.Random, night: tuple[list[float], float], slowdown: float, boot_sd: float, most: int, assumed: float,
+    *, confirm: bool,
+) -> tuple[str, int]:  # fmt: skip
+    """One failing day bisected: "right" (the guilty commit named), "range" (an honest range holding it), or
+    "wrong" (another commit named, a range without it, or "not main's history"); and the boots its steps made."""
+    commits = [Commit(f"{n:040x}", f"change {n}", "2026-11-29") for n in range(1, DAY + 1)]
+    booted = 0
+    looks: dict[str, tuple[float, ...]] = {}  # each commit's first look's boots: a second look starts from them
+
+    def trial(commit: Commit, least: int) -> StepResult:
+        nonlocal booted
+        truth = math.log1p(-slowdown) if int(commit.sha, 16) >= GUILTY else 0.0
+        earlier = looks.get(commit.sha, ()) if least > 1 else ()
+        answer, boots = step(rng, truth, night, boot_sd, most, assumed, least=least, earlier=earlier)
+        booted += len(boots) - len(earlier)
+        looks[commit.sha] = tuple(boots)
+        status = {"A": Status.PASS, "B": Status.FAIL}.get(answer, Status.SKIPPED)
+        return StepResult(status, answer, weighed_boots=len(boots))
+
+    found: Bisection = bisect_main(
+        "vllm", Commit("0" * 40, "good", "2026-11-28"), commits, lambda c: trial(c, 1),
+        max_steps=step_bound(DAY) + 2, confirm=(lambda c: trial(c, CONFIRM_BOOTS)) if confirm else None,
+    )  # fmt: skip
+    guilty = commits[GUILTY - 1]
+    if found.first_bad is not None:
+        return ("right" if found.first_bad == guilty else "wrong"), booted
+    held = guilty in found.candidates or (not found.good_fails and found.last_bad == guilty.sha)
+    return ("range" if held and not found.good_fails else "wrong"), booted
+
+
+def bisections(rng: random.Random, days: int, most: int, min_effect: float) -> None:
+    """The second table: whole days bisected, without and with the boundary's second look."""
+    print(f"\n{days} failing days of {DAY} commits a row, the {GUILTY}th slower; culprit.step_boots {most}")
+    print(
+        "| slowdown | boot SD (believed) | wrong commit, one look | wrong commit, boundary again | honest range "
+        "(one look / again) | boots a day (one look / again) |"
+    )
+    print("| --- | --- | --- | --- | --- | --- |")
+    for slowdown, boot_sd, assumed in BISECTED:
+        counts = {flag: Counter[str]() for flag in (False, True)}
+        boots = {False: 0, True: 0}
+        done = 0
+        while done < days:
+            night = failing_night(rng, slowdown, boot_sd, min_effect)
+            if night is None:
+                continue
+            done += 1
+            for confirm in (False, True):
+                answer, used = bisected_day(rng, night, slowdown, boot_sd, most, assumed, confirm=confirm)
+                counts[confirm][answer] += 1
+                boots[confirm] += used
+        print(
+            f"| -{slowdown:.0%} | {boot_sd:.0%} ({assumed * boot_sd:.1%}) | {counts[False]['wrong'] / days:.2%} | "
+            f"{counts[True]['wrong'] / days:.2%} | {counts[False]['range'] / days:.1%} / "
+            f"{counts[True]['range'] / days:.1%} | {boots[False] / days:.2f} / {boots[True] / days:.2f} |"
+        )
 
 
 def main() -> None:
@@ -81,6 +160,7 @@ def main() -> None:
     parser.add_argument("--step-boots", type=int, default=Settings().culprit_step_boots)
     parser.add_argument("--min-effect", type=float, default=MIN_EFFECT)
     parser.add_argument("--assumed", type=float, default=1.0)
+    parser.add_argument("--bisections", type=int, default=0)
     args = parser.parse_args()
     nights, most = args.nights, args.step_boots
     rng = random.Random(20261129)
@@ -101,11 +181,11 @@ def main() -> None:
                 if night is None:
                     continue
                 failed += 1
-                a_boots, b_over_a = night
+                a_boots = night[0]
                 pairs += len(a_boots)
                 for truth, right in ((0.0, "A"), (math.log1p(-slowdown), "B")):
-                    answer, used = step(rng, truth, a_boots, b_over_a, boot_sd, most, args.assumed)
-                    boots[used] += 1
+                    answer, made = step(rng, truth, night, boot_sd, most, args.assumed)
+                    boots[len(made)] += 1
                     answers["right" if answer == right else "between" if answer == "between" else "wrong"] += 1
             steps = sum(boots.values())
             gap = -math.log1p(-slowdown) / boot_sd
@@ -115,6 +195,8 @@ def main() -> None:
                 f"{boots[1] / max(steps, 1):.1%} | {answers['wrong'] / max(steps, 1):.2%} | "
                 f"{answers['between'] / max(steps, 1):.1%} |"
             )
+    if args.bisections:
+        bisections(rng, args.bisections, most, args.min_effect)
 
 
 if __name__ == "__main__":

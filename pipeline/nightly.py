@@ -25,7 +25,7 @@ from pipeline.infra.history import History
 from pipeline.infra.runtime_cache import prune_runtimes
 from pipeline.infra.supply import Supply
 from pipeline.outcome import Failure, Outcome
-from pipeline.places import RunDir
+from pipeline.places import CacheDir, RunDir
 from pipeline.progress import Progress, Say, clock_text
 from pipeline.settings import Settings
 from pipeline.stages.aftermath.alert import BLIND_KEY, AlertEvent, raise_alerts
@@ -450,7 +450,7 @@ def _stage_reports(state: NightRun) -> None:
 
 def _stage_cache(state: NightRun) -> None:
     places = state.settings.places
-    runtimes = places.cache / "runtimes"
+    runtimes = CacheDir(places.cache).runtimes
     confirmed = ConfirmedBook(places.state.confirmed).builds()  # every cell's A: pairs may boot it any later night
     keep = frozenset(Path(b.ref).name for b in confirmed if b.kind == "runtime" and Path(b.ref).parent == runtimes)
     try:

@@ -38,6 +38,8 @@ class CellNumbers:
     last_good: str | None = None  # the build that was A
     a_night: str | None = None  # the night whose build was A (the site marks it)
     in_turn: bool = False  # the pairs were boot pairs, A and B booted in turns
+    step_boots: int = 0  # a trial's cell decided by its own boots against tonight's boots of A: how many (no pair)
+    step_logs: tuple[float, ...] = ()  # and each boot's log figure (a bisection's second look starts from them)
 
     @property
     def deciding(self) -> float | None:
@@ -60,12 +62,14 @@ class CellNumbers:
             data |= {"b_over_a": self.b_over_a, "pairs": self.pairs, "last_good": self.last_good}
             data |= {"a_night": self.a_night} if self.a_night else {}
             data |= {"in_turn": True} if self.in_turn else {}
+            data |= {"step_boots": self.step_boots} if self.step_boots else {}
+            data |= {"step_logs": [round(x, 6) for x in self.step_logs]} if self.step_logs else {}
         return data
 
     @staticmethod
     def from_json(data: Mapping[str, Any]) -> CellNumbers:
         status = data.get("status")
-        pairs = data.get("pairs")
+        pairs, step_boots, step_logs = data.get("pairs"), data.get("step_boots"), data.get("step_logs")
         return CellNumbers(
             Status(status) if isinstance(status, str) and status in Status.__members__ else None,
             _number(data.get("value")),
@@ -78,6 +82,8 @@ class CellNumbers:
             str(data["last_good"]) if data.get("last_good") else None,
             str(data["a_night"]) if data.get("a_night") else None,
             data.get("in_turn") is True,
+            step_boots if isinstance(step_boots, int) and not isinstance(step_boots, bool) else 0,
+            tuple(x for x in step_logs if _number(x) is not None) if isinstance(step_logs, list) else (),
         )
 
 

@@ -1,9 +1,10 @@
 """The night's folders and files, resolved once from the settings: every name in a run or state folder lives here.
 
 `Places` holds the configured folders (`paths.*`, `~` expanded); `StateDir` owns what nights remember (history,
-confirmed builds, boot pairs, alerts, durations, the last good night, golden references) and `RunDir` what one
-run writes (its night, plan, build record, inspection, lock, reports, per-entry outcomes, logs and series). Each
-file has one property, named nowhere else: a layout test refuses these names anywhere but here. It sits below the
+confirmed builds, boot pairs, alerts, durations, the last good night, golden references), `CacheDir` what nights
+keep to go faster (mirrors, wheels, bases, runtimes, weights, compile caches) and `RunDir` what one run writes (its
+night, plan, build record, inspection, lock, reports, per-entry outcomes, logs and series). Each file or folder has
+one property, named nowhere else: a layout test refuses these names anywhere but here. It sits below the
 infrastructure, so the modules that read these files can take their places as types.
 """
 
@@ -47,6 +48,79 @@ class StateDir:
     def golden(self) -> Path:
         """The golden references' folder (infra/references.py keeps one file per hardware and entry in it)."""
         return self.root / "golden"
+
+
+@dataclass(frozen=True)
+class CacheDir:
+    """What nights keep to go faster, and may lose (`paths.cache`): each folder one property, so a folder's name is
+    written here only (the layout test refuses these names joined anywhere else)."""
+
+    root: Path
+
+    @property
+    def mirrors(self) -> Path:
+        """Bare git mirrors of the sources, one per repository URL (infra/git.py names each)."""
+        return self.root / "mirrors"
+
+    @property
+    def wheels(self) -> Path:
+        """Built wheels by content key (infra/wheel_cache.py)."""
+        return self.root / "wheels"
+
+    @property
+    def native_builds(self) -> Path:
+        """This runner's own native builds, each usable as a later night's overlay base."""
+        return self.wheels / "native-builds.json"
+
+    @property
+    def native_bases(self) -> Path:
+        """The pinned bases' wheels, downloaded once."""
+        return self.root / "native-bases"
+
+    @property
+    def native_base_wheelhouse(self) -> Path:
+        """A pinned base's wheel taken from the runner's wheelhouse instead of a download."""
+        return self.native_bases / "wheelhouse"
+
+    @property
+    def runtimes(self) -> Path:
+        """Local runtimes (venvs) by content key."""
+        return self.root / "runtimes"
+
+    @property
+    def wheelhouse(self) -> Path:
+        """Files a wheelhouse supplied, verified."""
+        return self.root / "wheelhouse"
+
+    @property
+    def sdists(self) -> Path:
+        """Source distributions fetched to make a prepared repository."""
+        return self.root / "sdists"
+
+    @property
+    def models(self) -> Path:
+        """Model weights packaged for an entry (a package folder with its manifest)."""
+        return self.root / "models"
+
+    @property
+    def downloads(self) -> Path:
+        """Downloads in progress (`.partial`), renamed into place when verified."""
+        return self.root / "downloads"
+
+    @property
+    def huggingface(self) -> Path:
+        """The Hugging Face cache that servers and containers share."""
+        return self.root / "huggingface"
+
+    @property
+    def hub_locks(self) -> Path:
+        """One lock file per Hub repository, so two entries never fetch one model at once."""
+        return self.root / "hub-locks"
+
+    @property
+    def compile(self) -> Path:
+        """Compile caches (torch.compile, Triton, FlashInfer's JIT), one folder per build."""
+        return self.root / "compile"
 
 
 @dataclass(frozen=True)

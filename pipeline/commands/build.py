@@ -14,7 +14,7 @@ from pipeline.errors import UsageError
 from pipeline.infra.git import mirror_dir
 from pipeline.infra.pypi import download_sdist
 from pipeline.infra.safe_files import shown
-from pipeline.places import RunDir
+from pipeline.places import CacheDir, RunDir
 from pipeline.progress import Say, to_stderr
 from pipeline.settings import Settings
 from pipeline.stages.build.build_plan import BuildPlan
@@ -76,8 +76,8 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
     run_id = args.run_id or time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     run = settings.places.run(run_id)
     run.root.mkdir(parents=True, exist_ok=True)
+    supply = night_supply(settings, profile)  # the runner's wheelhouse and base, as its night reads them
     if not args.sdist and not args.plan and not args.source:
-        supply = night_supply(settings, profile)  # the runner's wheelhouse and base, as its night reads them
         built = build_tonight(settings, profile, run, lock=not args.no_lock, supply=supply, say=to_stderr)
     else:
         built = build_inspect_lock(
@@ -90,6 +90,7 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
             expect_families=not args.sdist,
             lock=not args.no_lock,
             min_free_gib=settings.build_min_free_gib,
+            supply=supply,
             say=to_stderr,
         )
     for result in built.results:
@@ -111,7 +112,7 @@ def _build_sources(
 ) -> list[BuildSource]:
     cache_dir = settings.places.cache
     if args.sdist:
-        sdist = download_sdist(args.sdist, cache_dir / "sdists")
+        sdist = download_sdist(args.sdist, CacheDir(cache_dir).sdists)
         return [BuildSource.from_sdist(families[0], sdist)]
     if args.plan:
         plan = BuildPlan.load(Path(args.plan))

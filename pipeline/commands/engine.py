@@ -62,7 +62,9 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
         )
         return 0
     log_dir = settings.places.runs / time.strftime("engine-%Y%m%d-%H%M%S") / entry.id
-    candidate = prepare_candidate(profile, cache_dir, log_dir, supply=night_supply(settings, profile), say=to_stderr)
+    supply = night_supply(settings, profile)  # a runner's wheelhouse, offline setting and base, as a night's
+    model_reference(entry, cache_dir, log_dir, supply=supply, say=to_stderr)  # its weights made before the boot
+    candidate = prepare_candidate(profile, cache_dir, log_dir, supply=supply, say=to_stderr)
     if candidate.runtime is not None:
         report = smoke(candidate.runtime, profile, log_dir, entry_point_needed=entry.launch.entrypoint == "cli")
         for check in report.checks:

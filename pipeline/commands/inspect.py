@@ -14,6 +14,7 @@ from pipeline.progress import to_stderr
 from pipeline.settings import Settings
 from pipeline.stages.build.inspect import Target, inspect_wheels
 from pipeline.stages.build.night_build import write_report
+from pipeline.stages.prove.supplies import night_supply
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
@@ -42,7 +43,14 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
         raise UsageError(f"--driver-cuda: {exc}") from None
     with tempfile.TemporaryDirectory(prefix="spark-nightly-inspect-") as logs:
         cuobjdump = (
-            ensure_cuobjdump(settings.places.cache, Path(logs), say=to_stderr) if target.gpu and target.arch else None
+            ensure_cuobjdump(
+                settings.places.cache,
+                Path(logs),
+                supply=night_supply(settings, config.matrix.profiles[settings.profile]),
+                say=to_stderr,
+            )
+            if target.gpu and target.arch
+            else None
         )
         report = inspect_wheels(wheels, target, cuobjdump, say=to_stderr)
     if args.json:

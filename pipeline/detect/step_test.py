@@ -64,9 +64,12 @@ class TwoBuilds:
         variance = self.variance(len(step_boots))
         return (self.slowdown / variance) * (-difference - self.slowdown / 2.0)
 
-    def answer(self, step_boots: Sequence[float], *, max_boots: int) -> StepAnswer:
+    def answer(self, step_boots: Sequence[float], *, max_boots: int, least_boots: int = 1) -> StepAnswer:
         """B or A where the evidence reaches a bound; else another boot while fewer than `max_boots` were made,
-        and "between" once they were."""
+        and "between" once they were. Fewer than `least_boots` boots are never an answer (a bisection's boundary
+        step tried again, bisect.CONFIRM_BOOTS): another boot, where `max_boots` allows one."""
+        if len(step_boots) < min(least_boots, max_boots):
+            return "more"
         weight = self.weigh(step_boots)
         if weight >= STEP_BOUND:
             return "B"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from pipeline.errors import CapturedFailure, EngineError
 from pipeline.infra import procs
-from pipeline.infra.supply import ONLINE, Supply, ensure_runtime
+from pipeline.infra.supply import Supply, ensure_runtime
 from pipeline.infra.wheelhouse import WheelSet
 from pipeline.infra.wheels import extract_to, native_infos
 from pipeline.progress import Say, quiet
@@ -108,7 +108,7 @@ def _parse_headers(lines: list[str]) -> list[Image]:
     return images
 
 
-def ensure_cuobjdump(cache_dir: Path, log_dir: Path, *, supply: Supply = ONLINE, say: Say = quiet) -> Cuobjdump:
+def ensure_cuobjdump(cache_dir: Path, log_dir: Path, *, supply: Supply, say: Say = quiet) -> Cuobjdump:
     """cuobjdump from its pinned PyPI wheel, installed once into a runtime of its own (from the night's supply)."""
     runtime = ensure_runtime(CUOBJDUMP_SET, supply, cache_dir, log_dir, say=say)
     found = sorted(runtime.root.glob("lib/python*/site-packages/nvidia/cu*/bin/cuobjdump"))

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from pipeline.errors import ProcessError
 from pipeline.infra import procs
+from pipeline.places import CacheDir
 
 _QUICK_S = 120.0
 _FETCH_S = 3600.0  # a first clone of vLLM moves a few hundred MB
@@ -76,7 +77,7 @@ class Git:
 def mirror_dir(cache_dir: Path, url: str) -> Path:
     """Where the mirror of `url` lives: readable, and unique per URL."""
     tail = re.sub(r"[^A-Za-z0-9._-]+", "-", url.rstrip("/").removesuffix(".git"))[-48:].strip("-.")
-    return cache_dir / "mirrors" / f"{tail}-{hashlib.sha256(url.encode()).hexdigest()[:8]}.git"
+    return CacheDir(cache_dir).mirrors / f"{tail}-{hashlib.sha256(url.encode()).hexdigest()[:8]}.git"
 
 
 def ensure_mirror(url: str, cache_dir: Path) -> Git:

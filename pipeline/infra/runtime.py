@@ -22,6 +22,7 @@ from pipeline.infra.base_env import normalize
 from pipeline.infra.cache_lock import exclusive
 from pipeline.infra.files import sha256_of, write_atomically
 from pipeline.infra.runtime_cache import stamp_used
+from pipeline.places import CacheDir
 from pipeline.progress import Say, quiet
 
 RUNTIME_FORMAT = 1
@@ -121,7 +122,7 @@ def runtime_root(
     name: str, requirements: Sequence[str], remove: Sequence[str], cache_dir: Path, index_urls: Sequence[str] = ()
 ) -> Path:
     """Where the runtime for these requirements lives (whether or not it exists yet)."""
-    return cache_dir / "runtimes" / f"{name}-{runtime_key(requirements, remove, index_urls)}"
+    return CacheDir(cache_dir).runtimes / f"{name}-{runtime_key(requirements, remove, index_urls)}"
 
 
 def ensure_pip_runtime(
@@ -248,7 +249,7 @@ def overlay_runtime(
     `unmet_requirements`). The lock is the companion's files and the overlay's."""
     ours = tuple(LockedFile(*parse_filename(w.name), w.name, sha256_of(w)) for w in wheels)
     key = hashlib.sha256(json.dumps([companion.key, [asdict(f) for f in ours]]).encode()).hexdigest()[:16]
-    root = cache_dir / "runtimes" / f"{name}-{key}"
+    root = CacheDir(cache_dir).runtimes / f"{name}-{key}"
     with exclusive(root):
         existing = load_runtime(root)
         if existing is not None:

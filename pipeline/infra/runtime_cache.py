@@ -19,6 +19,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
+from pipeline.places import CacheDir
 from pipeline.progress import Say, quiet
 
 USED_STAMP = "last-used"
@@ -166,7 +167,7 @@ def prune_runtimes(
 ) -> list[str]:
     """Remove the least recently used runtimes past the budget (0: keep every one), none named in `keep`; returns
     the removed names."""
-    runtimes_dir = cache_dir / "runtimes"
+    runtimes_dir = CacheDir(cache_dir).runtimes
     for leftover in runtimes_dir.glob(".removing-*"):  # an earlier removal that crashed mid-way
         shutil.rmtree(leftover, ignore_errors=True)
     if budget_gib <= 0:

@@ -24,6 +24,7 @@ from pipeline.infra.runtime import (
     runtime_root,
 )
 from pipeline.infra.wheelhouse import Wheelhouse, WheelSet, make_wheelhouse
+from pipeline.places import CacheDir
 from pipeline.progress import Say, quiet
 
 # What the wheelhouse command is, said where a piece is missing
@@ -97,7 +98,7 @@ def runtime_folder(wheel_set: WheelSet, supply: Supply, cache_dir: Path) -> Path
     if supply.plain:
         return runtime_root(wheel_set.name, wheel_set.requirements, wheel_set.remove, cache_dir)
     layered = "-layered" if supply.base else ""
-    return cache_dir / "runtimes" / f"{wheel_set.name}-{wheel_set.key(supply.base)}{layered}"
+    return CacheDir(cache_dir).runtimes / f"{wheel_set.name}-{wheel_set.key(supply.base)}{layered}"
 
 
 def supplied_files(
@@ -113,7 +114,7 @@ def supplied_files(
         say(f"runtime {wheel_set.name}: resolving over {supply.base.describe() if supply.base else 'nothing'}")
         wheelhouse = make_wheelhouse(
             [wheel_set],
-            cache_dir / "wheelhouse",
+            CacheDir(cache_dir).wheelhouse,
             resolver_python=supply.base.python if supply.base else sys.executable,
             base=supply.base,
             command=FETCH_COMMAND.format(profile=supply.profile or "P"),

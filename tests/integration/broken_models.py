@@ -11,6 +11,7 @@ from pipeline.config.matrix import Weights
 from pipeline.infra import procs
 from pipeline.infra.references import References
 from pipeline.infra.runtime import ensure_pip_runtime
+from pipeline.infra.supply import ONLINE
 from pipeline.infra.weights import CONVERTER_REQUIREMENTS, package_folder
 from pipeline.stages.prove.boot import boot, restartable
 from pipeline.stages.prove.golden_run import GoldenResult, ask_golden, judge_golden, run_golden
@@ -58,7 +59,7 @@ def good_judge(engine: CpuEngine, log_dir: Path) -> Judge:
     """The CPU profile's judge on the entry's own (good) weights: what a broken engine is measured against."""
     profile = engine.config.matrix.profiles[engine.entry.profile]
     good = str(package_folder(engine.entry, engine.cache_dir))
-    judge = transformers_judge(engine.entry, profile, good, engine.cache_dir, log_dir)
+    judge = transformers_judge(engine.entry, profile, good, engine.cache_dir, log_dir, supply=ONLINE)
     assert judge is not None
     return judge
 

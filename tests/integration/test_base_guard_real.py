@@ -17,6 +17,7 @@ from pipeline.config.matrix import PinnedBase, Profile, TorchExpectation
 from pipeline.infra.elf import needed_libraries
 from pipeline.infra.files import sha256_of
 from pipeline.infra.git import Git
+from pipeline.infra.supply import ONLINE
 from pipeline.stages.build.base_guard import BaseRefused, Target, check_compatible
 from pipeline.stages.build.native_base import pinned_base
 from tests.vllm_repo import VLLM_026_X86
@@ -73,6 +74,14 @@ def test_a_downloaded_base_whose_sha256_differs_from_the_pin_is_refused(tmp_path
     pin = PinnedBase("six", "1.16.0", "six-1.16.0-py2.py3-none-any.whl", "0" * 64, "1" * 40)
     profile = replace(GPU_BUILT, native_bases={"vllm": pin})
     with pytest.raises(BaseRefused) as refused:
-        pinned_base("vllm", pin, profile, mirror=Git(tmp_path), main_commit="2" * 40, cache_dir=tmp_path / "cache")
+        pinned_base(
+            "vllm",
+            pin,
+            profile,
+            mirror=Git(tmp_path),
+            main_commit="2" * 40,
+            cache_dir=tmp_path / "cache",
+            supply=ONLINE,
+        )
     fetched = tmp_path / "cache" / "native-bases" / pin.filename
     assert str(refused.value) == f"{pin.filename}: sha256 {sha256_of(fetched)}, the profile pins {'0' * 64}"

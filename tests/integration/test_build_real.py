@@ -11,6 +11,7 @@ from pipeline.cli import main
 from pipeline.errors import EngineError
 from pipeline.infra.files import sha256_of
 from pipeline.infra.pypi import download_sdist
+from pipeline.infra.supply import ONLINE
 from pipeline.infra.wheel_cache import WheelCache
 from pipeline.infra.wheels import read_metadata
 from pipeline.settings import from_environment
@@ -49,6 +50,7 @@ def test_flashinfer_python_builds_from_its_sdist_and_an_unchanged_second_night_b
             out_dir=tmp_path / night / "wheels",
             cache_dir=cache_dir,
             say=said.append,
+            supply=ONLINE,
         )
         (wheel,) = result.wheels
         return result.cached, wheel

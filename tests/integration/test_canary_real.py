@@ -10,6 +10,7 @@ from types import MappingProxyType
 
 import pytest
 
+from pipeline.infra.supply import ONLINE
 from pipeline.places import RunDir, StateDir
 from pipeline.stages.prove.canary import CANARY_SIZE, canary_argv, run_canary
 from pipeline.stages.prove.entry_run import EntryContext, run_entry
@@ -45,6 +46,7 @@ def test_a_host_under_the_profiles_canary_floor_is_inconclusive_before_any_boot(
         RunDir(tmp_path / "run-canary"),
         "2026-11-25",
         {},
+        supply=ONLINE,
     )
     (tmp_path / "run-canary" / "logs" / cpu_engine.entry.id).mkdir(parents=True)
     outcome = run_entry(cpu_engine.entry, ctx)

@@ -297,7 +297,8 @@ def test_a_slower_day_bisected_one_server_at_a_time_decides_each_step_on_its_own
     """The Spark's way on the CPU: `cpu-built` holding one server at a time, so tonight's pairs boot A and B in turns
     and a bisection step asks whether its commit is like A or like tonight's build, against tonight's boots of A
     (docs/verdict.md, "like A or like tonight's build?"). A day of 8 commits whose 6th waits 25 ms in every engine
-    step: each of the 3 steps is decided on its one boot, and the 6th is named."""
+    step: each of the 3 steps is decided on its one boot; before the 6th is named, the boundary's two steps are looked
+    at again, each on its first look's boot and one more (aftermath/bisect.py, CONFIRM_BOOTS), and hold."""
     one_server_at_a_time(place, also=("cpu-built",))  # the entries are the cpu profile's, served as it says
     repo = _good_night_of_its_own(place, tmp_path)
     day = make_day_of_main(repo, 8, guilty=6, guilty_change="slower", native=99)
@@ -307,12 +308,16 @@ def test_a_slower_day_bisected_one_server_at_a_time_decides_each_step_on_its_own
     assert (entry["status"], entry["stage"]) == ("FAIL", "perf"), entry["reason"]
     found = json.loads((run / "culprit" / "bisect.json").read_text())
     assert found["first_bad"]["sha"] == day[5] and found["first_bad_pr"] == 32006, found
-    assert [(s["commit"], s["verdict"]) for s in found["steps"]] == [
-        (day[3], "PASS"),
-        (day[5], "FAIL"),
-        (day[4], "PASS"),
+    assert [(s["commit"], s["verdict"], s["again"]) for s in found["steps"]] == [
+        (day[3], "PASS", False),
+        (day[5], "FAIL", False),
+        (day[4], "PASS", False),
+        (day[4], "PASS", True),  # the boundary's good side, looked at again
+        (day[5], "FAIL", True),  # and its bad side
     ], found["steps"]
+    assert found["why"] == "3 build(s) of at most 8 over 8 commits, 2 tried again on 2 boots", found["why"]
     steps = [json.loads(p.read_text()) for p in sorted((run / "culprit").glob(f"*-bisect*/entries/{CPU_ENTRY}.json"))]
     asked = [c["reason"] for o in steps for name, c in o["numbers"]["cells"].items() if name.startswith("tg32")]
-    assert len(asked) == 3 and all("(one boot) against tonight's" in r for r in asked), asked
+    first, second = "(one boot) against tonight's", "(2 boots, 1 of its first look) against tonight's"
+    assert [first in r for r in asked[:3]] + [second in r for r in asked[3:]] == [True] * 5, asked
     assert all(s["boots"] == 0 for s in found["steps"]), found["steps"]  # no boot in turns beyond the step's own

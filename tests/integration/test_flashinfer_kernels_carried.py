@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.infra.pypi import download_sdist
+from pipeline.infra.supply import ONLINE
 from pipeline.infra.wheel_cache import WheelCache
 from pipeline.infra.wheels import check_archive, read_metadata
 from pipeline.settings import from_environment
@@ -129,6 +130,7 @@ def test_a_python_only_change_carries_the_kernels_under_tonights_version_and_a_k
             out_dir=tmp_path / name / "wheels",
             cache_dir=cache_dir,
             say=said.append,
+            supply=ONLINE,
         )
         return result, {read_metadata(w).name: w for w in result.wheels}
 

@@ -297,3 +297,78 @@ def test_a_step_is_bad_only_when_it_fails_as_tonight_failed() -> None:
     )
     passed = Outcome("m", Status.PASS, "golden", "every check passed", True, 1.0)
     assert step_verdict(TONIGHT, [passed]) == (Status.PASS, "what failed tonight passes: m")
+
+
+# One-boot perf steps, and the day that fooled them: the GPU day of 2026-11-29 (10 commits, the 7th sleeping in each
+# engine step) stepped on the 5th (PASS, 0.96x), the 7th (FAIL, 0.63x) and the 6th, a good commit whose one boot
+# measured 0.66x with every cell of that boot slow, and named the 6th. Each step here is decided on `boots` boots, as
+# the perf stage reports it (StepResult.weighed_boots); `lies` are the first looks that one boot got wrong.
+
+
+def _one_boot_day(guilty: int, *, lies: Mapping[int, Status], again: Mapping[int, Status] | None = None):  # type: ignore[no-untyped-def]
+    looks: list[tuple[int, int]] = []  # (commit, boots) in the order tried
+
+    def answer(n: int, boots: int) -> StepResult:
+        looks.append((n, boots))
+        truth = Status.FAIL if n >= guilty else Status.PASS
+        status = lies.get(n, truth) if boots == 1 else (again or {}).get(n, truth)
+        return StepResult(status, f"tg32 (c4) on {boots} boot(s)", "vllm: overlay (17 s)", 200.0, weighed_boots=boots)
+
+    def first(commit: Commit) -> StepResult:
+        return answer(int(commit.sha, 16), 1)
+
+    def confirm(commit: Commit) -> StepResult:
+        return answer(int(commit.sha, 16), 2)
+
+    return first, confirm, looks
+
+
+def test_the_gpu_days_lying_boot_is_tried_again_and_the_guilty_commit_named() -> None:
+    commits = _day(10)
+    first, confirm, looks = _one_boot_day(7, lies={6: Status.FAIL})
+    fooled = bisect_main("vllm", GOOD, commits, first, max_steps=8)
+    assert fooled.first_bad == commits[5]  # without a second look: the 6th, as on the GPU
+    looks.clear()
+    found = bisect_main("vllm", GOOD, commits, first, max_steps=8, confirm=confirm)
+    assert found.first_bad == commits[6], found.describe()
+    # the 6th FAILed on one boot and PASSed on two; the 7th is then the boundary's bad side, tried again and still bad;
+    # the 5th PASSed on one boot and was the boundary's good side until the 6th turned over
+    assert looks == [(5, 1), (7, 1), (6, 1), (5, 2), (6, 2), (7, 2)]
+    assert [s.again for s in found.steps] == [False, False, False, True, True, True]
+    assert found.builds == 3 and found.confirmations == 3
+    assert found.why == "3 build(s) of at most 8 over 10 commits, 3 tried again on 2 boots"
+    assert [s["again"] for s in found.to_json()["steps"]] == [False, False, False, True, True, True]  # type: ignore[index, union-attr]
+
+
+def test_a_boundary_decided_on_two_boots_or_by_golden_is_not_tried_again() -> None:
+    commits = _day(10)
+    two, confirm, looks = _one_boot_day(7, lies={})
+    decided_on_two = bisect_main(
+        "vllm", GOOD, commits, lambda c: replace(two(c), weighed_boots=2), max_steps=8, confirm=confirm
+    )
+    assert decided_on_two.first_bad == commits[6] and decided_on_two.confirmations == 0
+    golden, _ = _oracle(7)  # golden's answers weigh no boots (weighed_boots 0): deterministic, never tried again
+    assert bisect_main("vllm", GOOD, commits, golden, max_steps=8, confirm=confirm).confirmations == 0
+    assert all(boots == 1 for _, boots in looks) and len(looks) == 3
+
+
+def test_a_wrong_pass_at_the_boundary_turns_over_and_the_search_goes_on() -> None:
+    commits = _day(10)
+    first, confirm, _ = _one_boot_day(7, lies={7: Status.PASS})  # the guilty commit's one boot looked good
+    found = bisect_main("vllm", GOOD, commits, first, max_steps=8, confirm=confirm)
+    assert found.first_bad == commits[6], found.describe()
+
+
+def test_a_boundary_step_undecided_on_its_second_look_is_skipped_and_said() -> None:
+    commits = _day(10)
+    first, confirm, _ = _one_boot_day(7, lies={6: Status.FAIL}, again={6: Status.INCONCLUSIVE})
+    found = bisect_main("vllm", GOOD, commits, first, max_steps=8, confirm=confirm)
+    assert found.first_bad is None and [c.sha for c in found.candidates] == [commits[5].sha, commits[6].sha]
+    assert "only skipped commits were left to test" in found.why and "on 2 boot(s)" in found.why
+
+
+def test_a_good_end_failing_on_one_boot_is_tried_again_before_it_is_called_not_mains_history() -> None:
+    commits = _day(4)
+    first, confirm, looks = _one_boot_day(1, lies={0: Status.FAIL})  # the good end's one boot lied; on two it passes
+    found = bisect_main("vllm", GOOD, commits, first, max_steps=8, confirm=confirm)
+    assert not found.good_fails and found.first_bad == commits[0] and looks[-2:] == [(0, 1), (0, 2)]

@@ -1,6 +1,7 @@
 """A bisection step as CommitSteps.try_commits makes it (aftermath/bisect_run.py): every way a commit can fail to
 build is a skip with its reason (never INCONCLUSIVE and built again), a build that gave no candidate is skipped unless
-tonight's own failure was the wheels', and the boots its entries made in turns are counted."""
+tonight's own failure was the wheels', the boots its entries made in turns are counted, and the fewest boots a perf
+cell was decided on, which a boundary step tried again raises to bisect.CONFIRM_BOOTS."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any, cast
 from pipeline.errors import ProcessError, SparkNightlyError
 from pipeline.outcome import Outcome
 from pipeline.places import RunDir
+from pipeline.stages.aftermath.bisect import CONFIRM_BOOTS, Commit
 from pipeline.stages.aftermath.bisect_run import CommitSteps
 from pipeline.stages.aftermath.trial_bench import Failing, TrialBench, TrialBuild
 from pipeline.stages.build.build_plan import BuildPlan, SourcePlan
@@ -30,6 +32,8 @@ class Bench:
     def __init__(self, built: TrialBuild | Exception, outcomes: list[Outcome] | None = None) -> None:
         self.built, self.outcomes = built, outcomes or []
         self.asked: list[Any] = []
+        self.least: list[int] = []
+        self.earlier: list[Any] = []
 
     def build(self, trial: RunDir, sources: Any) -> TrialBuild:
         self.asked.append([(s.name, s.ref) for s in sources])
@@ -37,7 +41,11 @@ class Bench:
             raise self.built
         return self.built
 
-    def run(self, failed: Any, candidate: Any, trial: RunDir) -> list[Outcome]:
+    def run(
+        self, failed: Any, candidate: Any, trial: RunDir, *, least_boots: int = 1, earlier: Any = None
+    ) -> list[Outcome]:
+        self.least.append(least_boots)
+        self.earlier.append(earlier)
         return self.outcomes
 
 
@@ -78,3 +86,31 @@ def test_a_step_counts_the_boots_its_entries_made_in_turns(tmp_path: Path) -> No
     )
     result = _steps(tmp_path, Bench(TrialBuild(candidate, "vllm: overlay (20 s)"), [outcome])).try_commits({})
     assert result.boots == 2 and result.build == "vllm: overlay (20 s)"
+
+
+def test_a_step_says_the_fewest_boots_a_cell_was_decided_on_and_its_second_look_asks_two(tmp_path: Path) -> None:
+    candidate = cast(Any, SimpleNamespace())
+    cells = {
+        "tg32 (c4)": {
+            "status": "FAIL",
+            "value": 1509.3,
+            "b_over_a": 0.66,
+            "pairs": 0,
+            "step_boots": 1,
+            "step_logs": [7.3193],
+        },
+        "pp128 (c1)": {"status": "PASS", "value": 4988.7},  # not asked tonight: decided on no boot of its own
+    }
+    outcome = Outcome("m", Status.FAIL, "perf", "tg32 (c4): 0.66x", True, 1.0, numbers={"cells": cells})
+    bench = Bench(TrialBuild(candidate, "vllm: overlay (17 s)"), [outcome])
+    perf = [Failing(TONIGHT[0].entry, "perf", {"tg32 (c4)": 0.61})]  # tonight's pairs FAILed tg32 (c4) at 0.61x
+    steps = _steps(tmp_path, bench, perf)
+    first = steps.stepping("vllm", {})(Commit("c" * 40, "[Core] Tidy (#33006)", "2026-11-01T00:00:00Z"))
+    assert first.weighed_boots == 1 and first.rests_on_few_boots and bench.least == [1]
+    steps.stepping("vllm", {}).again(Commit("c" * 40, "[Core] Tidy (#33006)", "2026-11-01T00:00:00Z"))
+    assert bench.least == [1, CONFIRM_BOOTS] and bench.asked == [[("vllm", "c" * 40)]] * 2
+    # the second look starts from the first look's boot of the cell it asked about
+    assert bench.earlier == [{}, {"m": {"tg32 (c4)": (7.3193,)}}]
+    golden = Outcome("m", Status.FAIL, "golden", "1 golden check(s) failed", True, 1.0)
+    decided_by_golden = _steps(tmp_path / "g", Bench(TrialBuild(candidate, "x"), [golden])).try_commits({})
+    assert decided_by_golden.weighed_boots == 0 and not decided_by_golden.rests_on_few_boots

@@ -34,7 +34,7 @@ from pipeline.stages.prove.perf.measure import RunSample
 from pipeline.stages.prove.perf.pair_book import ABoot, PairBook
 from pipeline.stages.prove.perf.paired import CellOutcome, InTurn
 from pipeline.stages.prove.perf.run import JudgedPerf
-from pipeline.stages.prove.perf.verdict import headline, perf_verdict
+from pipeline.stages.prove.perf.verdict import cell_numbers, headline, perf_verdict
 from pipeline.status import Status
 from tests.unit.test_perf_judge import (
     HEALTHY,
@@ -824,11 +824,14 @@ def _trial_step(
     again: tuple[float, ...] = (),
     again_prefill: tuple[float, ...] = (),
     step_boots: int = 1,
+    least_boots: int = 1,
+    earlier: tuple[float, ...] = (),
     budget: int = 1000,
 ) -> tuple[dict[str, CellOutcome], list[int]]:
     """A bisection step after a night whose tg32 pairs FAILed: the step's build measures `factor` of the good nights'
     decode (prefill `prefill` times as slow), its boot pairs B/A `against_a` (`factor` where not given); its fresh
-    boots, where a cell asks for them (at most `step_boots` boots in all, `budget` fresh boots tonight), measure
+    boots, where a cell asks for them (at most `step_boots` boots in all, at least `least_boots`, `budget` fresh boots
+    tonight; `earlier` the decode of a first look's boots, where this is a second), measure
     `again` of its decode (and `again_prefill` times as slow a prefill, else `prefill`) in turn; the history read,
     never written; the pair book `book` (the night's own by default). Each fresh boot is made once, when first asked
     for, as a negative number in the list of what was asked."""
@@ -842,7 +845,8 @@ def _trial_step(
 
     ctx = replace(_ctx(tmp_path, "2026-11-20"), pair_book=PairBook(tmp_path / book))
     ctx = replace(ctx, run_id=f"run-{step}", build=_build(step), record=False, slowdowns=slowdowns)
-    ctx = replace(ctx, step_boots=step_boots)
+    ctx = replace(ctx, step_boots=step_boots, least_step_boots=least_boots)
+    ctx = replace(ctx, earlier_step_logs={"tg32": tuple(math.log(20.0 * x) for x in earlier)} if earlier else {})
 
     def measured_at(decode: float, slower_prefill: float = prefill) -> Any:
         case = _case(20.0 * decode)
@@ -1041,3 +1045,35 @@ def test_a_step_like_tonights_build_is_named_bad_in_one_boot_and_an_unchanged_on
     assert bad["tg32"].status == Status.FAIL and bad_asked == [], bad["tg32"].reason
     assert good["tg32"].status == Status.PASS and good_asked == [], good["tg32"].reason
     assert bad["tg32"].step_boots == good["tg32"].step_boots == 1
+
+
+def test_the_gpu_days_lying_boot_fails_on_its_own_and_passes_when_tried_again_on_two(tmp_path: Path) -> None:
+    """The GPU day of 2026-11-29, its figures (tg32 at batch 4): tonight's pairs FAILed the build at 0.61x; the 6th
+    commit (good) booted once at 0.66x of tonight's A, every cell of that boot slow, and one boot FAILed it, so the
+    bisection named it. Tried again as a boundary step (least_boots 2), its first look's boot is weighed with the
+    second look's, which measures as the sitting's good boots did (0.955x): the two boots' mean decides it good, if
+    only just (log-likelihood ratio -3.17, PASS at -2.94), with one boot more, not two; had it not, a third (0.875x,
+    the first night's boot of A against tonight's) was there to buy."""
+    slowdown = _night_failed_at(tmp_path, 0.6062)["tg32"]
+    lied, asked = _trial_step(tmp_path, "one-look", 0.6608, {"tg32": slowdown}, again=(0.955, 0.875), step_boots=3)
+    assert lied["tg32"].status == Status.FAIL and lied["tg32"].step_boots == 1 and asked == [], lied["tg32"].reason
+    first_look = lied["tg32"].step_logs
+    again, asked = _trial_step(
+        tmp_path, "again", 0.955, {"tg32": slowdown}, again=(0.875,), step_boots=3, least_boots=2, earlier=(0.6608,)
+    )
+    assert again["tg32"].status == Status.PASS and asked == [], again["tg32"].reason
+    assert again["tg32"].step_boots == 2 and "(2 boots, 1 of its first look) against tonight's" in again["tg32"].reason
+    assert again["tg32"].step_logs[0] == pytest.approx(first_look[0])
+    assert cell_numbers(again["tg32"])["step_boots"] == 2 and len(cell_numbers(again["tg32"])["step_logs"]) == 2
+
+
+def test_least_boots_never_exceed_the_setting_and_a_clear_step_still_takes_them(tmp_path: Path) -> None:
+    """A boundary step like tonight's build is still bad on two boots (one fresh boot more, not a pair); with
+    culprit.step_boots at 1 nothing more is booted, the second look being a trial of its own."""
+    slowdown = _night_failed_at(tmp_path, 0.73)["tg32"]
+    bad, asked = _trial_step(
+        tmp_path, "like-b", 0.73, {"tg32": slowdown}, again=(0.73,) * 2, step_boots=3, least_boots=2
+    )
+    assert bad["tg32"].status == Status.FAIL and bad["tg32"].step_boots == 2 and asked == [-1], bad["tg32"].reason
+    one, asked = _trial_step(tmp_path, "one", 0.73, {"tg32": slowdown}, again=(0.73,), step_boots=1, least_boots=2)
+    assert one["tg32"].status == Status.FAIL and one["tg32"].step_boots == 1 and asked == [], one["tg32"].reason

@@ -21,6 +21,7 @@ from pipeline.infra.nodes import ContainerRuntime
 from pipeline.infra.openai_client import metric_total, parse_metrics
 from pipeline.infra.runtime import LockedFile, Runtime, parse_filename, render_lock
 from pipeline.infra.server import classify_boot_failure
+from pipeline.infra.supply import ONLINE
 from pipeline.outcome import Outcome
 from pipeline.stages.aftermath.trial_bench import failed_at, trial_verdict
 from pipeline.stages.prove.boot import Candidate, local_compile_folders, plan_launch
@@ -408,7 +409,7 @@ def test_the_native_modules_check_fails_for_the_build_and_passes_for_the_hosts_l
 def test_a_trial_entry_ends_passing_once_the_stage_it_failed_at_tonight_passes(tmp_path: Path) -> None:
     """The GPU's finding: a culprit trial of a golden failure ran perf too, 4 boot pairs (533 s booting) before its
     verdict. A trial stops after the stage the entry failed at tonight."""
-    ctx = EntryContext(None, None, tmp_path, None, None, "2026-11-27", {}, stop_after="golden")  # type: ignore[arg-type]
+    ctx = EntryContext(None, None, tmp_path, None, None, "2026-11-27", {}, stop_after="golden", supply=ONLINE)  # type: ignore[arg-type]
     run = EntryRun(None, ctx)  # type: ignore[arg-type]
     assert run.stage("boot", lambda _: None) is None
     failed = Ended(Status.FAIL, "golden", "3 golden check(s) failed")

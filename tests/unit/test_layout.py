@@ -9,6 +9,7 @@ from pathlib import Path
 
 from pipeline.cli import build_parser
 from pipeline.errors import ExitCode
+from pipeline.places import CacheDir
 from pipeline.settings import Settings
 
 ROOT = Path(__file__).parents[2]
@@ -98,7 +99,9 @@ def _places_names() -> set[str]:
     tree = ast.parse((PACKAGE / "places.py").read_text())
     joins = [node for node in ast.walk(tree) if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div)]
     names = {n.right.value for n in joins if isinstance(n.right, ast.Constant) and isinstance(n.right.value, str)}
-    return names - SHARED_NAMES - {"build", "image", "logs", "alerts", "golden"}  # folder names other layouts use too
+    # folder names other layouts use too (a runtime's and an image context's own `wheels`), held below where they
+    # are joined onto the cache
+    return names - SHARED_NAMES - {"build", "image", "logs", "alerts", "golden", "wheels"}
 
 
 def test_run_and_state_file_names_are_joined_only_in_the_places_module() -> None:
@@ -113,6 +116,37 @@ def test_run_and_state_file_names_are_joined_only_in_the_places_module() -> None
             if isinstance(right, ast.Constant) and right.value in owned:
                 joined.append(f"{path.relative_to(ROOT)}:{node.lineno}: / {right.value!r}")
     assert joined == [], "use the places module's RunDir or StateDir"
+
+
+def _cache_joins(source: str) -> list[tuple[int, str]]:
+    """Each join of one of CacheDir's folder names onto something named a cache (`cache_dir / "runtimes"`)."""
+    cache = CacheDir(Path("/cache"))
+    names = {getattr(cache, name).relative_to(cache.root).parts[0] for name in vars(CacheDir) if _is_property(name)}
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and isinstance(node.right, ast.Constant)):
+            continue
+        if node.right.value in names and "cache" in ast.unparse(node.left).lower():
+            found.append((node.lineno, ast.unparse(node)))
+    return found
+
+
+def _is_property(name: str) -> bool:
+    return isinstance(vars(CacheDir)[name], property)
+
+
+def test_cache_folders_are_joined_only_in_the_places_module() -> None:
+    """Every folder of `paths.cache` is named once, in places.CacheDir: a module that joins `cache_dir / "wheels"`
+    itself is where two names for one folder begin."""
+    planted = 'def f(cache_dir):\n    return cache_dir / "runtimes" / "x", settings.places.cache / "mirrors"\n'
+    assert [line for line, _ in _cache_joins(planted)] == [2, 2]  # the guard guards something
+    joined = [
+        f"{path.relative_to(ROOT)}:{line}: {text}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path.name != "places.py"
+        for line, text in _cache_joins(path.read_text())
+    ]
+    assert joined == [], "use places.CacheDir"
 
 
 def test_no_setting_is_reached_by_its_name_as_a_string() -> None:

@@ -6,6 +6,12 @@ good where what failed tonight passes, and skipped otherwise (it does not build,
 checks, or the host could not judge it): the search goes on around a skipped commit and never retries it. When no
 step passed, the last good commit itself is tried: if it fails too, the failure is not main's history. Where skips
 leave it ambiguous the answer is a range with the skipped commits named.
+
+A perf step is mostly decided on one boot of its build (detect/step_test.py), and one boot can lie: a boot slow in
+every cell on a host whose boots spread wider than its record says. A wrong step anywhere leaves its mark on the
+answer's boundary (with one true boundary, a wrong answer needs a wrong verdict at the last good step or the first bad
+one), so before a commit is named the boundary's steps that rested on fewer than CONFIRM_BOOTS boots are tried again
+on that many; a verdict the second look turns over is replaced, and the search goes on from there.
 """
 
 from __future__ import annotations
@@ -21,6 +27,10 @@ from pipeline.status import Status
 # vLLM's and FlashInfer's squash merges end their subject with "(#N)"; a merge commit made by GitHub's merge button
 # begins "Merge pull request #N from owner/branch"
 _PR_NUMBER = re.compile(r"\(#(\d+)\)\s*$|^Merge pull request #(\d+) from ")
+
+# a boundary step is named only on this many boots of its build: the GPU day of 2026-11-29 named a good commit whose
+# one boot measured 0.66x (every cell of that boot slow) on an H200 whose good boots spread about 16 %
+CONFIRM_BOOTS = 2
 
 
 @dataclass(frozen=True)
@@ -52,12 +62,19 @@ class StepResult:
     seconds: float = 0.0
     built: bool = True  # False where nothing was built (a native commit the profile cannot build): costs no build
     boots: int = 0  # boots in turns its entries made (where one server fits; side by side none are counted)
+    weighed_boots: int = 0  # the fewest boots of its build a perf cell was decided on against tonight's A (0: none)
+
+    @property
+    def rests_on_few_boots(self) -> bool:
+        """A good or bad answer some perf cell decided on fewer than CONFIRM_BOOTS boots of the build."""
+        return self.status in {Status.PASS, Status.FAIL} and 0 < self.weighed_boots < CONFIRM_BOOTS
 
 
 @dataclass(frozen=True)
 class Step:
     commit: Commit
     result: StepResult
+    again: bool = False  # a boundary step tried again on CONFIRM_BOOTS boots before a commit is named
 
 
 @dataclass
@@ -80,8 +97,13 @@ class Bisection:
 
     @property
     def builds(self) -> int:
-        """Steps that built and tested a commit (a native commit skipped before building built nothing)."""
-        return sum(1 for step in self.steps if step.result.built)
+        """Steps that built and tested a commit (a native commit skipped before building built nothing; a boundary
+        step tried again builds nothing new)."""
+        return sum(1 for step in self.steps if step.result.built and not step.again)
+
+    @property
+    def confirmations(self) -> int:
+        return sum(1 for step in self.steps if step.again)
 
     @property
     def range_text(self) -> str:
@@ -124,6 +146,8 @@ class Bisection:
                     "build": s.result.build,
                     "seconds": round(s.result.seconds, 1),
                     "boots": s.result.boots,
+                    "weighed_boots": s.result.weighed_boots,
+                    "again": s.again,
                 }
                 for s in self.steps
             ],
@@ -186,37 +210,50 @@ def bisect_main(
     *,
     max_steps: int,
     good_tested: bool = False,
+    confirm: Callable[[Commit], StepResult] | None = None,
     say: Say = quiet,
 ) -> Bisection:
     """Known: `commits[-1]` (tonight's main) fails; `good` passed on the last good night (`good_tested`: it passed
-    tonight already). Halve the range between them, skipped commits stepped around; test `good` when no step
-    passed."""
+    tonight already). Halve the range between them, skipped commits stepped around; before naming a commit, try the
+    boundary's steps again with `confirm` where their answer rested on fewer than CONFIRM_BOOTS boots; test `good`
+    when no step passed."""
     # without skips a search needs at most step_bound(N) builds; each skip costs one more, up to `max_steps` in all
     record = Bisection(source, good.sha, tuple(commits), max_steps, last_good=good.sha)
-    lo, hi = -1, len(commits) - 1  # indexes: lo passed (-1 is `good`), hi failed
-    skipped: dict[int, StepResult] = {}
-    while hi - lo > 1:
-        if record.builds >= record.max_steps:
-            record.why = f"the bound of {record.max_steps} builds was reached"
+    tip = len(commits) - 1
+    answers: dict[int, StepResult] = {}  # each tried commit's answer (a boundary's second look replaces its first)
+    lo, hi = -1, tip  # indexes: lo passed (-1 is `good`), hi failed
+    while True:
+        while hi - lo > 1:
+            if record.builds >= record.max_steps:
+                record.why = f"the bound of {record.max_steps} builds was reached"
+                break
+            mid = _untried(lo, hi, answers)
+            if mid is None:
+                break
+            answers[mid] = _run(record, commits[mid], try_commit, say)
+            lo, hi = _ends(answers, tip)
+        doubtful = [i for i in (lo, hi) if 0 <= i < tip and answers[i].rests_on_few_boots and not _again(record, i)]
+        if record.why or confirm is None or not doubtful:
             break
-        mid = _untried(lo, hi, skipped)
-        if mid is None:
-            break
-        result = _run(record, commits[mid], try_commit, say)
-        if result.status == Status.PASS:
-            lo, good_tested = mid, True
-        elif result.status == Status.FAIL:
-            hi = mid
-        else:
-            skipped[mid] = result
+        for index in doubtful:
+            first, answers[index] = answers[index], _run(record, commits[index], confirm, say, again=True)
+            second = answers[index].status
+            if second != first.status:
+                turned = f"{first.status.value} on its first look, {second.value} on {CONFIRM_BOOTS} boots"
+                say(f"bisect: {commits[index].sha[:12]}: {turned}: the search goes on from there")
+        lo, hi = _ends(answers, tip)
+    skipped = {i: r for i, r in answers.items() if r.status not in {Status.PASS, Status.FAIL}}
+    good_tested = good_tested or lo >= 0
     record.last_good = good.sha if lo < 0 else commits[lo].sha
     record.last_bad = commits[hi].sha
     if not good_tested and not record.why:
-        _test_good_end(record, good, try_commit, say)
+        _test_good_end(record, good, try_commit, confirm, say)
     if record.why:
         return record
     left = [commits[i] for i in range(lo + 1, hi)]
     counted = f"{record.builds} build(s) of at most {record.max_steps} over {len(commits)} commits"
+    if record.confirmations:
+        counted += f", {record.confirmations} tried again on {CONFIRM_BOOTS} boots"
     if not left:
         record.first_bad = commits[hi]
         record.why = counted
@@ -227,10 +264,32 @@ def bisect_main(
     return record
 
 
-def _test_good_end(record: Bisection, good: Commit, try_commit: Callable[[Commit], StepResult], say: Say) -> None:
-    """No step passed: the last good commit itself, tonight. Failing too, tonight's failure is not in this range;
-    not judged, nothing in the range can be named."""
+def _ends(answers: Mapping[int, StepResult], tip: int) -> tuple[int, int]:
+    """The range still open: the newest commit that passed (-1: the good end) and the oldest failing one after it
+    (`tip`, tonight's main, where none did). A second look that turned a step over moves either end."""
+    lo = max((i for i, r in answers.items() if r.status == Status.PASS), default=-1)
+    hi = min((i for i, r in answers.items() if r.status == Status.FAIL and i > lo), default=tip)
+    return lo, hi
+
+
+def _again(record: Bisection, index: int) -> bool:
+    """Whether the commit at `index` of the range was tried again already (each at most once)."""
+    sha = record.commits[index].sha
+    return any(step.again and step.commit.sha == sha for step in record.steps)
+
+
+def _test_good_end(
+    record: Bisection,
+    good: Commit,
+    try_commit: Callable[[Commit], StepResult],
+    confirm: Callable[[Commit], StepResult] | None,
+    say: Say,
+) -> None:
+    """No step passed: the last good commit itself, tonight. Failing too (on CONFIRM_BOOTS boots where a perf cell
+    decided it), tonight's failure is not in this range; not judged, nothing in the range can be named."""
     result = _run(record, good, try_commit, say)
+    if result.status == Status.FAIL and result.rests_on_few_boots and confirm is not None:
+        result = _run(record, good, confirm, say, again=True)
     if result.status == Status.FAIL:
         record.good_fails = True
         record.why = (
@@ -241,19 +300,25 @@ def _test_good_end(record: Bisection, good: Commit, try_commit: Callable[[Commit
         record.why = f"the last good commit {good.sha[:12]} could not be judged tonight: {result.detail}"
 
 
-def _untried(lo: int, hi: int, skipped: dict[int, StepResult]) -> int | None:
-    """The middle of the open range, or the nearest commit to it that was not skipped already."""
+def _untried(lo: int, hi: int, tried: Mapping[int, StepResult]) -> int | None:
+    """The middle of the open range, or the nearest commit to it that was not tried already (inside the open range
+    only a skipped one was)."""
     middle = (lo + hi) // 2
     for offset in range(hi - lo):
         for candidate in (middle + offset, middle - offset):
-            if lo < candidate < hi and candidate not in skipped:
+            if lo < candidate < hi and candidate not in tried:
                 return candidate
     return None
 
 
-def _run(record: Bisection, commit: Commit, try_commit: Callable[[Commit], StepResult], say: Say) -> StepResult:
-    say(f"bisect build {record.builds + 1}/{record.max_steps}: {commit.describe()}")
+def _run(
+    record: Bisection, commit: Commit, try_commit: Callable[[Commit], StepResult], say: Say, *, again: bool = False
+) -> StepResult:
+    if again:
+        say(f"bisect: {commit.describe()} again, on {CONFIRM_BOOTS} boots, before a commit is named")
+    else:
+        say(f"bisect build {record.builds + 1}/{record.max_steps}: {commit.describe()}")
     result = try_commit(commit)
-    record.steps.append(Step(commit, result))
+    record.steps.append(Step(commit, result, again))
     say(f"bisect: {commit.sha[:12]}: {result.status.value}: {result.detail}")
     return result

@@ -15,9 +15,10 @@ from typing import Any
 
 from pipeline.errors import SparkNightlyError
 from pipeline.infra.git import Git, mirror_dir
-from pipeline.outcome import Outcome
+from pipeline.outcome import Outcome, cells_of
 from pipeline.places import RunDir
 from pipeline.stages.aftermath.bisect import (
+    CONFIRM_BOOTS,
     Bisection,
     Commit,
     MovedSource,
@@ -48,13 +49,17 @@ class CommitSteps:
     def __init__(self, bench: TrialBench, *, plan: BuildPlan, run: RunDir, failing: Sequence[Failing]) -> None:
         self.bench, self.plan, self.run, self.failing = bench, plan, run, failing
         self.count = 0
+        # each trial's boots of the cells it asked about, by entry and cell (a second look starts from them)
+        self.looks: dict[tuple[tuple[str, str], ...], dict[str, dict[str, tuple[float, ...]]]] = {}
 
     def stepping(self, bisected: str, held: Mapping[str, str]) -> _Stepping:
         return _Stepping(self, bisected, held)
 
-    def try_commits(self, commits: Mapping[str, str]) -> StepResult:
+    def try_commits(self, commits: Mapping[str, str], *, least_boots: int = 1) -> StepResult:
         """One trial of these commits (by source; a source not named at tonight's main), judged as a bisection
-        step: bad only where it fails as tonight failed."""
+        step: bad only where it fails as tonight failed; a perf cell decided on `least_boots` boots at least, counting
+        the boots an earlier trial of the same commits made (a second look adds to its first)."""
+        key = tuple(sorted(commits.items()))
         started = time.monotonic()
         self.count += 1
         trial = self.run.culprit_trial(f"{self.run.id}-bisect{self.count}")
@@ -72,10 +77,17 @@ class CommitSteps:
         if built.candidate is None:  # bad only where tonight's failure was the wheels' inspection itself
             status = Status.SKIPPED if self.failing else Status.FAIL
             return StepResult(status, built.refused, built.how, time.monotonic() - started)
-        outcomes = self.bench.run(self.failing, built.candidate, trial)
+        earlier = self.looks.get(key, {}) if least_boots > 1 else {}
+        outcomes = self.bench.run(self.failing, built.candidate, trial, least_boots=least_boots, earlier=earlier)
+        self.looks[key] = {
+            o.entry: {name: cell.step_logs for name, cell in cells_of(o.numbers).items() if cell.step_logs}
+            for o in outcomes
+        }
         status, detail = step_verdict(self.failing, outcomes)
         boots = sum(int(o.numbers.get("turns", {}).get("boots", 0)) for o in outcomes)
-        return StepResult(status, detail, built.how, time.monotonic() - started, boots=boots)
+        weighed = [cell.step_boots for o in outcomes for cell in cells_of(o.numbers).values() if cell.step_boots]
+        took = time.monotonic() - started
+        return StepResult(status, detail, built.how, took, boots=boots, weighed_boots=min(weighed, default=0))
 
 
 @dataclass(frozen=True)
@@ -88,6 +100,11 @@ class _Stepping:
 
     def __call__(self, commit: Commit) -> StepResult:
         return self.steps.try_commits({**self.held, self.bisected: commit.sha})
+
+    def again(self, commit: Commit) -> StepResult:
+        """The step tried again before a commit is named (its builds cached): its perf cells on CONFIRM_BOOTS boots at
+        least, its first look's among them, so one boot more where one decided it."""
+        return self.steps.try_commits({**self.held, self.bisected: commit.sha}, least_boots=CONFIRM_BOOTS)
 
 
 def main_commits(mirror: Git, good: str, tonight: str) -> list[Commit]:
@@ -187,13 +204,15 @@ def _bisect(
         f"bisect: {moved.name} main {moved.good[:12]}..{moved.tonight[:12]}, {len(commits)} commits, at most {bound}"
         + (f"; {held_text}" if held_text else "")
     )
+    stepping = steps.stepping(moved.name, held)
     found = bisect_main(
         moved.name,
         commit_of(moved.mirror, moved.good),
         commits,
-        steps.stepping(moved.name, held),
+        stepping,
         max_steps=bound,
         good_tested=good_tested,
+        confirm=stepping.again,
         say=bench.say,
     )
     found.held = held_text

@@ -76,10 +76,19 @@ class TrialBench:
         )
         return TrialBuild(candidate, how)
 
-    def run(self, failed: Sequence[Failing], candidate: NightCandidate, trial: RunDir) -> list[Outcome]:
+    def run(
+        self,
+        failed: Sequence[Failing],
+        candidate: NightCandidate,
+        trial: RunDir,
+        *,
+        least_boots: int = 1,
+        earlier: Mapping[str, Mapping[str, tuple[float, ...]]] | None = None,
+    ) -> list[Outcome]:
         """Each entry that failed tonight on the trial's candidate, as the night runs it up to the stage it failed at
         (a golden failure is tried by golden alone; a perf one by its cells and pairs, asking whether this build
-        carries tonight's slowdown), the history read and never written."""
+        carries tonight's slowdown, on `least_boots` boots of it at least, counting the boots `earlier` gives by
+        entry and cell: a bisection step's first look), the history read and never written."""
         ctx = EntryContext(
             self.config,
             candidate.candidate,
@@ -91,9 +100,17 @@ class TrialBench:
             self.say,
             record=False,
             supply=self.supply,
-            step_boots=self.settings.culprit_step_boots,
+            step_boots=max(self.settings.culprit_step_boots, least_boots),
+            least_step_boots=least_boots,
         )
-        outcomes = [run_entry(f.entry, replace(ctx, stop_after=f.stage, slowdowns=f.slowdowns)) for f in failed]
+        looked = earlier or {}
+        outcomes = [
+            run_entry(
+                f.entry,
+                replace(ctx, stop_after=f.stage, slowdowns=f.slowdowns, earlier_step_logs=looked.get(f.entry.id, {})),
+            )
+            for f in failed
+        ]
         for outcome in outcomes:  # each entry's evidence, where the night keeps its own
             save_outcome(trial.entry(outcome.entry), outcome)
         return outcomes

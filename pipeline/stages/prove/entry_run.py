@@ -17,7 +17,7 @@ from pipeline.infra.confirmed import BuildRef, ConfirmedBook
 from pipeline.infra.cpu_class import cpu_class
 from pipeline.infra.files import write_atomically
 from pipeline.infra.references import ReferenceStore
-from pipeline.infra.supply import ONLINE, Supply
+from pipeline.infra.supply import Supply
 from pipeline.infra.weights import model_reference
 from pipeline.outcome import Failure, Outcome, golden_alert_key
 from pipeline.places import RunDir, StateDir
@@ -51,7 +51,7 @@ class EntryContext:
     on_stage: Say = quiet  # told each stage as it begins (the live status line)
     build: BuildRef | None = None  # tonight's build, which the perf stage may accept as the cells' new A
     boots_spent: int = 0  # boots in turns the night's earlier entries made (against the profile's night budget)
-    supply: Supply = ONLINE  # where the judge's runtime comes from (a wheelhouse, over a base)
+    supply: Supply = field(kw_only=True)  # where the judge's runtime comes from (a wheelhouse, over a base): given
     # a culprit trial or bisection step: the stage the entry failed at tonight; once it passes, the entry has shown
     # what the trial asks (a golden failure needs no perf, whose boot pairs cost minutes a trial on a GPU)
     stop_after: str | None = None
@@ -59,6 +59,8 @@ class EntryContext:
     # measured), which the trial asks about and no other cell
     slowdowns: Mapping[str, float | None] = field(default_factory=dict)
     step_boots: int = 1  # a trial: the most boots of its build a cell it asks about may make (culprit.step_boots)
+    least_step_boots: int = 1  # and the fewest it is decided on (a bisection's boundary step tried again)
+    earlier_step_logs: Mapping[str, tuple[float, ...]] = field(default_factory=dict)  # and its first look's boots
 
 
 def save_outcome(path: Path, outcome: Outcome) -> None:
@@ -270,7 +272,7 @@ def _golden(run: EntryRun) -> Ended | None:
     assert run.serving is not None and run.turns is not None
     server = run.serving.server
     references = ReferenceStore(ctx.state.golden).load(profile.hardware, entry.id)
-    model_ref = model_reference(entry, ctx.cache_dir, ctx.run.logs(entry.id))
+    model_ref = model_reference(entry, ctx.cache_dir, ctx.run.logs(entry.id), supply=ctx.supply)
     with ExitStack() as judge_serving:  # a judge served beside tonight's is stopped before perf
         judge = None if references is not None else _judge(entry, model_ref, ctx, judge_serving, run.turns)
         golden = run_golden(
@@ -399,7 +401,7 @@ def _perf(entry: ModelEntry, turns: Turns, ctx: EntryContext, *, profile_hardwar
     here = PerfContext.on_host(ctx.state, hardware=profile_hardware, entry=entry.id, run_id=ctx.run.id, night=ctx.night)
     perf_ctx = replace(
         here, commits=ctx.commits, record=ctx.record, build=ctx.build, slowdowns=ctx.slowdowns,
-        step_boots=ctx.step_boots,
+        step_boots=ctx.step_boots, least_step_boots=ctx.least_step_boots, earlier_step_logs=ctx.earlier_step_logs,
     )  # fmt: skip
     judged = measure_and_judge(
         turns,

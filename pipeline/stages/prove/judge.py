@@ -22,7 +22,7 @@ from pipeline.infra import procs
 from pipeline.infra.confirmed import BuildRef, ConfirmedBook
 from pipeline.infra.openai_client import Generation, OpenAIClient, Scored
 from pipeline.infra.runtime import Runtime
-from pipeline.infra.supply import ONLINE, Supply, ensure_runtime
+from pipeline.infra.supply import Supply, ensure_runtime
 from pipeline.infra.weights import CONVERTER_SET, offline_env
 from pipeline.progress import Say, quiet
 from pipeline.stages.prove.last_good import LastGoodServers
@@ -162,7 +162,7 @@ def transformers_judge(
     cache_dir: Path,
     log_dir: Path,
     *,
-    supply: Supply = ONLINE,
+    supply: Supply,
     say: Say = quiet,
 ) -> TransformersJudge | None:
     """The fp32 transformers judge (on the CPU) where the profile takes it and the entry's weights are a folder here;

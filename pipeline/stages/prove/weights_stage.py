@@ -14,8 +14,9 @@ from pipeline.config.matrix import ModelEntry
 from pipeline.errors import EngineError, SparkNightlyError
 from pipeline.infra import hub
 from pipeline.infra.cache_lock import exclusive
-from pipeline.infra.supply import ONLINE, Supply
+from pipeline.infra.supply import Supply
 from pipeline.infra.weights import MANIFEST, ensure_package_weights
+from pipeline.places import CacheDir
 from pipeline.progress import Say, quiet
 from pipeline.stages.prove.boot import hf_cache
 
@@ -51,7 +52,7 @@ def prepare_weights(
     say: Say = quiet,
     offline: bool | None = None,
     endpoint: str | None = None,
-    supply: Supply = ONLINE,
+    supply: Supply,
 ) -> dict[str, EntryWeights]:
     """Each entry's weights made ready and verified; one entry's problem is its own, never the night's crash.
 
@@ -81,7 +82,7 @@ def hub_weights(
     """The entry's repository at its revision in the cache that launches mount, downloaded once, verified each time."""
     cache = hub.hub_dir(hf_cache(cache_dir))
     shown = f"{entry.model}@{entry.revision or 'main'}"
-    with exclusive(cache_dir / "hub-locks" / hub.repo_folder(cache, entry.model).name):
+    with exclusive(CacheDir(cache_dir).hub_locks / hub.repo_folder(cache, entry.model).name):
         try:
             snapshot = hub.verify(cache, entry.model, entry.revision, ignore=entry.weights.ignore)
         except EngineError as lacking:
@@ -109,7 +110,7 @@ def served_folder(entry: ModelEntry, cache_dir: Path) -> Path | None:
 
 
 def package_weights(
-    entry: ModelEntry, cache_dir: Path, log_dir: Path, *, supply: Supply = ONLINE, say: Say = quiet
+    entry: ModelEntry, cache_dir: Path, log_dir: Path, *, supply: Supply, say: Say = quiet
 ) -> EntryWeights:
     """A package entry's converted folder (made once, verified on every use) and the hashes its manifest lists."""
     folder = ensure_package_weights(entry, cache_dir, log_dir, supply=supply, say=say)

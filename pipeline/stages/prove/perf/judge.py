@@ -106,8 +106,12 @@ class PerfContext:
     # a culprit trial or bisection step: each cell that FAILed the night, with the B/A its pairs FAILed it at (the
     # question its own pairs ask, PairRules.against_tonight), or None where no pair measured one
     slowdowns: Mapping[str, float | None] = field(default_factory=dict)
-    # a trial: the most boots of its build a cell asked about may make, where one server fits (culprit.step_boots)
+    # a trial: the most boots of its build a cell asked about may make, where one server fits (culprit.step_boots),
+    # and the fewest it is decided on (a bisection's boundary step tried again: bisect.CONFIRM_BOOTS)
     step_boots: int = 1
+    least_step_boots: int = 1
+    # a boundary step tried again: each asked cell's boots of its first look (their log figures), weighed with its own
+    earlier_step_logs: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
 
     def series(self, cell: str, metric: str) -> str:
         return series_key(self.hardware, self.entry, cell, metric)
@@ -388,11 +392,13 @@ def _against_tonights_a(case: CellCase) -> Judged | None:
     if case.tonight is None or case.a is None or case.same_build or not a_boots:
         return None
     builds = two_builds([boot.values for boot in a_boots], case.tonight, case.pooled_prior.variance)
-    # the first boot is always the bench boot, whatever an earlier cell of the case measured on the later ones
-    step, stopped = [boot_log(case.result.values(case.metric))], ""
+    # a second look starts from the first look's boots; then the bench boot, whatever an earlier cell of the case
+    # measured on the later ones
+    earlier = list(case.ctx.earlier_step_logs.get(case.cell, ()))
+    step, stopped = [*earlier, boot_log(case.result.values(case.metric))], ""
     most = max(1, case.ctx.step_boots) if case.again is not None else 1
-    while (answer := builds.answer(step, max_boots=most)) == "more":
-        again = case.again(case.result, len(step)) if case.again is not None else None
+    while (answer := builds.answer(step, max_boots=most, least_boots=case.ctx.least_step_boots)) == "more":
+        again = case.again(case.result, len(step) - len(earlier)) if case.again is not None else None
         if again is None:
             answer, stopped = "between", "; no boot left tonight"
             break
@@ -400,6 +406,7 @@ def _against_tonights_a(case: CellCase) -> Judged | None:
     weight, variance = builds.weigh(step), builds.variance(len(step))
     difference = statistics.fmean(step) - builds.a_mean
     these = "one boot" if len(step) == 1 else f"{len(step)} boots"
+    these += f", {len(earlier)} of its first look" if earlier else ""
     weighed = (
         f"B/A {math.exp(difference):.4f} ({these}) against tonight's {plural(len(a_boots), 'boot')} of "
         f"the last confirmed build {a_text(case.a)}: log-likelihood ratio of tonight's slowdown (B/A "
@@ -425,6 +432,7 @@ def _against_tonights_a(case: CellCase) -> Judged | None:
         in_turn=True,
         against_boots_of_a=len(a_boots),
         step_boots=len(step),
+        step_logs=tuple(step),
     )
     return outcome, case.result
 

@@ -90,6 +90,7 @@ class CellOutcome:
     in_turn: bool = False  # the pairs were boots in turn
     against_boots_of_a: int = 0  # a trial's boots, weighed against this many of tonight's boots of A (no pair)
     step_boots: int = 0  # how many boots of the trial's build were weighed so (1 where one decided)
+    step_logs: tuple[float, ...] = ()  # and each one's log figure (a boundary step's second look starts from them)
     gap: str | None = None  # a difference to a reference measured on another build: reported, never blamed
     differences: tuple[float, ...] = ()  # tonight's boot pair differences (log B/A), for the host's boot spread
     a_boots: tuple[tuple[float, ...], ...] = ()  # what each of tonight's boots of A measured (its runs), for the book

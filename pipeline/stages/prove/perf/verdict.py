@@ -129,6 +129,8 @@ def cell_numbers(outcome: CellOutcome) -> dict[str, Any]:
         last_good=last_good.id if last_good else None,
         a_night=last_good.night if last_good and last_good.night else None,
         in_turn=outcome.in_turn,
+        step_boots=outcome.step_boots,
+        step_logs=outcome.step_logs,
     ).to_json()
 
 
