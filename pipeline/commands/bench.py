@@ -22,6 +22,7 @@ from pipeline.infra.cpu_class import cpu_class
 from pipeline.infra.image import image_tag
 from pipeline.infra.openai_client import OpenAIClient
 from pipeline.infra.runtime import load_runtime
+from pipeline.infra.weights import model_reference
 from pipeline.progress import to_stderr
 from pipeline.settings import Settings
 from pipeline.stages.prove.boot import Candidate, plan_launch, prepare_candidate, restartable
@@ -130,7 +131,9 @@ def _tonight(
             yield client
         return
     cache_dir = settings.places.cache
-    candidate = prepare_candidate(profile, cache_dir, log_dir, supply=night_supply(settings, profile), say=to_stderr)
+    supply = night_supply(settings, profile)  # the runner's wheelhouse, offline setting and base, as a night's
+    model_reference(entry, cache_dir, log_dir, supply=supply, say=to_stderr)  # its weights made before the boot
+    candidate = prepare_candidate(profile, cache_dir, log_dir, supply=supply, say=to_stderr)
     with restartable(entry, candidate, cache_dir=cache_dir, log_dir=log_dir, say=to_stderr) as serving:
         yield Turns(entry, profile, serving, cache_dir, log_dir, to_stderr, budget=profile.boot_budget.suspected)
 
