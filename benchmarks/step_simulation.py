@@ -122,8 +122,9 @@ def bisected_day(
     guilty = commits[GUILTY - 1]
     if found.first_bad is not None:
         return ("right" if found.first_bad == guilty else "wrong"), booted
-    held = guilty in found.candidates or (not found.good_fails and found.last_bad == guilty.sha)
-    return ("range" if held and not found.good_fails else "wrong"), booted
+    if found.good_fails:
+        return "wrong", booted
+    return ("range" if guilty in found.candidates or found.last_bad == guilty.sha else "wrong"), booted
 
 
 def bisections(rng: random.Random, days: int, most: int, min_effect: float) -> None:

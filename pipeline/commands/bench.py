@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from pipeline.commands.engine import dry_candidate, dry_model_ref, entry_named, served
+from pipeline.commands.engine import dry_candidate, dry_model_ref, entry_named, ready_to_boot, served
 from pipeline.config.bundle import Config
 from pipeline.config.matrix import ModelEntry, Profile
 from pipeline.errors import UsageError
@@ -22,14 +22,12 @@ from pipeline.infra.cpu_class import cpu_class
 from pipeline.infra.image import image_tag
 from pipeline.infra.openai_client import OpenAIClient
 from pipeline.infra.runtime import load_runtime
-from pipeline.infra.weights import model_reference
 from pipeline.progress import to_stderr
 from pipeline.settings import Settings
-from pipeline.stages.prove.boot import Candidate, plan_launch, prepare_candidate, restartable
+from pipeline.stages.prove.boot import Candidate, plan_launch, restartable
 from pipeline.stages.prove.health import judge_health, read_host_facts
 from pipeline.stages.prove.last_good import candidate_of, runtime_build
 from pipeline.stages.prove.perf import CaseResult, CellOutcome, PerfContext, Turns, measure_and_judge, render_turns
-from pipeline.stages.prove.supplies import night_supply
 from pipeline.status import worst
 
 # docker's reference grammar, simplified: registry/name components, then an optional :tag
@@ -131,9 +129,7 @@ def _tonight(
             yield client
         return
     cache_dir = settings.places.cache
-    supply = night_supply(settings, profile)  # the runner's wheelhouse, offline setting and base, as a night's
-    model_reference(entry, cache_dir, log_dir, supply=supply, say=to_stderr)  # its weights made before the boot
-    candidate = prepare_candidate(profile, cache_dir, log_dir, supply=supply, say=to_stderr)
+    candidate = ready_to_boot(entry, profile, settings, log_dir)
     with restartable(entry, candidate, cache_dir=cache_dir, log_dir=log_dir, say=to_stderr) as serving:
         yield Turns(entry, profile, serving, cache_dir, log_dir, to_stderr, budget=profile.boot_budget.suspected)
 

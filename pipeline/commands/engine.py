@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from pipeline.config.bundle import Config
-from pipeline.config.matrix import ModelEntry
+from pipeline.config.matrix import ModelEntry, Profile
 from pipeline.errors import EngineError, HostCannotRun, UsageError
 from pipeline.infra.openai_client import OpenAIClient
 from pipeline.infra.runtime import Runtime, runtime_root
@@ -62,9 +62,7 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
         )
         return 0
     log_dir = settings.places.runs / time.strftime("engine-%Y%m%d-%H%M%S") / entry.id
-    supply = night_supply(settings, profile)  # a runner's wheelhouse, offline setting and base, as a night's
-    model_reference(entry, cache_dir, log_dir, supply=supply, say=to_stderr)  # its weights made before the boot
-    candidate = prepare_candidate(profile, cache_dir, log_dir, supply=supply, say=to_stderr)
+    candidate = ready_to_boot(entry, profile, settings, log_dir)
     if candidate.runtime is not None:
         report = smoke(candidate.runtime, profile, log_dir, entry_point_needed=entry.launch.entrypoint == "cli")
         for check in report.checks:
@@ -108,6 +106,14 @@ def dry_candidate(entry: ModelEntry, config: Config, cache_dir: Path) -> Candida
         return placeholder_candidate(profile)
     root = runtime_root(profile.name, profile.candidate_requirements, profile.candidate_remove, cache_dir)
     return Candidate(profile, runtime=Runtime(root, root.name, profile.candidate_requirements, ()))
+
+
+def ready_to_boot(entry: ModelEntry, profile: Profile, settings: Settings, log_dir: Path) -> Candidate:
+    """The entry's weights and its candidate, made from the runner's supply (its wheelhouse, offline setting and
+    base) as a night makes them: a boot makes neither."""
+    supply = night_supply(settings, profile)
+    model_reference(entry, settings.places.cache, log_dir, supply=supply, say=to_stderr)
+    return prepare_candidate(profile, settings.places.cache, log_dir, supply=supply, say=to_stderr)
 
 
 def dry_model_ref(entry: ModelEntry, cache_dir: Path) -> str:
