@@ -1,4 +1,4 @@
-"""A night whose build job breaks, through nightly.yml as committed: nothing is decided or published, the
+"""A night whose build job breaks, through nightly.yml as committed (run by act): nothing is decided or published, the
 pipeline-failure job raises one issue (a second broken night comments on it), and no regression is blamed."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 from tests.fakes.github import StandIn
 from tests.integration.conftest import ROOT
-from tests.integration.workflow_runs import cpu_emulator, runner_environment, spark_runner
+from tests.integration.workflow_runs import cpu_actions, runner_environment, spark_runner
 
 pytestmark = pytest.mark.integration
 
@@ -21,10 +21,11 @@ def test_a_broken_build_job_raises_the_pipeline_failure_issue_once(tmp_path: Pat
     shutil.copytree(ROOT / "golden", config / "golden")
     (config / "models.yaml").write_text("version: 1\nprofiles: {}\nmodels: [\n")  # a lab's config, broken
     environment = runner_environment(tmp_path / "cache", config, stand_in)
-    emulator = cpu_emulator(spark_runner(tmp_path), environment, stand_in)
+    actions = cpu_actions(spark_runner(tmp_path), environment, stand_in)
     for night in (1, 2):
-        run = emulator.run("schedule", artifacts=tmp_path / f"artifacts-{night}")
+        run = actions.run("schedule", artifacts=tmp_path / f"artifacts-{night}")
         print(run.log())
+        print(run.output[-3000:])
         assert {job: run.result(job) for job in run.jobs} == {
             "build": "failure",
             "test": "skipped",

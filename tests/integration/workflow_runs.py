@@ -1,39 +1,47 @@
-"""nightly.yml on an emulated lab of one Spark, its Spark-only parts replaced by name, GitHub's stand-in as the API."""
+"""nightly.yml run by act on a lab of one Spark (this host), GitHub's stand-in as the API, every step as committed;
+the one Spark-only part, the profile, is replaced by the CPU one through the environment."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
+import yaml
+
 from pipeline.cli import build_parser
 from tests.fakes.github import TOKEN, StandIn
 from tests.integration.conftest import ROOT
-from tests.workflow_emulator import Emulator, Runner, cli_problems
+from tests.workflow_act import Actions, Runner
+from tests.workflow_commands import cli_problems
 
 WORKFLOW = ROOT / ".github" / "workflows" / "nightly.yml"
-SETUP = "./scripts/setup"
 
 
 def spark_runner(tmp_path: Path) -> Runner:
     """The lab's one Spark: it keeps the state, so it carries the label spark-nightly-0."""
-    return Runner("spark-1", frozenset({"self-hosted", "spark-nightly-0"}), tmp_path / "runner")
+    return Runner("spark-1", tmp_path / "runner")
 
 
-def cpu_emulator(runner: Runner, environment: dict[str, str], stand_in: StandIn) -> Emulator:
-    """nightly.yml on `runner`, with its Spark-only parts replaced by name: the CPU profile for the Spark one, the
-    suite's installed environment for `./scripts/setup`; GitHub is the stand-in."""
-    return Emulator(
+def cpu_actions(runner: Runner, environment: dict[str, str], stand_in: StandIn) -> Actions:
+    """nightly.yml on `runner` with the CPU profile for the Spark one; GitHub is the stand-in. Its steps' commands
+    are checked against the command line first."""
+    problems = [p for script in _steps_scripts() for p in cli_problems(script, build_parser())]
+    assert problems == [], problems
+    return Actions(
         WORKFLOW,
         ROOT,
-        [runner],
+        runner,
         repository=stand_in.repo,
         runner_env=environment,
-        env_overrides={"SPARK_NIGHTLY_PROFILE": "cpu"},  # a Spark's profile, replaced by the CPU one
         secrets={"GITHUB_TOKEN": TOKEN},
-        replace={SETUP: f"ln -sfn {ROOT / '.venv'} .venv  # the suite's installed environment"},
-        check_command=lambda script: cli_problems(script, build_parser()),
-        step_timeout_s=900,
+        env_overrides={"SPARK_NIGHTLY_PROFILE": "cpu"},  # a Spark's profile, replaced by the CPU one
     )
+
+
+def _steps_scripts() -> list[str]:
+    return [
+        str(s.get("run", "")) for job in yaml.safe_load(WORKFLOW.read_text())["jobs"].values() for s in job["steps"]
+    ]
 
 
 def runner_environment(cache: Path, config: Path, stand_in: StandIn) -> dict[str, str]:
