@@ -124,7 +124,11 @@ class Actions:
         argv += [a for label in sorted(self.labels) for a in ("-P", f"{label}=-self-hosted")]
         mapped = _mapped((self.commit / self.workflow).read_text())
         argv += [a for name, folder in mapped.items() for a in ("--local-repository", f"{name}={STAND_INS / folder}")]
-        argv += [a for k, v in self.secrets.items() for a in ("-s", f"{k}={v}")]
+        if self.secrets:  # from a file only the runner's user reads: a secret on act's command line shows in `ps`
+            secrets = self.runner.root / "secrets.env"
+            secrets.touch(mode=0o600)
+            secrets.write_text("".join(f"{k}={v}\n" for k, v in self.secrets.items()))
+            argv += ["--secret-file", str(secrets)]
         # the stand-ins' store, and their script (act runs an action from a copy of its own folder)
         overrides = self.env_overrides | {"ARTIFACT_STORE": str(artifacts), "ARTIFACT_ACTIONS": str(STAND_INS)}
         argv += [a for k, v in overrides.items() for a in ("--env", f"{k}={v}")]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes.github import StandIn
+from tests.fakes.github import TOKEN, StandIn
 from tests.integration.conftest import ROOT
 from tests.integration.workflow_runs import cpu_actions, runner_environment, spark_runner
 
@@ -26,6 +26,7 @@ def test_a_broken_build_job_raises_the_pipeline_failure_issue_once(tmp_path: Pat
         run = actions.run("schedule", artifacts=tmp_path / f"artifacts-{night}")
         print(run.log())
         print(run.output[-3000:])
+        assert "raise the pipeline-failure alert" in run.output and TOKEN not in run.output  # never in act's log
         assert {job: run.result(job) for job in run.jobs} == {
             "build": "failure",
             "test": "skipped",
