@@ -35,7 +35,6 @@ MAPPED = {
 class Runner:
     """A self-hosted runner: its user's home holds the state a night keeps and act's workspaces."""
 
-    name: str
     root: Path
 
     @property
@@ -89,10 +88,11 @@ class Actions:
         timeout_s: float = 3600,
     ) -> None:
         self.workflow = workflow.relative_to(source)
-        self.jobs = list(yaml.safe_load(workflow.read_text())["jobs"])
-        self.labels = _labels(yaml.safe_load(workflow.read_text()))
+        data = yaml.safe_load(workflow.read_text())
+        self.jobs = list(data["jobs"])
+        self.labels = _labels(data)
+        self.mapped = _mapped(data)
         self.runner = runner
-        self.repository = repository
         self.runner_env = dict(runner_env)
         self.secrets = dict(secrets or {})
         self.env_overrides = dict(env_overrides or {})
@@ -122,8 +122,9 @@ class Actions:
         self.runner.home.mkdir(parents=True, exist_ok=True)
         argv = [str(ACT), event, "-W", str(self.workflow), "--json", "--action-offline-mode"]
         argv += [a for label in sorted(self.labels) for a in ("-P", f"{label}=-self-hosted")]
-        mapped = _mapped((self.commit / self.workflow).read_text())
-        argv += [a for name, folder in mapped.items() for a in ("--local-repository", f"{name}={STAND_INS / folder}")]
+        argv += [
+            a for uses, folder in self.mapped.items() for a in ("--local-repository", f"{uses}={STAND_INS / folder}")
+        ]
         if self.secrets:  # from a file only the runner's user reads: a secret on act's command line shows in `ps`
             secrets = self.runner.root / "secrets.env"
             secrets.touch(mode=0o600)
@@ -178,17 +179,10 @@ def _labels(workflow: Mapping[str, Any]) -> set[str]:
     return labels
 
 
-def _mapped(workflow_text: str) -> dict[str, str]:
-    """`owner/name@ref` of each mapped action the workflow uses, with its stand-in's folder."""
-    found: dict[str, str] = {}
-    for line in workflow_text.splitlines():
-        text = line.strip().removeprefix("- ").strip()
-        if text.startswith("uses:"):
-            action = text.removeprefix("uses:").split("#", 1)[0].strip()
-            name = action.split("@", 1)[0]
-            if name in MAPPED:
-                found[action] = MAPPED[name]
-    return found
+def _mapped(workflow: Mapping[str, Any]) -> dict[str, str]:
+    """`owner/name@ref` of each mapped action the workflow's steps use, with its stand-in's folder."""
+    uses = {str(step["uses"]) for job in workflow["jobs"].values() for step in job["steps"] if "uses" in step}
+    return {action: MAPPED[action.split("@", 1)[0]] for action in uses if action.split("@", 1)[0] in MAPPED}
 
 
 def _jobs_of(output: str, jobs: list[str]) -> dict[str, list[JobRun]]:

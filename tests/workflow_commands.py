@@ -7,6 +7,8 @@ import argparse
 import re
 import shlex
 
+import yaml
+
 
 def cli_problems(script: str, parser: argparse.ArgumentParser) -> list[str]:
     """The commands and flags a step's `spark-nightly` calls name that the command line does not have."""
@@ -40,3 +42,10 @@ def spark_nightly_calls(script: str) -> list[list[str]]:
                 end = next((i for i, w in enumerate(rest) if w and set(w) <= set("|&;()<>")), len(rest))
                 calls.append(rest[:end])
     return calls
+
+
+def workflow_problems(workflow_text: str, parser: argparse.ArgumentParser) -> list[str]:
+    """`cli_problems` over every `run` step of a workflow file's jobs."""
+    jobs = yaml.safe_load(workflow_text)["jobs"]
+    scripts = [str(step.get("run", "")) for job in jobs.values() for step in job["steps"]]
+    return [problem for script in scripts for problem in cli_problems(script, parser)]

@@ -22,9 +22,7 @@ CI = ROOT / ".github" / "workflows" / "ci.yml"
 def test_act_starts_every_job_of_ci_yml_on_a_push_and_a_pull_request_and_none_on_a_schedule(tmp_path: Path) -> None:
     # ci.yml's jobs are this suite itself (.ci/run and the scripts/test-* it names): executing them here would run
     # the suite inside itself, so act plans them; .ci/run executes their commands
-    actions = Actions(
-        CI, ROOT, Runner("ci", tmp_path / "runner"), repository="o/r", runner_env={"PATH": os.environ["PATH"]}
-    )
+    actions = Actions(CI, ROOT, Runner(tmp_path / "runner"), repository="o/r", runner_env={"PATH": os.environ["PATH"]})
     jobs = set(yaml.safe_load(CI.read_text())["jobs"])
     assert len(jobs) == 4
     for event in ("push", "pull_request"):
@@ -34,7 +32,7 @@ def test_act_starts_every_job_of_ci_yml_on_a_push_and_a_pull_request_and_none_on
     nightly = Actions(
         ROOT / ".github" / "workflows" / "nightly.yml",
         ROOT,
-        Runner("spark", tmp_path / "spark"),
+        Runner(tmp_path / "spark"),
         repository="o/r",
         runner_env={"PATH": os.environ["PATH"]},
     )
