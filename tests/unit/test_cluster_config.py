@@ -4,6 +4,7 @@ how a sound one reaches the profile it names."""
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,8 @@ import yaml
 
 from pipeline.config.bundle import ConfigPaths, load_config
 from pipeline.errors import ConfigError
+from pipeline.nightly import NightPlan, weights_wanted
+from pipeline.places import RunDir
 from tests.corpus import BASE
 
 
@@ -25,6 +28,13 @@ def _config(tmp_path: Path, cluster: dict[str, Any]) -> ConfigPaths:
 
 def _node(name: str, address: str, **interconnect: str) -> dict[str, Any]:
     return {"name": name, "interconnect": {"interface": "enp1s0f1np1", "address": address} | interconnect}
+
+
+TWO = {
+    "version": 1,
+    "profile": "spark",
+    "nodes": [_node("gx10-a", "192.168.177.11"), _node("gx10-b", "192.168.177.12")],
+}
 
 
 def _issues(paths: ConfigPaths) -> list[str]:
@@ -68,7 +78,42 @@ def test_two_hosts_on_one_machine_each_get_their_own_gpu_through_their_env(tmp_p
 def test_no_cluster_file_leaves_the_cluster_entries_to_be_skipped(tmp_path: Path) -> None:
     paths = _config(tmp_path, {})
     (tmp_path / "cluster.yaml").unlink()
-    assert load_config(paths).matrix.profiles["spark"].cluster is None
+    config = load_config(paths)
+    spark = config.matrix.profiles["spark"]
+    assert spark.cluster is None
+    entries = config.matrix.select("spark", ())
+    lacking = [e.id for e in entries if spark.lacks_hosts_for(e)]
+    assert lacking == [e.id for e in entries if e.topology == "cluster"] and len(lacking) == 1
+    solo = config.matrix.select("cpu", ())
+    assert solo and not [e.id for e in solo if config.matrix.profiles["cpu"].lacks_hosts_for(e)]
+
+
+def test_a_night_fetches_no_weights_for_an_entry_it_lacks_the_hosts_for_nor_one_already_run(tmp_path: Path) -> None:
+    paths = _config(tmp_path / "config", {})
+    (tmp_path / "config" / "cluster.yaml").unlink()
+    config = load_config(paths)
+    spark = config.matrix.profiles["spark"]
+    # the spark profile's cluster entry beside the cpu profile's solo one, as a matrix of both kinds would be
+    entries = (*config.matrix.select("spark", ()), *config.matrix.select("cpu", ()))
+    assert [e.topology for e in entries] == ["cluster", "solo"]
+    run = RunDir(tmp_path / "run")
+    plan = NightPlan("r1", "2026-11-29", run, spark, entries)
+    assert [e.id for e in weights_wanted(plan)] == [entries[1].id]
+    with_hosts = replace(
+        plan,
+        profile=replace(spark, cluster=load_config(_config(tmp_path / "two", TWO)).matrix.profiles["spark"].cluster),
+    )
+    assert [e.id for e in weights_wanted(with_hosts)] == [e.id for e in entries]
+    run.entry(entries[1].id).parent.mkdir(parents=True)
+    run.entry(entries[1].id).write_text("{}")  # already run: a resumed night
+    assert [e.id for e in weights_wanted(with_hosts)] == [entries[0].id]
+
+
+def test_a_runner_with_a_cluster_has_the_hosts_for_every_entry(tmp_path: Path) -> None:
+    config = load_config(_config(tmp_path, TWO))
+    entries = config.matrix.select("spark", ())
+    assert [e.topology for e in entries] == ["cluster"]
+    assert not [e.id for e in entries if config.matrix.profiles["spark"].lacks_hosts_for(e)]
 
 
 @pytest.mark.parametrize(

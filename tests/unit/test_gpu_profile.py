@@ -92,7 +92,7 @@ def test_the_gpu_cluster_entry_s_nodes_compile_where_its_solo_server_does(config
     assert {k: dict(cluster.env)[k] for k in folders} == {k: dict(solo.env)[k] for k in folders}
 
 
-def test_a_gpu_server_compiles_into_its_runtime_s_own_cache_a_cpu_server_into_none(
+def test_a_gpu_server_compiles_vllms_graphs_into_its_runtime_s_own_cache_a_cpu_server_into_none(
     config: Config, tmp_path: Path
 ) -> None:
     def env(profile: str, entry: str, key: str) -> dict[str, str]:
@@ -103,7 +103,9 @@ def test_a_gpu_server_compiles_into_its_runtime_s_own_cache_a_cpu_server_into_no
 
     good, planted = env("gpu", ENTRY, "a" * 16), env("gpu", ENTRY, "b" * 16)
     assert good["VLLM_CACHE_ROOT"].startswith(str(tmp_path / "compile"))
-    assert {good[k] != planted[k] for k in ("VLLM_CACHE_ROOT", "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR")} == {True}
+    assert good["VLLM_CACHE_ROOT"] != planted["VLLM_CACHE_ROOT"]
+    # the kernels of two runtimes whose locks differ in no file but vLLM's are one folder (image.kernel_cache_key)
+    assert [good[k] == planted[k] for k in ("TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR")] == [True, True]
     assert "VLLM_CACHE_ROOT" not in env("cpu", "smollm2-135m-instruct", "c" * 16)
 
 

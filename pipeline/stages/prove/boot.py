@@ -13,7 +13,7 @@ from pipeline.config.matrix import ModelEntry, Profile
 from pipeline.errors import EngineError, ProcessError
 from pipeline.infra import hub, launch
 from pipeline.infra.cluster_launch import NodeRuntime, cluster_up
-from pipeline.infra.image import CompileFolders, compile_cache_key, flashinfer_cache_key, image_tag
+from pipeline.infra.image import CompileFolders, compile_cache_key, image_tag, kernel_cache_key
 from pipeline.infra.nodes import ContainerRuntime, FolderRuntime
 from pipeline.infra.openai_client import OpenAIClient
 from pipeline.infra.runtime import Runtime
@@ -68,11 +68,11 @@ def compile_cache(cache_dir: Path, image: str) -> Path:
 
 
 def local_compile_folders(cache_dir: Path, runtime: Runtime) -> CompileFolders:
-    """A local runtime's compile folders: its own (torch.compile, Inductor, Triton), and FlashInfer's JIT folder named
-    by what its kernels are compiled from (image.flashinfer_cache_key), both beside the images' ones."""
+    """A local runtime's compile folders: its own for vLLM's torch.compile, and its kernels' (Inductor, Triton,
+    FlashInfer's JIT) named by what they are compiled from (image.kernel_cache_key), both beside the images' ones."""
     return CompileFolders(
         str(compile_cache(cache_dir, runtime.key)),
-        str(CacheDir(cache_dir).compile / flashinfer_cache_key(runtime.lock)),
+        str(CacheDir(cache_dir).compile / kernel_cache_key(runtime.lock)),
     )
 
 

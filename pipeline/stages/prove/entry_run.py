@@ -166,7 +166,7 @@ RUNBOOK_CLUSTER = "docs/runbook.md, 'Adding a second Spark'"
 
 
 def _without_cluster(run: EntryRun) -> Ended | None:
-    if run.entry.topology == "cluster" and run.profile.cluster is None:
+    if run.profile.lacks_hosts_for(run.entry):
         reason = f"spans {run.entry.nodes} hosts; this runner has no cluster file (paths.cluster): " + RUNBOOK_CLUSTER
         return Ended(Status.SKIPPED, "cluster", reason)
     return None
