@@ -9,6 +9,7 @@ import pytest
 
 from pipeline.infra.git import Git, mirror_dir
 from pipeline.stages.aftermath.bisect_run import NotBisected, main_commits, moved_sources
+from pipeline.stages.aftermath.suspects import GoodCommits
 from pipeline.stages.build.build_plan import BuildPlan, SourcePlan
 from tests.gitrepos import Upstream
 
@@ -58,12 +59,12 @@ def test_a_force_pushed_main_is_not_bisected_and_says_why(tmp_path: Path) -> Non
     mirror = mirror_dir(cache, repo.url)
     repo.git("clone", "--quiet", "--mirror", str(repo.remote), str(mirror))
     Git(mirror)("fetch", "--quiet", str(repo.work), f"{good}:refs/kept/good")  # the mirror kept it from last night
-    found = moved_sources(_plan(repo, tip), {"vllm": {"main_commit": good}}, cache)
+    found = moved_sources(_plan(repo, tip), {"vllm": GoodCommits(repo.url, good, good)}, cache)
     assert found == NotBisected(
         f"vllm: the last good night's main {good[:12]} is no ancestor of tonight's {tip[:12]} (main was force-pushed)"
     )
     assert found.describe().startswith("not bisected: vllm: the last good night's main")
-    unmoved = moved_sources(_plan(repo, tip), {"vllm": {"main_commit": tip}}, cache)
+    unmoved = moved_sources(_plan(repo, tip), {"vllm": GoodCommits(repo.url, tip, tip)}, cache)
     assert unmoved == NotBisected(
         "no source's main moved since the last good night: tonight's failure is not main's history"
     )

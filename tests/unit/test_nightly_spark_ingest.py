@@ -10,9 +10,10 @@ import pytest
 from pipeline import nightly
 from pipeline.cli import main
 from pipeline.stages.aftermath.alert import PIPELINE_KEY
+from pipeline.stages.build.build_record import BuildRecord
 from pipeline.stages.build.build_wheels import BuildResult
 from pipeline.stages.build.inspect import ArtifactReport, WheelReport
-from pipeline.stages.build.night_build import write_build_record, write_report
+from pipeline.stages.build.night_build import write_report
 from pipeline.status import Status
 from tests.wheelfactory import make_wheel
 
@@ -28,7 +29,7 @@ def refused_build(root: Path, run_id: str) -> Path:
     wheel = make_wheel(wheels, "vllm", version, {"_C.so": b"\x7fELF"})
     # the build record and the inspection as `build` writes them, by its own writers
     built = BuildResult("vllm", "k" * 24, False, (wheel,), 1.0, 1.0, "native", "native build: no earlier build")
-    write_build_record(run_dir / "build.json", [built])
+    BuildRecord.of([built]).write(run_dir / "build.json")
     (run_dir / "plan.json").write_text(json.dumps({"version": 1, "created": "2026-11-21T01:00:00Z", "sources": []}))
     refused = WheelReport(wheel.name, "vllm", version, Status.FAIL, (PROBLEM,), (), ())
     write_report(run_dir / "inspect.json", ArtifactReport(Status.FAIL, (refused,), ()))

@@ -11,7 +11,6 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pipeline.errors import SparkNightlyError
 from pipeline.infra.git import Git, mirror_dir
@@ -26,6 +25,7 @@ from pipeline.stages.aftermath.bisect import (
     bisect_main,
     separate,
 )
+from pipeline.stages.aftermath.suspects import GoodCommits, LastGoodNight
 from pipeline.stages.aftermath.trial_bench import Failing, TrialBench, failed_at, step_verdict
 from pipeline.stages.build.build_plan import BuildPlan, SourcePlan
 from pipeline.stages.build.night_build import NativeBuildNeeded
@@ -137,15 +137,15 @@ class Moved:
         return self.source.main_commit
 
 
-def moved_sources(plan: BuildPlan, before: Mapping[str, Any], cache_dir: Path) -> list[Moved] | NotBisected:
+def moved_sources(plan: BuildPlan, before: Mapping[str, GoodCommits], cache_dir: Path) -> list[Moved] | NotBisected:
     """The sources whose main moved since the last good night (`before`: its sources by name), each from its
     last good main, which must be an ancestor of tonight's; else why nothing can be bisected."""
     moved = []
     for source in plan.sources:
-        if source.name not in before or before[source.name]["main_commit"] == source.main_commit:
+        if source.name not in before or before[source.name].main_commit == source.main_commit:
             continue
         mirror = Git(mirror_dir(cache_dir, source.repo))
-        good = before[source.name]["main_commit"]
+        good = before[source.name].main_commit
         if not mirror.is_ancestor(good, source.main_commit):
             return NotBisected(
                 f"{source.name}: the last good night's main {good[:12]} is no ancestor of tonight's "
@@ -162,10 +162,10 @@ def bisect_failing_main(
 ) -> Bisection | NotBisected:
     """The bisection of the source whose main moved since the last good night; where two moved, the one a trial
     with the other at its last good commit shows guilty. Every reason it does not run is the answer."""
-    last_good = bench.settings.places.state.last_good
-    if not last_good.exists():
+    last_good = LastGoodNight.read(bench.settings.places.state.last_good)
+    if last_good is None:
         return NotBisected("this runner has no last good night to bisect from")
-    moved = moved_sources(plan, json.loads(last_good.read_text())["sources"], bench.settings.places.cache)
+    moved = moved_sources(plan, last_good.sources, bench.settings.places.cache)
     if isinstance(moved, NotBisected):
         return moved
     steps = CommitSteps(bench, plan=plan, run=run, failing=failed_at(bench.config.matrix.entries, outcomes))

@@ -1,17 +1,20 @@
 """Suspect changes: the commits of main since the last good night (with a compare link), and tonight's subsets.
 
-The last good night's commits are kept in `paths.state/last_good.json`, written when a built night
-passes, so a failing night can name the range `last good..tonight` of every source that moved.
+The last good night's commits are kept in `paths.state/last_good.json` (LastGoodNight: written here when a built
+night passes, read here for every use), so a failing night can name the range `last good..tonight` of every source
+that moved.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from pipeline.errors import HistoryError
 from pipeline.infra.files import write_atomically
 from pipeline.infra.git import Git, mirror_dir
 from pipeline.stages.aftermath.culprit import PullRef
@@ -75,30 +78,74 @@ def commit_range(mirror: Git, source: str, repo: str, old: str, new: str) -> Com
     return CommitRange(source, old, new, count, tuple(subjects), compare_url(repo, old, new))
 
 
+LAST_GOOD_VERSION = 1
+
+
+@dataclass(frozen=True)
+class GoodCommits:
+    """One source as the last good night built it: its main and the commit built (main, or a graft on it)."""
+
+    repo: str
+    main_commit: str
+    commit: str
+
+
+@dataclass(frozen=True)
+class LastGoodNight:
+    """The last built night that passed: its date and each source's commits."""
+
+    night: str
+    sources: Mapping[str, GoodCommits]
+
+    @staticmethod
+    def of(plan: BuildPlan, night: str) -> LastGoodNight:
+        return LastGoodNight(night, {s.name: GoodCommits(s.repo, s.main_commit, s.commit) for s in plan.sources})
+
+    def write(self, path: Path) -> None:
+        sources = {name: vars(good) for name, good in self.sources.items()}
+        data = {"version": LAST_GOOD_VERSION, "night": self.night, "sources": sources}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomically(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+    @staticmethod
+    def read(path: Path) -> LastGoodNight | None:
+        """The record, or None where no built night has passed yet; a damaged one is said with its file."""
+        if not path.exists():
+            return None
+        try:
+            data: Any = json.loads(path.read_text())
+            if data.get("version") != LAST_GOOD_VERSION:
+                raise ValueError(f"version {data.get('version')!r}, this spark-nightly reads {LAST_GOOD_VERSION}")
+            sources = {
+                str(name): GoodCommits(str(s["repo"]), str(s["main_commit"]), str(s["commit"]))
+                for name, s in data["sources"].items()
+            }
+            return LastGoodNight(str(data["night"]), sources)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise HistoryError(
+                f"{path}: not a last good night's record ({type(exc).__name__}: {exc}); remove it and the next "
+                "built night that passes writes it again"
+            ) from exc
+
+
 def record_last_good(path: Path, plan: BuildPlan, night: str) -> None:
     """Remember tonight's commits as the last good ones (called only when a built night passes)."""
-    data = {
-        "version": 1,
-        "night": night,
-        "sources": {s.name: {"repo": s.repo, "main_commit": s.main_commit, "commit": s.commit} for s in plan.sources},
-    }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomically(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+    LastGoodNight.of(plan, night).write(path)
 
 
 def ranges_since_last_good(path: Path, plan: BuildPlan, cache_dir: Path) -> tuple[str | None, list[CommitRange]]:
     """(the last good night, each source's range since then); no record gives (None, [])."""
-    if not path.exists():
+    last = LastGoodNight.read(path)
+    if last is None:
         return None, []
-    last = json.loads(path.read_text())
     ranges = []
     for source in plan.sources:
-        before = last["sources"].get(source.name)
+        before = last.sources.get(source.name)
         if before is None:
             continue
         mirror = Git(mirror_dir(cache_dir, source.repo))
-        ranges.append(commit_range(mirror, source.name, source.repo, before["main_commit"], source.main_commit))
-    return str(last["night"]), ranges
+        ranges.append(commit_range(mirror, source.name, source.repo, before.main_commit, source.main_commit))
+    return last.night, ranges
 
 
 def describe_main_suspects(path: Path, plan: BuildPlan, cache_dir: Path) -> str:

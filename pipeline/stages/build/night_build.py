@@ -17,7 +17,7 @@ from pipeline.config.matrix import Profile
 from pipeline.errors import ExitCode, SparkNightlyError
 from pipeline.infra.base_env import BaseEnv
 from pipeline.infra.fatbin import ensure_cuobjdump
-from pipeline.infra.files import sha256_of, write_atomically
+from pipeline.infra.files import write_atomically
 from pipeline.infra.git import Git, mirror_dir
 from pipeline.infra.runtime import LockedFile, Runtime, overlay_runtime
 from pipeline.infra.supply import Supply, ensure_runtime
@@ -28,6 +28,7 @@ from pipeline.infra.wheels import read_metadata
 from pipeline.places import CacheDir, RunDir
 from pipeline.progress import Say, quiet
 from pipeline.settings import Settings
+from pipeline.stages.build.build_record import BuildRecord
 from pipeline.stages.build.build_wheels import BuildResult, build_set, build_source, host_identity
 from pipeline.stages.build.builders import BUILD_ORDER, BUILDERS
 from pipeline.stages.build.builders.base import BuildSource, Toolchain
@@ -286,7 +287,7 @@ def build_inspect_lock(  # noqa: PLR0913 -- the build's folders and switches, by
             _remember_native_build(result, source, toolchain, cache)
         results.append(result)
     wheels = tuple(wheel for result in results for wheel in result.wheels)
-    write_build_record(run.build_record, results)
+    BuildRecord.of(results).write(run.build_record)
     target = Target.of(profile)
     reads_images = target.gpu and target.arch is not None
     cuobjdump = ensure_cuobjdump(cache_dir, run.root, supply=supply, say=say) if reads_images else None
@@ -432,27 +433,6 @@ def sources_from(settings: Settings, profile: Profile | None = None) -> list[Sou
         Source("vllm", settings.vllm_repo, settings.vllm_ref, settings.vllm_prs, "sources.vllm.prs"),
     ]
     return [s for s in every if profile is None or s.name in profile.build_sources]
-
-
-def write_build_record(path: Path, results: Sequence[BuildResult]) -> None:
-    record = {
-        "version": 1,
-        "builds": [
-            {
-                "family": r.family,
-                "cache_key": r.key,
-                "cached": r.cached,
-                "seconds": round(r.seconds, 3),
-                "build_seconds": round(r.build_seconds, 3),
-                "kind": r.kind,
-                "why": r.why,
-                **({"decision": r.decision.to_json()} if r.decision is not None else {}),
-                "wheels": [{"filename": w.name, "sha256": sha256_of(w), "size": w.stat().st_size} for w in r.wheels],
-            }
-            for r in results
-        ],
-    }
-    write_atomically(path, json.dumps(record, indent=2, sort_keys=True) + "\n")
 
 
 def write_report(path: Path, report: ArtifactReport) -> None:

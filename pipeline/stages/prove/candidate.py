@@ -18,6 +18,7 @@ from pipeline.infra.supply import Supply
 from pipeline.infra.wheel_cache import WheelCache
 from pipeline.places import CacheDir, RunDir
 from pipeline.progress import Say, quiet
+from pipeline.stages.build.build_record import BuildRecord
 from pipeline.stages.build.night_build import built_runtime, serves_locally
 from pipeline.stages.prove.boot import Candidate, prepare_candidate
 from pipeline.stages.prove.last_good import image_build, runtime_build
@@ -64,13 +65,13 @@ def _ingest_build(
     needed = [run.build_record, run.inspection, run.plan]
     if missing := [p.name for p in needed if not p.exists()]:
         raise UsageError(f"{run.root} has no {', '.join(missing)}: run `spark-nightly build --run-id {run.id}` first")
-    record = json.loads(run.build_record.read_text())
+    record = BuildRecord.read(run.build_record)
     plan = json.loads(run.plan.read_text())
     wheels = []
-    for build in record["builds"]:
-        for wheel in build["wheels"]:
-            path = wheels_dir / run.id / wheel["filename"]
-            if not path.exists() or sha256_of(path) != wheel["sha256"]:
+    for build in record.builds:
+        for wheel in build.wheels:
+            path = wheels_dir / run.id / wheel.filename
+            if not path.exists() or sha256_of(path) != wheel.sha256:
                 raise EngineError(f"{path} is missing or changed since the build recorded its sha256")
             wheels.append(path)
     inspection = json.loads(run.inspection.read_text())
@@ -83,9 +84,8 @@ def _ingest_build(
         raise UsageError(f"{run.root} has no lock.txt: run `spark-nightly build --run-id {run.id}` without --no-lock")
     if serves_locally(profile):
         cache = WheelCache(CacheDir(cache_dir).wheels)
-        cached = [path for build in record["builds"] for path in _cache_paths(cache, build["cache_key"])]
-        bases = [Path(b["decision"]["base"]["path"]) for b in record["builds"] if "base" in b.get("decision", {})]
-        runtime = built_runtime(profile, cached, cache_dir, run.root, bases=bases, supply=supply, say=say)
+        cached = [path for build in record.builds for path in _cache_paths(cache, build.cache_key)]
+        runtime = built_runtime(profile, cached, cache_dir, run.root, bases=record.base_wheels, supply=supply, say=say)
         write_atomically(lock, (runtime.root / "lock.txt").read_text())
         say(f"candidate: tonight's {', '.join(p.name for p in cached)} in runtime {runtime.root.name}")
         return NightCandidate(Candidate(profile, runtime=runtime), lock, tuple(wheels), plan)

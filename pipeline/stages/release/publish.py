@@ -19,6 +19,7 @@ from pipeline.infra.releases import MAX_ASSET_BYTES, Asset, Release, ReleaseStor
 from pipeline.infra.safe_files import read_regular, shown
 from pipeline.places import RunDir
 from pipeline.progress import Say, quiet
+from pipeline.stages.build.build_record import BuildRecord
 
 MANIFEST_VERSION = 1
 INDEX_VERSION = 1
@@ -67,11 +68,8 @@ def inspection_summary(run: RunDir) -> dict[str, Any] | None:
     lock_notes = json.loads(notes.read_text())["notes"] if notes.exists() else []
     summary = {"wheels": wheels, "notes": report.get("notes", []), "lock_notes": lock_notes}
     if run.build_record.exists():
-        builds = json.loads(run.build_record.read_text())["builds"]
-        summary["builds"] = [
-            {"family": b["family"], "kind": b.get("kind", "native"), "why": b.get("why", ""), "cached": b["cached"]}
-            for b in builds
-        ]
+        builds = BuildRecord.read(run.build_record).builds
+        summary["builds"] = [{"family": b.family, "kind": b.kind, "why": b.why, "cached": b.cached} for b in builds]
     return summary
 
 
