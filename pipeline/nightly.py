@@ -181,9 +181,10 @@ def _stage_candidate(state: NightRun) -> None:
         started = time.monotonic()
         require_supplies(state.supply, state.plan.profile, state.plan.entries, state.settings.places.cache)
         run = state.plan.run
+        built = None
         if state.plan.profile.candidate_from == "build" and not run.build_record.exists() and state.plan.unnamed:
             # a plain `spark-nightly nightly` of a built profile: the night builds its own candidate
-            build_tonight(state.settings, state.plan.profile, run, supply=state.supply, say=state.progress.say)
+            built = build_tonight(state.settings, state.plan.profile, run, supply=state.supply, say=state.progress.say)
         state.night = prepare_night_candidate(
             state.plan.profile,
             run=state.plan.run,
@@ -191,6 +192,7 @@ def _stage_candidate(state: NightRun) -> None:
             cache_dir=state.settings.places.cache,
             supply=state.supply,
             say=state.progress.say,
+            built=built.runtime if built is not None else None,
         )
         state.durations.record("candidate", time.monotonic() - started)
 

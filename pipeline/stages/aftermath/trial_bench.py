@@ -73,6 +73,7 @@ class TrialBench:
             cache_dir=cache_dir,
             supply=self.supply,
             say=self.say,
+            built=built.runtime,
         )
         return TrialBuild(candidate, how)
 

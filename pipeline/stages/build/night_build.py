@@ -42,12 +42,14 @@ from pipeline.status import Status
 
 @dataclass(frozen=True)
 class BuiltNight:
-    """The wheels of one set of sources, their inspection, and their lock (None when refused or not asked)."""
+    """The wheels of one set of sources, their inspection, and their lock (None when refused or not asked); where the
+    profile serves from a local runtime, the runtime the lock was read from, which the candidate stage serves."""
 
     wheels: tuple[Path, ...]
     report: ArtifactReport
     lock: Path | None
     results: tuple[BuildResult, ...] = ()
+    runtime: Runtime | None = None
 
 
 class NativeBuildNeeded(SparkNightlyError):
@@ -301,7 +303,7 @@ def build_inspect_lock(  # noqa: PLR0913 -- the build's folders and switches, by
         bases = overlay_bases(results)
         runtime = built_runtime(profile, cached, cache_dir, run.root, bases=bases, supply=supply, say=say)
         write_atomically(run.lock, (runtime.root / "lock.txt").read_text())
-        return BuiltNight(wheels, report, run.lock, tuple(results))
+        return BuiltNight(wheels, report, run.lock, tuple(results), runtime)
     locked = lock_wheel_set(
         list(wheels),
         torch_version=profile.torch.version,

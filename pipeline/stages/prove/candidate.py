@@ -13,7 +13,7 @@ from pipeline.errors import EngineError, UsageError
 from pipeline.infra.confirmed import BuildRef
 from pipeline.infra.files import sha256_of, write_atomically
 from pipeline.infra.image import build_image, image_tag, write_context
-from pipeline.infra.runtime import download_locked, lock_directory
+from pipeline.infra.runtime import Runtime, download_locked, lock_directory
 from pipeline.infra.supply import Supply
 from pipeline.infra.wheel_cache import WheelCache
 from pipeline.places import CacheDir, RunDir
@@ -46,8 +46,17 @@ class NightCandidate:
 
 
 def prepare_night_candidate(
-    profile: Profile, *, run: RunDir, wheels_dir: Path, cache_dir: Path, supply: Supply, say: Say = quiet
+    profile: Profile,
+    *,
+    run: RunDir,
+    wheels_dir: Path,
+    cache_dir: Path,
+    supply: Supply,
+    say: Say = quiet,
+    built: Runtime | None = None,
 ) -> NightCandidate:
+    """Tonight's candidate: the profile's pinned runtime, or the wheels tonight's build recorded in `run`, served from
+    `built` where the build in this process made their runtime already (else made again from the record)."""
     if profile.candidate_from == "pip":
         candidate = prepare_candidate(profile, cache_dir, run.root, supply=supply, say=say)
         assert candidate.runtime is not None
@@ -55,11 +64,13 @@ def prepare_night_candidate(
         write_atomically(lock, (candidate.runtime.root / "lock.txt").read_text())
         say(f"candidate: {' '.join(profile.candidate_requirements)}, {len(candidate.runtime.lock)} locked files")
         return NightCandidate(candidate, lock, (), None)
-    return _ingest_build(profile, run=run, wheels_dir=wheels_dir, cache_dir=cache_dir, supply=supply, say=say)
+    return _ingest_build(
+        profile, run=run, wheels_dir=wheels_dir, cache_dir=cache_dir, supply=supply, say=say, built=built
+    )
 
 
 def _ingest_build(
-    profile: Profile, *, run: RunDir, wheels_dir: Path, cache_dir: Path, supply: Supply, say: Say
+    profile: Profile, *, run: RunDir, wheels_dir: Path, cache_dir: Path, supply: Supply, say: Say, built: Runtime | None
 ) -> NightCandidate:
     """Tonight's built wheels (from `spark-nightly build --run-id` of the same run), checked, then their image."""
     needed = [run.build_record, run.inspection, run.plan]
@@ -85,7 +96,11 @@ def _ingest_build(
     if serves_locally(profile):
         cache = WheelCache(CacheDir(cache_dir).wheels)
         cached = [path for build in record.builds for path in _cache_paths(cache, build.cache_key)]
-        runtime = built_runtime(profile, cached, cache_dir, run.root, bases=record.base_wheels, supply=supply, say=say)
+        # the build made this runtime to read its lock: served as it is, never made twice (a cache hit, but its
+        # folders read and its log lines said again)
+        runtime = built or built_runtime(
+            profile, cached, cache_dir, run.root, bases=record.base_wheels, supply=supply, say=say
+        )
         write_atomically(lock, (runtime.root / "lock.txt").read_text())
         say(f"candidate: tonight's {', '.join(p.name for p in cached)} in runtime {runtime.root.name}")
         return NightCandidate(Candidate(profile, runtime=runtime), lock, tuple(wheels), plan)
