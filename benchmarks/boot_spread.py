@@ -25,13 +25,14 @@ from pipeline.config.bundle import ConfigPaths, load_config
 from pipeline.detect.steps import CONFIRM_PAIRS, confirm
 from pipeline.infra.cpu_class import cpu_class
 from pipeline.infra.openai_client import OpenAIClient
+from pipeline.progress import quiet
 from pipeline.settings import from_environment
 from pipeline.stages.prove.boot import prepare_candidate, restartable
 from pipeline.stages.prove.last_good import LastGoodServers, runtime_build
 from pipeline.stages.prove.perf.measure import CaseResult
 from pipeline.stages.prove.perf.paired import PairsOverBoots
 from pipeline.stages.prove.perf.pairs import Beside, interleaved_pairs
-from pipeline.stages.prove.supplies import night_supply
+from pipeline.stages.prove.supplies import night_workshop
 
 ROOT = Path(__file__).parents[1]
 ENTRY = "smollm2-135m-instruct"
@@ -50,8 +51,8 @@ def main() -> None:
     cache = from_environment().settings.places.cache
     found: dict[tuple[str, str], list[tuple[float, float]]] = {}
     with tempfile.TemporaryDirectory() as scratch:
-        supply = night_supply(from_environment().settings, profile)  # the runner's wheelhouse and base, as a night's
-        candidate = prepare_candidate(profile, cache, Path(scratch), supply=supply)
+        shop = night_workshop(from_environment().settings, profile, quiet)  # the runner's wheelhouse and base
+        candidate = prepare_candidate(profile, shop, Path(scratch))
         assert candidate.runtime is not None
         a = runtime_build(candidate.runtime, candidate.runtime.root / "lock.txt", night="", commits={})
         for index in range(rounds):

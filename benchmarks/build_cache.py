@@ -18,6 +18,7 @@ from pipeline.infra.files import sha256_of
 from pipeline.infra.pypi import download_sdist
 from pipeline.infra.supply import ONLINE
 from pipeline.infra.wheel_cache import WheelCache
+from pipeline.infra.workshop import Workshop
 from pipeline.places import CacheDir
 from pipeline.settings import from_environment
 from pipeline.stages.build.build_wheels import BuildResult, build_source
@@ -44,8 +45,8 @@ def main() -> None:
                 cache=WheelCache(root / cache),
                 work_dir=root / name / "work",
                 out_dir=root / name / "wheels",
-                cache_dir=cache_dir,
-                supply=ONLINE,  # a benchmark of the build cache on a machine with the network: pip resolves
+                # a benchmark of the build cache on a machine with the network: pip resolves
+                shop=Workshop(CacheDir(cache_dir), ONLINE),
             )
             return time.monotonic() - started, result
 

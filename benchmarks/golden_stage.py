@@ -18,11 +18,12 @@ from pathlib import Path
 from pipeline.config.bundle import ConfigPaths, load_config
 from pipeline.infra.references import ReferenceStore
 from pipeline.infra.weights import model_reference
+from pipeline.progress import quiet
 from pipeline.settings import from_environment
 from pipeline.stages.prove.boot import boot, prepare_candidate
 from pipeline.stages.prove.golden_run import run_golden
 from pipeline.stages.prove.judge import transformers_judge
-from pipeline.stages.prove.supplies import night_supply
+from pipeline.stages.prove.supplies import night_workshop
 
 ROOT = Path(__file__).parents[1]
 
@@ -37,10 +38,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         store = ReferenceStore(Path(scratch) / "history" / "golden")
         profile = config.matrix.profiles[entry.profile]
-        supply = night_supply(from_environment().settings, profile)  # the runner's wheelhouse and base, as a night's
-        candidate = prepare_candidate(profile, cache, Path(scratch), supply=supply)
-        model_ref = model_reference(entry, cache, Path(scratch), supply=supply)
-        judge = transformers_judge(entry, profile, model_ref, cache, Path(scratch), supply=supply)
+        shop = night_workshop(from_environment().settings, profile, quiet)  # the runner's wheelhouse and base
+        candidate = prepare_candidate(profile, shop, Path(scratch))
+        model_ref = model_reference(entry, shop, Path(scratch))
+        judge = transformers_judge(entry, profile, model_ref, shop, Path(scratch))
         for index in range(runs):
             references = store.load(hardware, entry.id)
             with boot(entry, candidate, cache_dir=cache, log_dir=Path(scratch) / f"run{index}") as server:

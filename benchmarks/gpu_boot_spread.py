@@ -17,10 +17,11 @@ import time
 from pathlib import Path
 
 from pipeline.config.bundle import ConfigPaths, load_config
+from pipeline.progress import quiet
 from pipeline.settings import from_environment
 from pipeline.stages.prove.boot import boot, prepare_candidate
 from pipeline.stages.prove.perf.measure import PromptMaker, latency_estimate, measure_run
-from pipeline.stages.prove.supplies import night_supply
+from pipeline.stages.prove.supplies import night_workshop
 
 
 def main() -> None:
@@ -37,7 +38,7 @@ def main() -> None:
     medians: dict[str, list[float]] = {"pp_tps": [], "tg_tps": []}
     within: dict[str, list[float]] = {"pp_tps": [], "tg_tps": []}
     with tempfile.TemporaryDirectory() as scratch:
-        candidate = prepare_candidate(profile, cache, Path(scratch), supply=night_supply(settings, profile))
+        candidate = prepare_candidate(profile, night_workshop(settings, profile, quiet), Path(scratch))
         for index in range(boots):
             started = time.monotonic()
             with boot(entry, candidate, cache_dir=cache, log_dir=Path(scratch) / f"boot{index}") as server:

@@ -29,11 +29,12 @@ from pipeline.infra import procs
 from pipeline.infra.references import ReferenceStore
 from pipeline.infra.supply import ensure_runtime
 from pipeline.infra.weights import CONVERTER_SET, package_folder
+from pipeline.progress import quiet
 from pipeline.settings import from_environment
 from pipeline.stages.prove.boot import prepare_candidate, restartable
 from pipeline.stages.prove.golden_run import GoldenResult, ServerLog, ask_golden, judge_golden
 from pipeline.stages.prove.judge import transformers_judge
-from pipeline.stages.prove.supplies import night_supply
+from pipeline.stages.prove.supplies import night_workshop
 
 ENTRY = "smollm2-135m-instruct-gpu"
 MAKER = Path(__file__).with_name("make_broken_model.py")
@@ -52,14 +53,14 @@ def main() -> int:
     entry = config.matrix.entry(args.entry)
     profile = config.matrix.profiles[entry.profile]
     cache, logs = settings.places.cache, work / "logs"
-    supply = night_supply(settings, profile)
-    candidate = prepare_candidate(profile, cache, logs, supply=supply)
+    shop = night_workshop(settings, profile, quiet)
+    candidate = prepare_candidate(profile, shop, logs)
     good = package_folder(entry, cache)
     references = ReferenceStore(settings.places.state.golden).load(profile.hardware, entry.id)
     if references is None:
         raise SystemExit(f"no reference for {entry.id} in {settings.places.state.golden}: run a good night first")
-    judge = transformers_judge(entry, profile, str(good), cache, logs, supply=supply)
-    converter = ensure_runtime(CONVERTER_SET, supply, cache, logs)
+    judge = transformers_judge(entry, profile, str(good), shop, logs)
+    converter = ensure_runtime(CONVERTER_SET, shop, logs)
     golden = config.golden[entry.golden]
     found: dict[str, object] = {}
     escaped = []

@@ -17,9 +17,10 @@ from datetime import datetime
 from pathlib import Path
 
 from pipeline.config.bundle import ConfigPaths, load_config
+from pipeline.progress import quiet
 from pipeline.settings import from_environment
 from pipeline.stages.prove.boot import boot, prepare_candidate
-from pipeline.stages.prove.supplies import night_supply
+from pipeline.stages.prove.supplies import night_workshop
 
 ROOT = Path(__file__).parents[1]
 STAMP = re.compile(r"(?:INFO|WARNING|DEBUG|ERROR) (\d\d-\d\d \d\d:\d\d:\d\d)")
@@ -46,8 +47,8 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
         profile = config.matrix.profiles[entry.profile]
-        supply = night_supply(from_environment().settings, profile)  # the runner's wheelhouse and base, as a night's
-        candidate = prepare_candidate(profile, cache, Path(scratch), supply=supply)
+        shop = night_workshop(from_environment().settings, profile, quiet)  # the runner's wheelhouse and base
+        candidate = prepare_candidate(profile, shop, Path(scratch))
         for index in range(boots):
             log_dir = Path(scratch) / f"boot{index}"
             launched = time.time()

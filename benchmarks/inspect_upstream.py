@@ -20,9 +20,10 @@ from pathlib import Path
 from pipeline.config.bundle import ConfigPaths, load_config
 from pipeline.infra.fatbin import ensure_cuobjdump
 from pipeline.infra.wheels import native_infos
+from pipeline.progress import quiet
 from pipeline.settings import from_environment
 from pipeline.stages.build.inspect import Target, inspect_wheel
-from pipeline.stages.prove.supplies import night_supply
+from pipeline.stages.prove.supplies import night_workshop
 from tests.upstream import FLASHINFER_CUBIN, FLASHINFER_PYTHON, VLLM_AARCH64
 
 ROOT = Path(__file__).parents[1]
@@ -33,9 +34,9 @@ def main() -> None:
     config = load_config(ConfigPaths(ROOT / "models.yaml", ROOT / "thresholds", ROOT / "golden"))
     target = Target.of(config.matrix.profiles["spark"])
     settings = from_environment().settings
-    supply = night_supply(settings, config.matrix.profiles["spark"])  # the runner's wheelhouse, as a night's
+    shop = night_workshop(settings, config.matrix.profiles["spark"], quiet)  # the runner's wheelhouse, as a night's
     with tempfile.TemporaryDirectory(prefix="inspect-bench-") as logs:
-        cuobjdump = ensure_cuobjdump(settings.places.cache, Path(logs), supply=supply)
+        cuobjdump = ensure_cuobjdump(shop, Path(logs))
     print(f"{'wheel':52} {'members':>8} {'median s':>9} {'range s':>14} {'members/s':>10}")
     for upstream in (FLASHINFER_CUBIN, VLLM_AARCH64, FLASHINFER_PYTHON):
         wheel = upstream.fetch()

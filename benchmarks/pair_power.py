@@ -30,13 +30,14 @@ from pipeline.infra.confirmed import BuildRef
 from pipeline.infra.cpu_class import cpu_class
 from pipeline.infra.openai_client import OpenAIClient
 from pipeline.infra.runtime import load_runtime
+from pipeline.progress import quiet
 from pipeline.settings import from_environment
 from pipeline.stages.prove.boot import Candidate, prepare_candidate, restartable
 from pipeline.stages.prove.last_good import LastGoodServers, runtime_build
 from pipeline.stages.prove.perf.measure import CaseResult
 from pipeline.stages.prove.perf.paired import side_by_side
 from pipeline.stages.prove.perf.pairs import Beside, interleaved_pairs
-from pipeline.stages.prove.supplies import night_supply
+from pipeline.stages.prove.supplies import night_workshop
 
 ROOT = Path(__file__).parents[1]
 ENTRY = "smollm2-135m-instruct"
@@ -59,8 +60,8 @@ def main() -> None:
     verdicts: dict[str, list[str]] = {design: [] for design in DESIGNS}
     print(f"pair rules: min_effect {rules.min_effect:g}, boot_sd {rules.boot_sd:g}, max_pairs {rules.max_pairs}")
     with tempfile.TemporaryDirectory() as scratch:
-        supply = night_supply(from_environment().settings, profile)  # the runner's wheelhouse and base, as a night's
-        good = prepare_candidate(profile, cache, Path(scratch), supply=supply)
+        shop = night_workshop(from_environment().settings, profile, quiet)  # the runner's wheelhouse and base
+        good = prepare_candidate(profile, shop, Path(scratch))
         assert good.runtime is not None
         a = runtime_build(good.runtime, good.runtime.root / "lock.txt", night="", commits={})
         slower_root = cache / "runtimes" / f"{good.runtime.root.name}-pair-power-slower"

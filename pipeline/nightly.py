@@ -24,6 +24,7 @@ from pipeline.infra.git import commits_between
 from pipeline.infra.history import History
 from pipeline.infra.runtime_cache import prune_runtimes
 from pipeline.infra.supply import Supply
+from pipeline.infra.workshop import Workshop
 from pipeline.outcome import Failure, Outcome
 from pipeline.places import CacheDir, RunDir
 from pipeline.progress import Progress, Say, clock_text
@@ -124,6 +125,11 @@ class NightRun:
         return night_supply(self.settings, self.plan.profile)
 
     @functools.cached_property
+    def shop(self) -> Workshop:
+        """Tonight's workshop: the cache, the supply and the night's voice, for every stage that makes something."""
+        return Workshop(CacheDir(self.settings.places.cache), self.supply, self.progress.say)
+
+    @functools.cached_property
     def build_plan(self) -> BuildPlan:
         """A built night's plan (its commits and PRs), read once from the run's folder."""
         return BuildPlan.load(self.plan.run.plan)
@@ -184,14 +190,12 @@ def _stage_candidate(state: NightRun) -> None:
         built = None
         if state.plan.profile.candidate_from == "build" and not run.build_record.exists() and state.plan.unnamed:
             # a plain `spark-nightly nightly` of a built profile: the night builds its own candidate
-            built = build_tonight(state.settings, state.plan.profile, run, supply=state.supply, say=state.progress.say)
+            built = build_tonight(state.settings, state.plan.profile, run, state.shop)
         state.night = prepare_night_candidate(
             state.plan.profile,
+            state.shop,
             run=state.plan.run,
             wheels_dir=state.settings.places.wheels,
-            cache_dir=state.settings.places.cache,
-            supply=state.supply,
-            say=state.progress.say,
             built=built.runtime if built is not None else None,
         )
         state.durations.record("candidate", time.monotonic() - started)
@@ -204,10 +208,7 @@ def _stage_weights(state: NightRun) -> None:
     plan = state.plan
     with state.progress.step("weights", state.durations.expected("weights")):
         started = time.monotonic()
-        state.weights = prepare_weights(
-            weights_wanted(plan), state.settings.places.cache, plan.run.logs("weights"),
-            say=state.progress.say, supply=state.supply,
-        )  # fmt: skip
+        state.weights = prepare_weights(weights_wanted(plan), state.shop, plan.run.logs("weights"))
         state.durations.record("weights", time.monotonic() - started)
 
 

@@ -36,7 +36,7 @@ from pipeline.stages.build.night_build import (
     toolchain_for,
 )
 from pipeline.stages.build.resolve import parse_pull_request, resolve_sources
-from pipeline.stages.prove.supplies import night_supply
+from pipeline.stages.prove.supplies import night_workshop
 from pipeline.status import Status
 
 
@@ -76,9 +76,9 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
     run_id = args.run_id or time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     run = settings.places.run(run_id)
     run.root.mkdir(parents=True, exist_ok=True)
-    supply = night_supply(settings, profile)  # the runner's wheelhouse and base, as its night reads them
+    shop = night_workshop(settings, profile, to_stderr)  # the runner's wheelhouse and base, as its night reads them
     if not args.sdist and not args.plan and not args.source:
-        built = build_tonight(settings, profile, run, lock=not args.no_lock, supply=supply, say=to_stderr)
+        built = build_tonight(settings, profile, run, shop, lock=not args.no_lock)
     else:
         built = build_inspect_lock(
             _build_sources(args, families, settings, run),
@@ -86,12 +86,10 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
             toolchain,
             run=run,
             out_dir=settings.places.wheels / run_id,
-            cache_dir=settings.places.cache,
+            shop=shop,
             expect_families=not args.sdist,
             lock=not args.no_lock,
             min_free_gib=settings.build_min_free_gib,
-            supply=supply,
-            say=to_stderr,
         )
     for result in built.results:
         print(f"{result.family}: {'cached: ' if result.cached else ''}{result.why} ({result.build_seconds:.0f} s)")

@@ -25,7 +25,7 @@ from pipeline.stages.prove.boot import (
 )
 from pipeline.stages.prove.golden_run import ServerLog
 from pipeline.stages.prove.smoke import smoke
-from pipeline.stages.prove.supplies import night_supply
+from pipeline.stages.prove.supplies import night_workshop
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
@@ -111,9 +111,9 @@ def dry_candidate(entry: ModelEntry, config: Config, cache_dir: Path) -> Candida
 def ready_to_boot(entry: ModelEntry, profile: Profile, settings: Settings, log_dir: Path) -> Candidate:
     """The entry's weights and its candidate, made from the runner's supply (its wheelhouse, offline setting and
     base) as a night makes them: a boot makes neither."""
-    supply = night_supply(settings, profile)
-    model_reference(entry, settings.places.cache, log_dir, supply=supply, say=to_stderr)
-    return prepare_candidate(profile, settings.places.cache, log_dir, supply=supply, say=to_stderr)
+    shop = night_workshop(settings, profile, to_stderr)
+    model_reference(entry, shop, log_dir)
+    return prepare_candidate(profile, shop, log_dir)
 
 
 def dry_model_ref(entry: ModelEntry, cache_dir: Path) -> str:
@@ -131,12 +131,12 @@ def served(
     cache_dir = settings.places.cache
     log_dir = settings.places.runs / time.strftime(f"{label}-%Y%m%d-%H%M%S") / entry.id
     profile = config.matrix.profiles[entry.profile]
-    supply = night_supply(settings, profile)  # a runner's wheelhouse, offline setting and base, as a night's
-    model_ref = model_reference(entry, cache_dir, log_dir, supply=supply, say=to_stderr)  # what the entry configures
+    shop = night_workshop(settings, profile, to_stderr)  # a runner's wheelhouse, offline setting and base, as a night's
+    model_ref = model_reference(entry, shop, log_dir)  # what the entry configures
     if url:
         with OpenAIClient(url) as client:
             yield client, model_ref, None
         return
-    candidate = prepare_candidate(profile, cache_dir, log_dir, supply=supply, say=to_stderr)
+    candidate = prepare_candidate(profile, shop, log_dir)
     with boot(entry, candidate, cache_dir=cache_dir, log_dir=log_dir, say=to_stderr) as server:
         yield server.client, model_ref, ServerLog(server.log_path, profile.accelerator)

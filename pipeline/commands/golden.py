@@ -16,7 +16,7 @@ from pipeline.progress import to_stderr
 from pipeline.settings import Settings
 from pipeline.stages.prove.golden_run import GoldenResult, run_golden
 from pipeline.stages.prove.judge import transformers_judge
-from pipeline.stages.prove.supplies import night_supply
+from pipeline.stages.prove.supplies import night_workshop
 from pipeline.status import Status
 
 
@@ -47,10 +47,8 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
     with served(args.url, settings, config, entry, "golden") as (client, model_ref, server_log):
         judge = None
         if references is None:
-            supply = night_supply(settings, profile)
-            judge = transformers_judge(
-                entry, profile, model_ref, settings.places.cache, settings.places.runs, supply=supply, say=to_stderr
-            )
+            shop = night_workshop(settings, profile, to_stderr)
+            judge = transformers_judge(entry, profile, model_ref, shop, settings.places.runs)
         result = run_golden(
             client,
             entry,

@@ -14,7 +14,7 @@ from pipeline.progress import to_stderr
 from pipeline.settings import Settings
 from pipeline.stages.build.inspect import Target, inspect_wheels
 from pipeline.stages.build.night_build import write_report
-from pipeline.stages.prove.supplies import night_supply
+from pipeline.stages.prove.supplies import night_workshop
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
@@ -44,10 +44,8 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
     with tempfile.TemporaryDirectory(prefix="spark-nightly-inspect-") as logs:
         cuobjdump = (
             ensure_cuobjdump(
-                settings.places.cache,
+                night_workshop(settings, config.matrix.profiles[settings.profile], to_stderr),
                 Path(logs),
-                supply=night_supply(settings, config.matrix.profiles[settings.profile]),
-                say=to_stderr,
             )
             if target.gpu and target.arch
             else None

@@ -16,9 +16,10 @@ from pathlib import Path
 
 from pipeline.errors import CapturedFailure, EngineError
 from pipeline.infra import procs
-from pipeline.infra.supply import Supply, ensure_runtime
+from pipeline.infra.supply import ensure_runtime
 from pipeline.infra.wheelhouse import WheelSet
 from pipeline.infra.wheels import extract_to, native_infos
+from pipeline.infra.workshop import Workshop
 from pipeline.progress import Say, quiet
 
 # cuobjdump ships on PyPI from 13.2 on; any of them reads what nvcc 12.x and 13.x write (checked on 13.2-13.5).
@@ -108,9 +109,9 @@ def _parse_headers(lines: list[str]) -> list[Image]:
     return images
 
 
-def ensure_cuobjdump(cache_dir: Path, log_dir: Path, *, supply: Supply, say: Say = quiet) -> Cuobjdump:
+def ensure_cuobjdump(shop: Workshop, log_dir: Path) -> Cuobjdump:
     """cuobjdump from its pinned PyPI wheel, installed once into a runtime of its own (from the night's supply)."""
-    runtime = ensure_runtime(CUOBJDUMP_SET, supply, cache_dir, log_dir, say=say)
+    runtime = ensure_runtime(CUOBJDUMP_SET, shop, log_dir)
     found = sorted(runtime.root.glob("lib/python*/site-packages/nvidia/cu*/bin/cuobjdump"))
     if not found:
         raise EngineError(f"{CUOBJDUMP[0]} installed no cuobjdump binary under {runtime.root}")

@@ -22,6 +22,7 @@ from pipeline.infra.base_env import normalize
 from pipeline.infra.cache_lock import exclusive
 from pipeline.infra.files import sha256_of, write_atomically
 from pipeline.infra.runtime_cache import stamp_used
+from pipeline.infra.workshop import Workshop
 from pipeline.places import CacheDir
 from pipeline.progress import Say, quiet
 
@@ -129,17 +130,17 @@ def ensure_pip_runtime(
     name: str,
     requirements: Sequence[str],
     remove: Sequence[str],
-    cache_dir: Path,
+    shop: Workshop,
     log_dir: Path,
     *,
     index_urls: Sequence[str] = (),
-    say: Say = quiet,
 ) -> Runtime:
     """The runtime for these requirements: reused when complete, else resolved, locked and installed.
 
     `index_urls` are searched beside PyPI (torch's CUDA builds live on their own index).
     """
-    root = runtime_root(name, requirements, remove, cache_dir, index_urls)
+    say = shop.say
+    root = runtime_root(name, requirements, remove, shop.cache_dir, index_urls)
     with exclusive(root):
         existing = load_runtime(root)
         if existing is not None:
@@ -239,9 +240,7 @@ def install_runtime(
 OVERLAY_PTH = "spark-nightly-companion.pth"
 
 
-def overlay_runtime(
-    name: str, companion: Runtime, wheels: Sequence[Path], cache_dir: Path, log_dir: Path, *, say: Say = quiet
-) -> Runtime:
+def overlay_runtime(name: str, companion: Runtime, wheels: Sequence[Path], shop: Workshop, log_dir: Path) -> Runtime:
     """Tonight's overlay wheels in a venv of their own, layered over the companion runtime (the base wheel's
     dependencies and the profile's other requirements, without the base itself): one wheel installed, nothing
     resolved. An overlay's requirements are its base's by construction (they are native inputs), so the companion's
@@ -249,7 +248,8 @@ def overlay_runtime(
     `unmet_requirements`). The lock is the companion's files and the overlay's."""
     ours = tuple(LockedFile(*parse_filename(w.name), w.name, sha256_of(w)) for w in wheels)
     key = hashlib.sha256(json.dumps([companion.key, [asdict(f) for f in ours]]).encode()).hexdigest()[:16]
-    root = CacheDir(cache_dir).runtimes / f"{name}-{key}"
+    say = shop.say
+    root = shop.cache.runtimes / f"{name}-{key}"
     with exclusive(root):
         existing = load_runtime(root)
         if existing is not None:

@@ -24,8 +24,8 @@ from pipeline.infra.runtime import (
     runtime_root,
 )
 from pipeline.infra.wheelhouse import Wheelhouse, WheelSet, make_wheelhouse
+from pipeline.infra.workshop import Workshop
 from pipeline.places import CacheDir
-from pipeline.progress import Say, quiet
 
 # What the wheelhouse command is, said where a piece is missing
 FETCH_COMMAND = "spark-nightly wheelhouse --profile {profile} --dest DIR"
@@ -72,12 +72,13 @@ class Supply:
 ONLINE = Supply()
 
 
-def ensure_runtime(wheel_set: WheelSet, supply: Supply, cache_dir: Path, log_dir: Path, *, say: Say = quiet) -> Runtime:
+def ensure_runtime(wheel_set: WheelSet, shop: Workshop, log_dir: Path) -> Runtime:
     """The set's runtime, made once per content key: from pip as always, or from the wheelhouse over the base."""
+    supply, say = shop.supply, shop.say
     if supply.plain:
-        return ensure_pip_runtime(wheel_set.name, wheel_set.requirements, wheel_set.remove, cache_dir, log_dir, say=say)
+        return ensure_pip_runtime(wheel_set.name, wheel_set.requirements, wheel_set.remove, shop, log_dir)
     key = wheel_set.key(supply.base)
-    root = runtime_folder(wheel_set, supply, cache_dir)
+    root = runtime_folder(wheel_set, supply, shop.cache_dir)
     with exclusive(root):
         existing = load_runtime(root)
         if existing is not None:
@@ -87,7 +88,7 @@ def ensure_runtime(wheel_set: WheelSet, supply: Supply, cache_dir: Path, log_dir
         create_venv(root, python, log_dir, say=say)
         if supply.base is not None:
             layer(root, supply.base)
-        lock = supplied_files(wheel_set, supply, root / "wheels", cache_dir, log_dir, say=say)
+        lock = supplied_files(wheel_set, shop, root / "wheels", log_dir)
         base = supply.base.to_json() if supply.base else None
         return install_runtime(root, key, wheel_set.requirements, wheel_set.remove, lock, log_dir, base=base, say=say)
 
@@ -101,11 +102,10 @@ def runtime_folder(wheel_set: WheelSet, supply: Supply, cache_dir: Path) -> Path
     return CacheDir(cache_dir).runtimes / f"{wheel_set.name}-{wheel_set.key(supply.base)}{layered}"
 
 
-def supplied_files(
-    wheel_set: WheelSet, supply: Supply, dest: Path, cache_dir: Path, log_dir: Path, *, say: Say = quiet
-) -> tuple[LockedFile, ...]:
+def supplied_files(wheel_set: WheelSet, shop: Workshop, dest: Path, log_dir: Path) -> tuple[LockedFile, ...]:
     """The set's files in `dest`, each checked: from the wheelhouse, or (with the network) resolved into the cache's
     own wheelhouse first. Offline without them: an error naming what is missing and how to fetch it."""
+    supply, say = shop.supply, shop.say
     wheelhouse = supply.wheelhouse
     if wheelhouse is None or wheelhouse.locked(wheel_set, supply.base) is None:
         if supply.offline:
@@ -114,7 +114,7 @@ def supplied_files(
         say(f"runtime {wheel_set.name}: resolving over {supply.base.describe() if supply.base else 'nothing'}")
         wheelhouse = make_wheelhouse(
             [wheel_set],
-            CacheDir(cache_dir).wheelhouse,
+            shop.cache.wheelhouse,
             resolver_python=supply.base.python if supply.base else sys.executable,
             base=supply.base,
             command=FETCH_COMMAND.format(profile=supply.profile or "P"),

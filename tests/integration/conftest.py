@@ -21,11 +21,11 @@ from pipeline.config.matrix import ModelEntry
 from pipeline.infra import procs
 from pipeline.infra.releases import LocalReleaseStore
 from pipeline.infra.server import Server
-from pipeline.infra.supply import ONLINE
 from pipeline.infra.weights import model_reference
 from pipeline.settings import from_environment
 from pipeline.stages.prove.boot import Candidate, boot, prepare_candidate
 from tests.fakes.github import TOKEN, StandIn, github_stand_in
+from tests.shops import online
 
 ROOT = Path(__file__).parents[2]
 CPU_ENTRY = "smollm2-135m-instruct"
@@ -74,9 +74,9 @@ def cpu_engine(tmp_path_factory: pytest.TempPathFactory) -> CpuEngine:
     entry = replace(entry, env=MappingProxyType(on_this_workers_core(entry.env)))
     cache_dir = from_environment().settings.places.cache  # SPARK_NIGHTLY_PATHS_CACHE moves it
     log_dir = tmp_path_factory.mktemp("setup-logs")
-    candidate = prepare_candidate(config.matrix.profiles[entry.profile], cache_dir, log_dir, supply=ONLINE)
+    candidate = prepare_candidate(config.matrix.profiles[entry.profile], online(cache_dir), log_dir)
     # convert the weights now (a boot never does), so no test times the conversion
-    model_reference(entry, cache_dir, log_dir, supply=ONLINE)
+    model_reference(entry, online(cache_dir), log_dir)
     return CpuEngine(config, entry, candidate, cache_dir)
 
 

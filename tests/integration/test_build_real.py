@@ -11,7 +11,6 @@ from pipeline.cli import main
 from pipeline.errors import EngineError
 from pipeline.infra.files import sha256_of
 from pipeline.infra.pypi import download_sdist
-from pipeline.infra.supply import ONLINE
 from pipeline.infra.wheel_cache import WheelCache
 from pipeline.infra.wheels import read_metadata
 from pipeline.settings import from_environment
@@ -20,6 +19,7 @@ from pipeline.stages.build.builders import BUILDERS
 from pipeline.stages.build.builders.base import BuildSource, Toolchain
 from pipeline.stages.build.inspect import Target, inspect_wheel
 from pipeline.stages.build.lock import lock_wheel_set
+from tests.shops import online
 from tests.wheelfactory import make_wheel
 
 pytestmark = pytest.mark.integration
@@ -48,9 +48,7 @@ def test_flashinfer_python_builds_from_its_sdist_and_an_unchanged_second_night_b
             cache=WheelCache(tmp_path / "wheel-cache"),
             work_dir=tmp_path / night / "work",
             out_dir=tmp_path / night / "wheels",
-            cache_dir=cache_dir,
-            say=said.append,
-            supply=ONLINE,
+            shop=online(cache_dir, said.append),
         )
         (wheel,) = result.wheels
         return result.cached, wheel

@@ -71,7 +71,7 @@ def _fake_spark(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         built.append(source.commit)
         return BuiltNight((wheel,), ArtifactReport(Status.PASS, (), ()), run.lock)
 
-    def candidate(profile: Any, *, run: RunDir, wheels_dir: Path, **_: Any) -> NightCandidate:
+    def candidate(profile: Any, shop: Any, *, run: RunDir, wheels_dir: Path, **_: Any) -> NightCandidate:
         (wheel,) = (wheels_dir / run.id).glob("*.whl")
         images[f"trial:{run.id}"] = wheel
         plan = json.loads(run.plan.read_text())

@@ -19,6 +19,8 @@ from pipeline.infra.git import mirror_dir
 from pipeline.infra.supply import Supply, runtime_folder
 from pipeline.infra.wheel_cache import WheelCache
 from pipeline.infra.wheelhouse import make_wheelhouse, open_wheelhouse
+from pipeline.infra.workshop import Workshop
+from pipeline.places import CacheDir
 from pipeline.settings import Settings, from_environment
 from pipeline.stages.build.build_wheels import BuildResult, build_set, build_source
 from pipeline.stages.build.builders import BUILDERS
@@ -75,9 +77,8 @@ def _build(settings: Settings, supply: Supply, work: Path) -> BuildResult:
         cache=WheelCache(work / "wheel-cache"),  # this test's own: a wheel the shared cache holds would not build
         work_dir=work / "build",
         out_dir=work / "out",
-        cache_dir=settings.places.cache,
+        shop=Workshop(CacheDir(settings.places.cache), supply),
         why=tree_build_why("flashinfer", profile),
-        supply=supply,
     )
 
 

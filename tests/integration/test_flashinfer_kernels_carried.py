@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from pipeline.infra.pypi import download_sdist
-from pipeline.infra.supply import ONLINE
 from pipeline.infra.wheel_cache import WheelCache
 from pipeline.infra.wheels import check_archive, read_metadata
 from pipeline.settings import from_environment
@@ -25,6 +24,7 @@ from pipeline.stages.build.builders import BUILDERS
 from pipeline.stages.build.builders.base import BuildSource, Toolchain
 from pipeline.stages.build.overlay import relabel_kernels, relabel_problem
 from tests.gitrepos import Upstream
+from tests.shops import online
 from tests.upstream import FLASHINFER_CUBIN
 
 pytestmark = pytest.mark.integration
@@ -128,9 +128,7 @@ def test_a_python_only_change_carries_the_kernels_under_tonights_version_and_a_k
             cache=wheel_cache,
             work_dir=tmp_path / name / "work",
             out_dir=tmp_path / name / "wheels",
-            cache_dir=cache_dir,
-            say=said.append,
-            supply=ONLINE,
+            shop=online(cache_dir, said.append),
         )
         return result, {read_metadata(w).name: w for w in result.wheels}
 

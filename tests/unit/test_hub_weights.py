@@ -16,7 +16,6 @@ from pipeline.config.bundle import Config, ConfigPaths, load_config
 from pipeline.config.matrix import BenchSpec, Launch, ModelEntry, Weights
 from pipeline.infra.hub import hub_dir, repo_folder
 from pipeline.infra.launch import local_plan
-from pipeline.infra.supply import ONLINE
 from pipeline.nightly import STAGES, NightRun, _manifest_entry, _stage_weights, plan_night, run_entries
 from pipeline.outcome import Outcome
 from pipeline.progress import Progress
@@ -29,6 +28,7 @@ from pipeline.stages.release.publish import MANIFEST_SCHEMA
 from pipeline.status import Status
 from tests.hub_layout import COMMIT, REPO, damage, fill_hub_cache
 from tests.published import night_files
+from tests.shops import online
 
 ROOT = Path(__file__).parents[2]
 FILES = {
@@ -69,7 +69,7 @@ def test_a_complete_cache_is_verified_and_every_files_sha256_recorded(cache: Pat
 @pytest.mark.parametrize("name", ["model.safetensors", "tokenizer.json"])
 def test_a_damaged_blob_is_refused_naming_the_file_and_what_to_do(cache: Path, name: str) -> None:
     blob = damage(_snapshot(cache), name)  # same size: only the content's hash can tell
-    (result,) = prepare_weights([_entry()], cache, cache / "logs", offline=True, supply=ONLINE).values()
+    (result,) = prepare_weights([_entry()], online(cache), cache / "logs", offline=True).values()
     assert result.problem.startswith(f"{REPO}@{COMMIT}: {name} is damaged: it has ")
     kind = "sha256" if name.endswith(".safetensors") else "git blob id"
     assert f"{kind} " in result.problem and f"its blob is named {blob.name}" in result.problem
@@ -80,13 +80,13 @@ def test_a_damaged_blob_is_refused_naming_the_file_and_what_to_do(cache: Path, n
 def test_a_truncated_blob_is_refused_by_its_size_before_any_hashing(cache: Path) -> None:
     blob = (_snapshot(cache) / "model.safetensors").resolve()
     blob.write_bytes(FILES["model.safetensors"][:100])
-    (result,) = prepare_weights([_entry()], cache, cache / "logs", offline=True, supply=ONLINE).values()
+    (result,) = prepare_weights([_entry()], online(cache), cache / "logs", offline=True).values()
     assert "model.safetensors is damaged: it has 100 bytes, the Hub listed 4096" in result.problem
 
 
 def test_a_file_the_hub_listed_but_the_snapshot_lacks_is_an_incomplete_cache(cache: Path) -> None:
     (_snapshot(cache) / "tokenizer.json").unlink()
-    (result,) = prepare_weights([_entry()], cache, cache / "logs", offline=True, supply=ONLINE).values()
+    (result,) = prepare_weights([_entry()], online(cache), cache / "logs", offline=True).values()
     assert result.problem.startswith(f"{REPO}@{COMMIT} is incomplete in {_snapshot(cache)}: no tokenizer.json")
     assert "the Hub is off (HF_HUB_OFFLINE): run once with network, or fill the cache with `hf download" in (
         result.problem
@@ -102,20 +102,20 @@ def test_without_the_hubs_listing_the_models_own_index_says_what_is_missing(tmp_
         json.dumps({"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}})
     )
     fill_hub_cache(model, hub_dir(hf_cache(tmp_path / "cache")), listing=False)
-    (result,) = prepare_weights([_entry()], tmp_path / "cache", tmp_path, offline=True, supply=ONLINE).values()
+    (result,) = prepare_weights([_entry()], online(tmp_path / "cache"), tmp_path, offline=True).values()
     assert f"is incomplete in {_snapshot(tmp_path / 'cache')}: no model-00002-of-00002.safetensors" in result.problem
 
 
 def test_files_the_entry_ignores_are_neither_required_nor_checked(cache: Path) -> None:
     (_snapshot(cache) / "tokenizer.json").unlink()  # as a download with ignore: [tokenizer.*] leaves it
     entry = _entry(weights=Weights("hub", ignore=("tokenizer.*",)))
-    (result,) = prepare_weights([entry], cache, cache / "logs", offline=True, supply=ONLINE).values()
+    (result,) = prepare_weights([entry], online(cache), cache / "logs", offline=True).values()
     assert result.problem == "" and sorted(result.files) == ["config.json", "model.safetensors"]
 
 
 def test_a_revision_the_cache_does_not_hold_is_refused_offline(cache: Path) -> None:
     other = "f" * 40
-    (result,) = prepare_weights([_entry(revision=other)], cache, cache / "logs", offline=True, supply=ONLINE).values()
+    (result,) = prepare_weights([_entry(revision=other)], online(cache), cache / "logs", offline=True).values()
     assert result.problem.startswith(f"{REPO}@{other} is not in the Hugging Face cache {hub_dir(hf_cache(cache))}")
     assert f"hf download {REPO} --revision {other} --cache-dir" in result.problem
 
@@ -163,7 +163,7 @@ def test_the_release_manifest_carries_each_entrys_repo_revision_and_file_hashes(
 
 def test_package_and_path_weights_are_left_as_they_are_served(tmp_path: Path) -> None:
     path_entry = _entry(weights=Weights("path", path=str(tmp_path)))
-    assert prepare_weights([path_entry], tmp_path, tmp_path, offline=True, supply=ONLINE) == {}
+    assert prepare_weights([path_entry], online(tmp_path), tmp_path, offline=True) == {}
 
 
 def test_a_local_launch_reads_the_cache_the_weights_stage_filled() -> None:

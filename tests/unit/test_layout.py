@@ -196,3 +196,26 @@ def test_the_perf_verdict_is_entered_only_through_its_package() -> None:
     assert reaching == []
     loose = [p.name for p in (PACKAGE / "stages" / "prove").glob("*.py") if p.stem.startswith(("perf", "pair", "turn"))]
     assert loose == [], "the perf group's modules live in stages/prove/perf/"
+
+
+# A server's boot reads the cache (the Hugging Face cache, its compile folders) and writes logs, but makes nothing
+# from the supply: it takes the folders and the voice it needs, not a workshop
+SERVING = {"boot", "restartable", "measure_and_judge", "last_confirmed_judge", "__init__"}
+
+
+def test_what_builds_fetches_or_makes_a_runtime_takes_the_night_s_workshop() -> None:
+    """The cache, the supply and the voice travel together as one Workshop (infra/workshop.py); a function that
+    takes three of them apart (as 24 did) is where a default supply once sent an offline runner to pip."""
+    threaded, online_defaults = [], []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.FunctionDef):
+                continue
+            args = node.args
+            names = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
+            if len(names & {"cache_dir", "log_dir", "supply", "say"}) >= 3 and node.name not in SERVING:
+                threaded.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}")
+            defaults = [*args.defaults, *(d for d in args.kw_defaults if d is not None)]
+            if any(isinstance(d, ast.Name) and d.id == "ONLINE" for d in defaults):
+                online_defaults.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}")
+    assert (threaded, online_defaults) == ([], [])

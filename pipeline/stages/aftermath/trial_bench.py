@@ -11,8 +11,9 @@ from pipeline.config.bundle import Config
 from pipeline.config.matrix import ModelEntry, Profile
 from pipeline.infra.git import mirror_dir
 from pipeline.infra.supply import Supply
+from pipeline.infra.workshop import Workshop
 from pipeline.outcome import Outcome, cells_of
-from pipeline.places import RunDir
+from pipeline.places import CacheDir, RunDir
 from pipeline.progress import Say
 from pipeline.settings import Settings
 from pipeline.stages.build.builders import BUILD_ORDER
@@ -45,10 +46,15 @@ class TrialBench:
     created: str  # the night's plan's time, so a trial resolves as the night did
     say: Say
 
+    @property
+    def shop(self) -> Workshop:
+        """The night's workshop, in which every trial builds."""
+        return Workshop(CacheDir(self.settings.places.cache), self.supply, self.say)
+
     def build(self, trial: RunDir, sources: Sequence[Source]) -> TrialBuild:
         """The trial's sources resolved, built, inspected, locked and made a candidate in `trial`. Raises what the
         night would (NativeBuildNeeded where a commit's natives cannot be built here, any SparkNightlyError)."""
-        cache_dir = self.settings.places.cache
+        cache_dir = self.shop.cache_dir
         plan = resolve_sources(sources, cache_dir=cache_dir, work_dir=trial.root, created=self.created)
         plan.save(trial.plan)
         ordered = sorted(plan.sources, key=lambda source: BUILD_ORDER.index(source.name))
@@ -58,22 +64,14 @@ class TrialBench:
             toolchain_for(self.profile, self.settings),
             run=trial,
             out_dir=self.settings.places.wheels / trial.id,
-            cache_dir=cache_dir,
+            shop=self.shop,
             min_free_gib=self.settings.build_min_free_gib,
-            supply=self.supply,
-            say=self.say,
         )
         how = "; ".join(r.short() for r in built.results)
         if built.report.status == Status.FAIL:
             return TrialBuild(None, how, f"inspection refused the wheels (see {trial.inspection})")
         candidate = prepare_night_candidate(
-            self.profile,
-            run=trial,
-            wheels_dir=self.settings.places.wheels,
-            cache_dir=cache_dir,
-            supply=self.supply,
-            say=self.say,
-            built=built.runtime,
+            self.profile, self.shop, run=trial, wheels_dir=self.settings.places.wheels, built=built.runtime
         )
         return TrialBuild(candidate, how)
 

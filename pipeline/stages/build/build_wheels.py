@@ -15,11 +15,12 @@ from pipeline.errors import SparkNightlyError
 from pipeline.infra import git as gitlib
 from pipeline.infra import procs
 from pipeline.infra.runtime import Runtime, ensure_pip_runtime
-from pipeline.infra.supply import Supply, ensure_runtime
+from pipeline.infra.supply import ensure_runtime
 from pipeline.infra.wheel_cache import WheelCache, cache_key, copy_out
 from pipeline.infra.wheelhouse import WheelSet
 from pipeline.infra.wheels import read_metadata
-from pipeline.progress import Say, quiet
+from pipeline.infra.workshop import Workshop
+from pipeline.progress import Say
 from pipeline.stages.build.builders.base import Builder, BuildSource, Paths, Step, Toolchain
 from pipeline.stages.build.kernel_carry import carry_kernels, kernel_carry, remember_kernels
 from pipeline.stages.build.native_base import BuildDecision, BuildKind
@@ -101,16 +102,15 @@ def build_source(  # noqa: PLR0913 -- the build's folders and limits, by keyword
     cache: WheelCache,
     work_dir: Path,
     out_dir: Path,
-    cache_dir: Path,
+    shop: Workshop,
     min_free_gib: int = 0,
     decision: BuildDecision | None = None,
     why: str = "native build",
-    supply: Supply,
-    say: Say = quiet,
 ) -> BuildResult:
     """Wheels for one source: from the cache when its key is there, else built (an overlay on its native base where
     `decision` says so; else natively, once the runner has what the build needs: see preflight), checked and
-    stored. `why` is said of a build with no decision; `supply` gives the build environment's files."""
+    stored. `why` is said of a build with no decision; the workshop's supply gives the build environment's files."""
+    say = shop.say
     started = time.monotonic()
     work_dir = work_dir.absolute()  # git runs in the mirror: a relative worktree path would be the mirror's
     overlay = decision is not None and decision.kind == "overlay"
@@ -147,11 +147,9 @@ def build_source(  # noqa: PLR0913 -- the build's folders and limits, by keyword
             root=root,
             staging=staging,
             work_dir=work_dir,
-            cache_dir=cache_dir,
+            shop=shop,
             min_free_gib=min_free_gib,
             skipped=skipped,
-            supply=supply,
-            say=say,
         )
     finally:
         source.release(work_dir / f"src-{builder.family}")
@@ -179,14 +177,13 @@ def _run_native_steps(  # noqa: PLR0913 -- the build's folders and limits, by ke
     root: Path,
     staging: Path,
     work_dir: Path,
-    cache_dir: Path,
+    shop: Workshop,
     min_free_gib: int,
     skipped: Sequence[str],
-    supply: Supply,
-    say: Say,
 ) -> tuple[str, ...]:
     """The preflight, then each step of the builder but those of the `skipped` families (kernels carried from an
     earlier build), here or in the build image; returns the families the source must yield."""
+    say = shop.say
     rust = builder.rust_channel(root) is not None
     compiles = builder.compiles(root, toolchain)
     checks = build_checks(toolchain, work_dir, min_free_gib=min_free_gib, rust=rust, compiles=compiles)
@@ -199,9 +196,7 @@ def _run_native_steps(  # noqa: PLR0913 -- the build's folders and limits, by ke
         steps = [s for s in builder.steps(root, source, toolchain, image_paths()) if s.produces not in skipped]
         _build_in_image(steps, builder.rust_channel(root), toolchain, requirements, root, staging, work_dir, say)
     else:
-        runtime = build_runtime(
-            builder.family, requirements, toolchain, supply, cache_dir, work_dir, compiles=compiles, say=say
-        )
+        runtime = build_runtime(builder.family, requirements, toolchain, shop, work_dir, compiles=compiles)
         paths = Paths(str(runtime.python), str(runtime.bin("uv")), str(staging))
         for step in builder.steps(root, source, toolchain, paths):
             if step.produces not in skipped:
@@ -219,22 +214,18 @@ def build_runtime(
     family: str,
     requirements: Sequence[str],
     toolchain: Toolchain,
-    supply: Supply,
-    cache_dir: Path,
+    shop: Workshop,
     log_dir: Path,
     *,
     compiles: bool = True,
-    say: Say = quiet,
 ) -> Runtime:
     """The build environment on the host: pip with the network and the toolchain's torch index for a build that
     compiles (its natives against the torch the candidate installs); for one that compiles nothing (gpu-built's
     flashinfer-python), the night's supply where the runner has a wheelhouse or a base (offline: its set)."""
     wanted = build_set(family, requirements)
-    if supply.plain or compiles:
-        return ensure_pip_runtime(
-            wanted.name, wanted.requirements, (), cache_dir, log_dir, index_urls=toolchain.index_urls, say=say
-        )
-    return ensure_runtime(wanted, supply, cache_dir, log_dir, say=say)
+    if shop.supply.plain or compiles:
+        return ensure_pip_runtime(wanted.name, wanted.requirements, (), shop, log_dir, index_urls=toolchain.index_urls)
+    return ensure_runtime(wanted, shop, log_dir)
 
 
 def _build_overlay(

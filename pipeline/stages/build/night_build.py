@@ -25,6 +25,7 @@ from pipeline.infra.wheel_cache import WheelCache
 from pipeline.infra.wheel_target import pip_platforms
 from pipeline.infra.wheelhouse import WheelSet
 from pipeline.infra.wheels import read_metadata
+from pipeline.infra.workshop import Workshop
 from pipeline.places import CacheDir, RunDir
 from pipeline.progress import Say, quiet
 from pipeline.settings import Settings
@@ -129,12 +130,10 @@ def serves_locally(profile: Profile) -> bool:
 def built_runtime(
     profile: Profile,
     wheels: Sequence[Path],
-    cache_dir: Path,
+    shop: Workshop,
     log_dir: Path,
     *,
     bases: Sequence[Path] = (),
-    supply: Supply,
-    say: Say,
 ) -> Runtime:
     """The runtime of tonight's wheels beside the profile's other requirements. Where every wheel is an overlay (on
     `bases`) or of a family the profile builds from its tree every night (gpu-built's flashinfer-python), venvs
@@ -144,10 +143,10 @@ def built_runtime(
     tree_families = tree_built(profile)
     from_trees = [w for w in wheels if read_metadata(w).name in tree_families]
     if bases and len(bases) + len(from_trees) == len(wheels):
-        layer = ensure_runtime(companion_set(profile, bases), supply, cache_dir, log_dir, say=say)
+        layer = ensure_runtime(companion_set(profile, bases), shop, log_dir)
         if from_trees:
             for wheel in from_trees:
-                if unmet := unmet_requirements(wheel, layer.lock, supply.base):
+                if unmet := unmet_requirements(wheel, layer.lock, shop.supply.base):
                     raise CompanionCannotCarry(
                         f"tonight's {wheel.name} requires {'; '.join(unmet)}, which the companion of profile "
                         f"{profile.name} ({layer.root.name}) does not hold: it carries the dependencies of the base "
@@ -156,12 +155,12 @@ def built_runtime(
             # tonight's FlashInfer in a layer of its own, under every vLLM of the night: its kernel sources keep one
             # path, so the JIT modules compiled against them stay valid for every trial (in the vLLM overlay's own
             # venv each new vLLM moved them, and FlashInfer compiled its kernels again at each first boot, ~95 s)
-            layer = overlay_runtime(f"{profile.name}-trees", layer, from_trees, cache_dir, log_dir, say=say)
+            layer = overlay_runtime(f"{profile.name}-trees", layer, from_trees, shop, log_dir)
         ours = [w for w in wheels if w not in from_trees]
-        return overlay_runtime(f"{profile.name}-overlay", layer, ours, cache_dir, log_dir, say=say)
+        return overlay_runtime(f"{profile.name}-overlay", layer, ours, shop, log_dir)
     requirements = (*(str(w) for w in wheels), *profile.candidate_requirements)
     wheel_set = WheelSet(f"{profile.name}-candidate", requirements, profile.candidate_remove)
-    return ensure_runtime(wheel_set, supply, cache_dir, log_dir, say=say)
+    return ensure_runtime(wheel_set, shop, log_dir)
 
 
 def unmet_requirements(wheel: Path, held: Sequence[LockedFile], base: BaseEnv | None) -> list[str]:
@@ -258,18 +257,17 @@ def build_inspect_lock(  # noqa: PLR0913 -- the build's folders and switches, by
     *,
     run: RunDir,
     out_dir: Path,
-    cache_dir: Path,
+    shop: Workshop,
     expect_families: bool = True,
     lock: bool = True,
     min_free_gib: int = 0,
-    supply: Supply,
-    say: Say = quiet,
 ) -> BuiltNight:
     """Writes the build record and the inspection (and the lock when the wheels pass and `lock`) into `run`."""
-    cache = WheelCache(CacheDir(cache_dir).wheels)
+    say = shop.say
+    cache = WheelCache(shop.cache.wheels)
     results = []
     for source in sources:
-        decision = decide_build(source, profile, toolchain, cache_dir, supply)
+        decision = decide_build(source, profile, toolchain, shop.cache_dir, shop.supply)
         say(f"{source.family}: {decision.why if decision else tree_build_why(source.family, profile)}")
         result = build_source(
             BUILDERS[source.family],
@@ -278,12 +276,10 @@ def build_inspect_lock(  # noqa: PLR0913 -- the build's folders and switches, by
             cache=cache,
             work_dir=run.build_work,
             out_dir=out_dir,
-            cache_dir=cache_dir,
+            shop=shop,
             min_free_gib=min_free_gib,
             decision=decision,
             why=tree_build_why(source.family, profile),
-            supply=supply,
-            say=say,
         )
         if decision is not None and result.kind == "native" and not result.cached:
             _remember_native_build(result, source, toolchain, cache)
@@ -292,7 +288,7 @@ def build_inspect_lock(  # noqa: PLR0913 -- the build's folders and switches, by
     BuildRecord.of(results).write(run.build_record)
     target = Target.of(profile)
     reads_images = target.gpu and target.arch is not None
-    cuobjdump = ensure_cuobjdump(cache_dir, run.root, supply=supply, say=say) if reads_images else None
+    cuobjdump = ensure_cuobjdump(shop, run.root) if reads_images else None
     expected = [name for r in results for name in _families(r, toolchain.cuda_arch)] if expect_families else []
     report = inspect_wheels(list(wheels), target, cuobjdump, families=expected, say=say)
     write_report(run.inspection, report)
@@ -301,7 +297,7 @@ def build_inspect_lock(  # noqa: PLR0913 -- the build's folders and switches, by
     if serves_locally(profile):
         cached = [cache_wheel for r in results for cache_wheel in _cached_paths(cache, r)]
         bases = overlay_bases(results)
-        runtime = built_runtime(profile, cached, cache_dir, run.root, bases=bases, supply=supply, say=say)
+        runtime = built_runtime(profile, cached, shop, run.root, bases=bases)
         write_atomically(run.lock, (runtime.root / "lock.txt").read_text())
         return BuiltNight(wheels, report, run.lock, tuple(results), runtime)
     locked = lock_wheel_set(
@@ -355,11 +351,11 @@ def _remember_native_build(result: BuildResult, source: BuildSource, toolchain: 
 
 
 def build_tonight(
-    settings: Settings, profile: Profile, run: RunDir, *, lock: bool = True, supply: Supply, say: Say = quiet
+    settings: Settings, profile: Profile, run: RunDir, shop: Workshop, *, lock: bool = True
 ) -> BuiltNight:
     """Resolve the profile's sources (main and the selected PRs), then build, inspect and lock them into `run`: what
     `spark-nightly build` does, and a built night's candidate stage where no build ran before it."""
-    cache_dir = settings.places.cache
+    cache_dir = shop.cache_dir
     refusal = None if profile.builds_natively else _native_refusal(profile)
     plan = resolve_sources(
         sources_from(settings, profile),
@@ -367,7 +363,7 @@ def build_tonight(
         work_dir=run.root,
         created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         refuse=refusal,
-        say=say,
+        say=shop.say,
     )
     plan.save(run.plan)
     sources = [
@@ -381,11 +377,9 @@ def build_tonight(
         toolchain_for(profile, settings),
         run=run,
         out_dir=settings.places.wheels / run.id,
-        cache_dir=cache_dir,
+        shop=shop,
         lock=lock,
         min_free_gib=settings.build_min_free_gib,
-        supply=supply,
-        say=say,
     )
 
 

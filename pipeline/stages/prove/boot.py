@@ -18,9 +18,10 @@ from pipeline.infra.nodes import ContainerRuntime, FolderRuntime
 from pipeline.infra.openai_client import OpenAIClient
 from pipeline.infra.runtime import Runtime
 from pipeline.infra.server import Server, free_port, owner_token, running_server
-from pipeline.infra.supply import Supply, ensure_runtime
+from pipeline.infra.supply import ensure_runtime
 from pipeline.infra.weights import MANIFEST, served_model_reference
 from pipeline.infra.wheelhouse import WheelSet
+from pipeline.infra.workshop import Workshop
 from pipeline.places import CacheDir
 from pipeline.progress import Say, quiet
 
@@ -39,13 +40,11 @@ def candidate_set(profile: Profile) -> WheelSet:
     return WheelSet(profile.name, profile.candidate_requirements, profile.candidate_remove)
 
 
-def prepare_candidate(
-    profile: Profile, cache_dir: Path, log_dir: Path, *, supply: Supply, say: Say = quiet
-) -> Candidate:
+def prepare_candidate(profile: Profile, shop: Workshop, log_dir: Path) -> Candidate:
     """The candidate environment of a pip profile: its pinned requirements, from pip or a wheelhouse, over a base
     environment where the profile has one."""
     if profile.candidate_from == "pip":
-        runtime = ensure_runtime(candidate_set(profile), supply, cache_dir, log_dir, say=say)
+        runtime = ensure_runtime(candidate_set(profile), shop, log_dir)
         return Candidate(profile, runtime=runtime)
     raise EngineError(f"profile {profile.name} serves tonight's built wheels; run `spark-nightly build` first")
 

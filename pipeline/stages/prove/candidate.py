@@ -14,10 +14,10 @@ from pipeline.infra.confirmed import BuildRef
 from pipeline.infra.files import sha256_of, write_atomically
 from pipeline.infra.image import build_image, image_tag, write_context
 from pipeline.infra.runtime import Runtime, download_locked, lock_directory
-from pipeline.infra.supply import Supply
 from pipeline.infra.wheel_cache import WheelCache
-from pipeline.places import CacheDir, RunDir
-from pipeline.progress import Say, quiet
+from pipeline.infra.workshop import Workshop
+from pipeline.places import RunDir
+from pipeline.progress import Say
 from pipeline.stages.build.build_record import BuildRecord
 from pipeline.stages.build.night_build import built_runtime, serves_locally
 from pipeline.stages.prove.boot import Candidate, prepare_candidate
@@ -46,33 +46,25 @@ class NightCandidate:
 
 
 def prepare_night_candidate(
-    profile: Profile,
-    *,
-    run: RunDir,
-    wheels_dir: Path,
-    cache_dir: Path,
-    supply: Supply,
-    say: Say = quiet,
-    built: Runtime | None = None,
+    profile: Profile, shop: Workshop, *, run: RunDir, wheels_dir: Path, built: Runtime | None = None
 ) -> NightCandidate:
     """Tonight's candidate: the profile's pinned runtime, or the wheels tonight's build recorded in `run`, served from
     `built` where the build in this process made their runtime already (else made again from the record)."""
     if profile.candidate_from == "pip":
-        candidate = prepare_candidate(profile, cache_dir, run.root, supply=supply, say=say)
+        candidate = prepare_candidate(profile, shop, run.root)
         assert candidate.runtime is not None
         lock = run.lock
         write_atomically(lock, (candidate.runtime.root / "lock.txt").read_text())
-        say(f"candidate: {' '.join(profile.candidate_requirements)}, {len(candidate.runtime.lock)} locked files")
+        shop.say(f"candidate: {' '.join(profile.candidate_requirements)}, {len(candidate.runtime.lock)} locked files")
         return NightCandidate(candidate, lock, (), None)
-    return _ingest_build(
-        profile, run=run, wheels_dir=wheels_dir, cache_dir=cache_dir, supply=supply, say=say, built=built
-    )
+    return _ingest_build(profile, shop, run=run, wheels_dir=wheels_dir, built=built)
 
 
 def _ingest_build(
-    profile: Profile, *, run: RunDir, wheels_dir: Path, cache_dir: Path, supply: Supply, say: Say, built: Runtime | None
+    profile: Profile, shop: Workshop, *, run: RunDir, wheels_dir: Path, built: Runtime | None
 ) -> NightCandidate:
     """Tonight's built wheels (from `spark-nightly build --run-id` of the same run), checked, then their image."""
+    say = shop.say
     needed = [run.build_record, run.inspection, run.plan]
     if missing := [p.name for p in needed if not p.exists()]:
         raise UsageError(f"{run.root} has no {', '.join(missing)}: run `spark-nightly build --run-id {run.id}` first")
@@ -94,13 +86,11 @@ def _ingest_build(
     if not lock.exists():
         raise UsageError(f"{run.root} has no lock.txt: run `spark-nightly build --run-id {run.id}` without --no-lock")
     if serves_locally(profile):
-        cache = WheelCache(CacheDir(cache_dir).wheels)
+        cache = WheelCache(shop.cache.wheels)
         cached = [path for build in record.builds for path in _cache_paths(cache, build.cache_key)]
         # the build made this runtime to read its lock: served as it is, never made twice (a cache hit, but its
         # folders read and its log lines said again)
-        runtime = built or built_runtime(
-            profile, cached, cache_dir, run.root, bases=record.base_wheels, supply=supply, say=say
-        )
+        runtime = built or built_runtime(profile, cached, shop, run.root, bases=record.base_wheels)
         write_atomically(lock, (runtime.root / "lock.txt").read_text())
         say(f"candidate: tonight's {', '.join(p.name for p in cached)} in runtime {runtime.root.name}")
         return NightCandidate(Candidate(profile, runtime=runtime), lock, tuple(wheels), plan)

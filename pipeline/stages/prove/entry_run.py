@@ -19,8 +19,9 @@ from pipeline.infra.files import write_atomically
 from pipeline.infra.references import ReferenceStore
 from pipeline.infra.supply import Supply
 from pipeline.infra.weights import model_reference
+from pipeline.infra.workshop import Workshop
 from pipeline.outcome import Failure, Outcome, golden_alert_key
-from pipeline.places import RunDir, StateDir
+from pipeline.places import CacheDir, RunDir, StateDir
 from pipeline.progress import Say, quiet
 from pipeline.stages.prove.boot import Candidate, Restartable, restartable
 from pipeline.stages.prove.canary import CanaryVerdict, canary_argv, judge_canary, run_canary
@@ -61,6 +62,11 @@ class EntryContext:
     step_boots: int = 1  # a trial: the most boots of its build a cell it asks about may make (culprit.step_boots)
     least_step_boots: int = 1  # and the fewest it is decided on (a bisection's boundary step tried again)
     earlier_step_logs: Mapping[str, tuple[float, ...]] = field(default_factory=dict)  # and its first look's boots
+
+    @property
+    def shop(self) -> Workshop:
+        """The night's workshop, for what an entry makes (a package's weights, the judge's runtime)."""
+        return Workshop(CacheDir(self.cache_dir), self.supply, self.say)
 
 
 def save_outcome(path: Path, outcome: Outcome) -> None:
@@ -272,7 +278,7 @@ def _golden(run: EntryRun) -> Ended | None:
     assert run.serving is not None and run.turns is not None
     server = run.serving.server
     references = ReferenceStore(ctx.state.golden).load(profile.hardware, entry.id)
-    model_ref = model_reference(entry, ctx.cache_dir, ctx.run.logs(entry.id), supply=ctx.supply)
+    model_ref = model_reference(entry, ctx.shop.saying(quiet), ctx.run.logs(entry.id))  # made by the weights stage
     with ExitStack() as judge_serving:  # a judge served beside tonight's is stopped before perf
         judge = None if references is not None else _judge(entry, model_ref, ctx, judge_serving, run.turns)
         golden = run_golden(
@@ -348,9 +354,7 @@ def _judge(entry: ModelEntry, model_ref: str, ctx: EntryContext, stack: ExitStac
     build), the last confirmed build elsewhere: beside tonight's, or in a boot of its own where one server fits."""
     profile = ctx.config.matrix.profiles[entry.profile]
     if profile.golden_judge == "transformers":
-        judge = transformers_judge(
-            entry, profile, model_ref, ctx.cache_dir, ctx.run.logs(entry.id), supply=ctx.supply, say=ctx.say
-        )
+        judge = transformers_judge(entry, profile, model_ref, ctx.shop, ctx.run.logs(entry.id))
         if judge is not None:
             return judge
     book = ConfirmedBook(ctx.state.confirmed)

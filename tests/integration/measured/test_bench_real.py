@@ -19,6 +19,7 @@ from pipeline.infra.weights import package_folder
 from pipeline.stages.prove.corpus import corpus_text
 from pipeline.stages.prove.perf.measure import CaseResult, run_bench
 from tests.integration.conftest import CpuEngine
+from tests.shops import online
 
 pytestmark = [pytest.mark.integration, pytest.mark.quiet_host, pytest.mark.calibration]
 
@@ -36,7 +37,7 @@ def _ours(server: Server, runs: int = RUNS) -> CaseResult:
 def _llama_benchy(engine: CpuEngine, server: Server, tmp_path: Path, runs: int) -> dict[str, list[float]]:
     """llama-benchy offline: our corpus seeded where it caches its book, its tokenizer pointed at the model."""
     tmp_path.mkdir(parents=True, exist_ok=True)
-    runtime = ensure_pip_runtime("llama-benchy", LLAMA_BENCHY, (), engine.cache_dir, tmp_path)
+    runtime = ensure_pip_runtime("llama-benchy", LLAMA_BENCHY, (), online(engine.cache_dir), tmp_path)
     home = tmp_path / "home"
     key = hashlib.md5(CORPUS_URL.encode()).hexdigest()  # llama-benchy's cache key for a book URL
     book = home / ".cache" / "llama-benchy" / f"{key}.txt"
