@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
+from typing import Any
 
 
 def sha256_of(path: Path) -> str:
@@ -12,6 +14,15 @@ def sha256_of(path: Path) -> str:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def read_versioned(path: Path, version: int) -> Any:
+    """A JSON record of ours, of the version this spark-nightly reads; ValueError otherwise (unreadable JSON too)."""
+    data: Any = json.loads(path.read_text())
+    found = data.get("version") if isinstance(data, dict) else None
+    if found != version:
+        raise ValueError(f"version {found!r}, this spark-nightly reads {version}")
+    return data
 
 
 def write_atomically(path: Path, text: str) -> None:

@@ -10,7 +10,8 @@ import pytest
 
 from pipeline.errors import ExitCode, UsageError
 from pipeline.infra.files import sha256_of
-from pipeline.stages.build.build_record import BuildRecord, RecordedWheel
+from pipeline.infra.wheel_cache import BuiltWheel
+from pipeline.stages.build.build_record import BuildRecord
 from pipeline.stages.build.build_wheels import BuildResult
 from tests.wheelfactory import make_wheel
 
@@ -24,7 +25,7 @@ def test_a_build_is_read_back_as_it_was_written_with_each_wheel_s_sha256_and_its
     record.write(tmp_path / "build.json")
     (again,) = BuildRecord.read(tmp_path / "build.json").builds
     assert (again.family, again.cache_key, again.kind, again.seconds) == ("vllm", "k" * 24, "overlay", 16.432)
-    assert again.wheels == (RecordedWheel(wheel.name, sha256_of(wheel), wheel.stat().st_size),)
+    assert again.wheels == (BuiltWheel(wheel.name, sha256_of(wheel), wheel.stat().st_size),)
     assert again.base_wheel is None  # no decision recorded: no base to name
     with_base = BuildRecord((replace(again, decision=decision),))
     with_base.write(tmp_path / "overlay.json")

@@ -12,10 +12,9 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pipeline.errors import HistoryError
-from pipeline.infra.files import write_atomically
+from pipeline.infra.files import read_versioned, write_atomically
 from pipeline.infra.git import Git, mirror_dir
 from pipeline.stages.aftermath.culprit import PullRef
 from pipeline.stages.build.build_plan import BuildPlan
@@ -113,9 +112,7 @@ class LastGoodNight:
         if not path.exists():
             return None
         try:
-            data: Any = json.loads(path.read_text())
-            if data.get("version") != LAST_GOOD_VERSION:
-                raise ValueError(f"version {data.get('version')!r}, this spark-nightly reads {LAST_GOOD_VERSION}")
+            data = read_versioned(path, LAST_GOOD_VERSION)
             sources = {
                 str(name): GoodCommits(str(s["repo"]), str(s["main_commit"]), str(s["commit"]))
                 for name, s in data["sources"].items()

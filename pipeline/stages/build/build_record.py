@@ -11,17 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import UsageError
-from pipeline.infra.files import sha256_of, write_atomically
+from pipeline.infra.files import read_versioned, sha256_of, write_atomically
+from pipeline.infra.wheel_cache import BuiltWheel
 from pipeline.stages.build.build_wheels import BuildResult
 
 BUILD_RECORD_VERSION = 1
-
-
-@dataclass(frozen=True)
-class RecordedWheel:
-    filename: str
-    sha256: str
-    size: int
 
 
 @dataclass(frozen=True)
@@ -35,7 +29,7 @@ class RecordedBuild:
     build_seconds: float
     kind: str
     why: str
-    wheels: tuple[RecordedWheel, ...]
+    wheels: tuple[BuiltWheel, ...]
     decision: Mapping[str, Any] = field(default_factory=dict)  # the overlay decision (native_base.BuildDecision)
 
     @property
@@ -76,7 +70,7 @@ class BuildRecord:
                     round(r.build_seconds, 3),
                     r.kind,
                     r.why,
-                    tuple(RecordedWheel(w.name, sha256_of(w), w.stat().st_size) for w in r.wheels),
+                    tuple(BuiltWheel(w.name, sha256_of(w), w.stat().st_size) for w in r.wheels),
                     r.decision.to_json() if r.decision is not None else {},
                 )
                 for r in results
@@ -91,9 +85,7 @@ class BuildRecord:
     def read(path: Path) -> BuildRecord:
         """The record a build wrote; one that is damaged is said with its file and the way out."""
         try:
-            data: Any = json.loads(path.read_text())
-            if data.get("version") != BUILD_RECORD_VERSION:
-                raise ValueError(f"version {data.get('version')!r}, this spark-nightly reads {BUILD_RECORD_VERSION}")
+            data = read_versioned(path, BUILD_RECORD_VERSION)
             return BuildRecord(tuple(_build(b) for b in data["builds"]))
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise UsageError(
@@ -108,7 +100,7 @@ class BuildRecord:
 
 
 def _build(data: Mapping[str, Any]) -> RecordedBuild:
-    wheels = tuple(RecordedWheel(str(w["filename"]), str(w["sha256"]), int(w["size"])) for w in data["wheels"])
+    wheels = tuple(BuiltWheel(str(w["filename"]), str(w["sha256"]), int(w["size"])) for w in data["wheels"])
     return RecordedBuild(
         str(data["family"]),
         str(data["cache_key"]),
