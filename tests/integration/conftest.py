@@ -132,22 +132,33 @@ class Place:
         models.write_text(yaml.safe_dump(data, sort_keys=False))
 
 
-@pytest.fixture()
-def place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Place:
-    config = tmp_path / "config"
-    config.mkdir()
+def make_place(root: Path) -> Place:
+    """A place under `root` with the shipped configuration, the CPU entry's server on this worker's core."""
+    config = root / "config"
+    config.mkdir(parents=True)
     shutil.copy(ROOT / "models.yaml", config / "models.yaml")
     shutil.copytree(ROOT / "thresholds", config / "thresholds")
     shutil.copytree(ROOT / "golden", config / "golden")
-    place = Place(tmp_path)
+    place = Place(root)
     with place.cpu_entry() as entry:
         entry["env"] = on_this_workers_core(entry["env"])
-    monkeypatch.setenv("SPARK_NIGHTLY_PATHS_RUNS", str(tmp_path / "runs"))
-    monkeypatch.setenv("SPARK_NIGHTLY_PATHS_STATE", str(tmp_path / "history"))
-    monkeypatch.setenv("SPARK_NIGHTLY_PATHS_CONFIG", str(config))
-    monkeypatch.setenv("SPARK_NIGHTLY_PUBLISH_LOCAL_DIR", str(tmp_path / "releases"))
-    monkeypatch.setenv("SPARK_NIGHTLY_PATHS_WHEELS", str(tmp_path / "wheels"))
     return place
+
+
+def live_in(place: Place, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Point the settings of every night run in this process at `place`."""
+    monkeypatch.setenv("SPARK_NIGHTLY_PATHS_RUNS", str(place.root / "runs"))
+    monkeypatch.setenv("SPARK_NIGHTLY_PATHS_STATE", str(place.root / "history"))
+    monkeypatch.setenv("SPARK_NIGHTLY_PATHS_CONFIG", str(place.root / "config"))
+    monkeypatch.setenv("SPARK_NIGHTLY_PUBLISH_LOCAL_DIR", str(place.root / "releases"))
+    monkeypatch.setenv("SPARK_NIGHTLY_PATHS_WHEELS", str(place.root / "wheels"))
+
+
+@pytest.fixture()
+def place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Place:
+    made = make_place(tmp_path)
+    live_in(made, monkeypatch)
+    return made
 
 
 def golden_for_another_stage(place: Place) -> None:

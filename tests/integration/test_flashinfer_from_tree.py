@@ -31,7 +31,7 @@ from tests.flashinfer_repo import make_flashinfer_repo
 from tests.gitrepos import Upstream as GitUpstream
 from tests.upstream import Upstream
 
-pytestmark = [pytest.mark.integration, pytest.mark.built_night]
+pytestmark = pytest.mark.integration  # builds, no engine: in .ci/run's parallel phase
 ROOT = Path(__file__).resolve().parents[2]
 
 # PyPI's wheel of the same release, to hold the tree's build against

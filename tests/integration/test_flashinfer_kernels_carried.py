@@ -110,7 +110,7 @@ def _no_compiler_needed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setenv("CUDA_HOME", str(nvcc.parent.parent))
 
 
-@pytest.mark.built_night  # three real FlashInfer builds, about 2.3 minutes: beside the other real-tree builds
+# three real FlashInfer builds, about 2.3 minutes: no engine, so in .ci/run's parallel phase
 @pytest.mark.usefixtures("_no_compiler_needed")
 def test_a_python_only_change_carries_the_kernels_under_tonights_version_and_a_kernel_change_rebuilds_them(
     tmp_path: Path,
