@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,11 +36,6 @@ from tests.vllm_repo import VllmRepo, make_day_of_main, make_merge_day_of_main, 
 pytestmark = [pytest.mark.integration, pytest.mark.built_night]
 
 
-@pytest.fixture(scope="module")
-def vllm_repo(tmp_path_factory: pytest.TempPathFactory) -> VllmRepo:
-    return make_vllm_repo(tmp_path_factory.mktemp("vllm-repo"))
-
-
 def _night(place: Place, repo: VllmRepo, *, prs: str = "") -> int:
     argv = ["nightly", "--profile", "cpu-built", "--set", f"sources.vllm.repo={repo.url}"]
     return main([*argv, "--set", f"sources.vllm.prs={prs}"] if prs else argv)
@@ -58,40 +52,40 @@ def _builds(run: Path) -> list[dict[str, Any]]:
 
 @dataclass(frozen=True)
 class GoodNight:
-    """vLLM's repository and a place after one good night on its main: the last good night a day starts from, its
-    build the cells' A. Each test that uses it gets both back as they were after that night (a day of main adds
-    commits to the repository, its nights add runs, history and releases to the place)."""
+    """vLLM's repository and a place after one good night on its main, under `root`: the last good night a day starts
+    from, its build the cells' A. Each test that uses it gets both back as they were after that night (a day of main
+    adds commits to the repository, its nights add runs, history and releases to the place)."""
 
+    root: Path
     place: Place
     repo: VllmRepo
-    saved: Path
+
+    def save(self) -> None:
+        for name in _KEPT:
+            shutil.copytree(self.root / name, self.root / "saved" / name, symlinks=True)
 
     def restore(self) -> None:
-        for live, kept in ((self.place.root, self.saved / "place"), (self.repo_root, self.saved / "vllm-repo")):
-            shutil.rmtree(live)
-            shutil.copytree(kept, live, symlinks=True)
+        for name in _KEPT:
+            shutil.rmtree(self.root / name)
+            shutil.copytree(self.root / "saved" / name, self.root / name, symlinks=True)
 
-    @property
-    def repo_root(self) -> Path:
-        return self.repo.upstream.remote.parent.parent
+
+_KEPT = ("place", "vllm-repo")  # GoodNight's two folders under its root
 
 
 @pytest.fixture(scope="module")
-def good_night(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GoodNight]:
-    """One good night shared by the module's days (each day a minute shorter: the good night is a whole night, build,
-    boot, golden and perf). Restored at the same paths, so whatever a record holds of them still holds."""
+def good_night(tmp_path_factory: pytest.TempPathFactory) -> GoodNight:
+    """One good night shared by the module's tests (each day a whole night shorter: build, boot, golden and perf).
+    Restored at the same paths, so whatever a record holds of them still holds."""
     root = tmp_path_factory.mktemp("good-night")
-    place = make_place(root / "place")
-    repo = make_vllm_repo(root / "vllm-repo")
-    bench_one_case(place)
-    golden_for_another_stage(place)
+    night = GoodNight(root, make_place(root / "place"), make_vllm_repo(root / "vllm-repo"))
+    bench_one_case(night.place)
+    golden_for_another_stage(night.place)
     with pytest.MonkeyPatch.context() as monkeypatch:
-        live_in(place, monkeypatch)
-        assert _night(place, repo) == 0
-    saved = root / "saved"
-    shutil.copytree(place.root, saved / "place", symlinks=True)
-    shutil.copytree(root / "vllm-repo", saved / "vllm-repo", symlinks=True)
-    yield GoodNight(place, repo, saved)
+        live_in(night.place, monkeypatch)
+        assert _night(night.place, night.repo) == 0
+    night.save()
+    return night
 
 
 @pytest.fixture()
@@ -100,6 +94,13 @@ def after_good_night(good_night: GoodNight, monkeypatch: pytest.MonkeyPatch) -> 
     good_night.restore()
     live_in(good_night.place, monkeypatch)
     return good_night
+
+
+@pytest.fixture()
+def vllm_repo(good_night: GoodNight) -> VllmRepo:
+    """vLLM's repository as the good night left it (main at the release), for a test whose place is a new one."""
+    good_night.restore()
+    return good_night.repo
 
 
 def _bisection(place: Place) -> tuple[Path, dict[str, Any]]:
