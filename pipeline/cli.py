@@ -29,6 +29,7 @@ from pipeline.config.bundle import Config, ConfigPaths, load_config
 from pipeline.config.recipes import ImportOptions, give_unique_ids, import_recipe
 from pipeline.config.thresholds import Reference
 from pipeline.errors import ConfigError, ExitCode, PipelineCrash, SparkNightlyError, UsageError
+from pipeline.infra.disk_space import is_disk_full, out_of_space
 from pipeline.infra.safe_files import shown
 from pipeline.settings import Resolved, Settings, declarations, from_environment
 from pipeline.stages.build.base_history import pinned_trees
@@ -289,6 +290,7 @@ def _run(argv: Sequence[str] | None) -> int:
         parser.print_help()
         return ExitCode.USAGE
     handler: Handler = args.handler
+    resolved: Resolved | None = None
     try:
         resolved = from_environment(getattr(args, "settings", None), _cli_values(args))
         for note in resolved.notes:
@@ -303,8 +305,13 @@ def _run(argv: Sequence[str] | None) -> int:
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return ExitCode.INTERRUPTED
-    except Exception as exc:  # a bug of ours: say so, never blame the wheels
-        crash = PipelineCrash(f"internal error: {type(exc).__name__}: {exc}")
+    except Exception as exc:  # a bug of ours: say so, never blame the wheels (a full disk is the host's)
+        places = resolved.settings.places.written() if resolved is not None else []
+        crash: SparkNightlyError = (
+            out_of_space(exc, places)
+            if is_disk_full(exc)
+            else PipelineCrash(f"internal error: {type(exc).__name__}: {exc}")
+        )
         if debug:
             traceback.print_exc()
         for line in crash.lines():

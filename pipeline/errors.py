@@ -19,7 +19,8 @@ The tree (exit code beside each class):
     ├── ConfigError               2  configuration files or settings are invalid (lists every issue)
     ├── HistoryError              2  the history database (or the book of confirmed builds) cannot be used
     ├── HostUnhealthy             4  foreign load or a throttled GPU spoiled a measurement window
-    │   └── HostCannotRun         4  this host lacks what the candidate needs (an instruction set)
+    │   ├── HostCannotRun         4  this host lacks what the candidate needs (an instruction set)
+    │   └── HostOutOfSpace        4  a disk the night writes to is full
     ├── ProcessError              3  a subprocess failed, timed out or went silent (carries its log tail)
     │   └── CapturedFailure       3  a captured command exited non-zero (its code and stderr)
     ├── EngineError               3  a candidate engine could not be set up, booted or reached
@@ -147,6 +148,16 @@ class HostCannotRun(HostUnhealthy):
     without): the host's, never the build's."""
 
     hint = "run it on a host that has what the message names (docs/testing.md lists the CPU classes)"
+
+
+class HostOutOfSpace(HostUnhealthy):
+    """A disk the night writes to filled (ENOSPC, EDQUOT): the host's, never the build's. Nothing after the write
+    ran, so nothing was published."""
+
+    hint = (
+        "free space on the disk named first (cached runtimes go with a lower cache.runtimes_max_gib), then run the "
+        "night again"
+    )
 
 
 class ProcessError(SparkNightlyError):

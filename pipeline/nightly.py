@@ -19,6 +19,7 @@ from pipeline.config.matrix import ModelEntry, Profile
 from pipeline.errors import PipelineCrash, SparkNightlyError, UsageError
 from pipeline.infra.cache_lock import exclusive
 from pipeline.infra.confirmed import ConfirmedBook
+from pipeline.infra.disk_space import is_disk_full, out_of_space
 from pipeline.infra.files import write_atomically
 from pipeline.infra.git import commits_between
 from pipeline.infra.history import History
@@ -171,6 +172,8 @@ def run_nightly(
         except (KeyboardInterrupt, SparkNightlyError):
             raise
         except Exception as exc:  # our bug: reported as the pipeline's failure, never as a regression
+            if is_disk_full(exc):  # the host's: no later stage could write its verdict either
+                raise out_of_space(exc, settings.places.written()) from exc
             if stage.after_crash:
                 raise
             state.crash = "".join(traceback.format_exception(exc))[-4000:]

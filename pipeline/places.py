@@ -88,6 +88,11 @@ class CacheDir:
         return self.root / "runtimes"
 
     @property
+    def shared_files(self) -> Path:
+        """One copy of each large file that runtimes share, hard-linked into them (infra/shared_files.py)."""
+        return self.root / "shared-files"
+
+    @property
     def wheelhouse(self) -> Path:
         """Files a wheelhouse supplied, verified."""
         return self.root / "wheelhouse"
@@ -226,3 +231,13 @@ class Places:
 
     def run(self, run_id: str) -> RunDir:
         return RunDir(self.runs / run_id)
+
+    def written(self) -> list[tuple[str, Path]]:
+        """The folders a night writes to, by their settings' names (where a full disk is looked for)."""
+        return [
+            ("paths.runs", self.runs),
+            ("paths.state", self.state.root),
+            ("paths.cache", self.cache),
+            ("paths.wheels", self.wheels),
+            ("publish.local_dir", self.releases),
+        ]

@@ -1,9 +1,11 @@
-"""Generic file helpers: an atomic write and a file's sha256 (no layout of any folder lives here)."""
+"""Generic file helpers: an atomic write, a file's sha256, a link or copy (no layout of any folder lives here)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -30,3 +32,12 @@ def write_atomically(path: Path, text: str) -> None:
     temporary = path.with_name(path.name + ".tmp")
     temporary.write_text(text)
     temporary.replace(path)
+
+
+def link_or_copy(source: Path, target: Path) -> None:
+    """`target` as a hard link to `source` where the filesystem allows one, else a copy: the same bytes either way,
+    held once where they can be (the caller never writes to either in place)."""
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)

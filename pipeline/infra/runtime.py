@@ -20,8 +20,9 @@ from pipeline.errors import EngineError
 from pipeline.infra import procs
 from pipeline.infra.base_env import normalize
 from pipeline.infra.cache_lock import exclusive
-from pipeline.infra.files import sha256_of, write_atomically
+from pipeline.infra.files import link_or_copy, sha256_of, write_atomically
 from pipeline.infra.runtime_cache import stamp_used
+from pipeline.infra.shared_files import share_identical_files
 from pipeline.infra.workshop import Workshop
 from pipeline.places import CacheDir
 from pipeline.progress import Say, quiet
@@ -146,7 +147,7 @@ def ensure_pip_runtime(
         if existing is not None:
             say(f"runtime {root.name}: cached ({len(existing.lock)} locked files)")
             return existing
-        return _make_pip_runtime(root, requirements, remove, log_dir, index_urls=index_urls, say=say)
+        return _make_pip_runtime(root, requirements, remove, log_dir, index_urls=index_urls, shop=shop)
 
 
 def _make_pip_runtime(
@@ -156,8 +157,9 @@ def _make_pip_runtime(
     log_dir: Path,
     *,
     index_urls: Sequence[str],
-    say: Say,
+    shop: Workshop,
 ) -> Runtime:
+    say = shop.say
     key = runtime_key(requirements, remove, index_urls)
     python = create_venv(root, sys.executable, log_dir, say=say)
     wheels = root / "wheels"
@@ -179,7 +181,7 @@ def _make_pip_runtime(
         inactivity_s=_SILENCE_S,
     )
     lock = lock_directory(wheels, remove)
-    return install_runtime(root, key, requirements, remove, lock, log_dir, say=say)
+    return install_runtime(root, key, requirements, remove, lock, log_dir, shop)
 
 
 def create_venv(root: Path, python: str, log_dir: Path, *, say: Say = quiet) -> Path:
@@ -197,12 +199,14 @@ def install_runtime(
     remove: Sequence[str],
     lock: Sequence[LockedFile],
     log_dir: Path,
+    shop: Workshop,
     *,
     base: dict[str, object] | None = None,
-    say: Say = quiet,
 ) -> Runtime:
-    """Install exactly the lock's files from `root/wheels` (no index, hashes required), then mark the runtime ready.
+    """Install exactly the lock's files from `root/wheels` (no index, hashes required), share its large files with
+    the other runtimes' (infra/shared_files.py), then mark the runtime ready.
     `base`: the base environment it is layered over, as its lock and runtime.json record it."""
+    say = shop.say
     header = f"# over a base environment: {json.dumps(base, sort_keys=True)}\n" if base else ""
     (root / "lock.txt").write_text(header + render_lock(lock))
     say(f"runtime {root.name}: installing {len(lock)} locked files with hashes required")
@@ -225,6 +229,9 @@ def install_runtime(
         timeout_s=_INSTALL_TIMEOUT_S,
         inactivity_s=_SILENCE_S,
     )
+    shared = share_identical_files(root, shop.cache.shared_files)
+    if shared.bytes_saved:
+        say(f"runtime {root.name}: {shared.bytes_saved / 1024**2:,.0f} MiB already held by other runtimes, linked")
     meta = {
         "version": RUNTIME_FORMAT,
         "key": key,
@@ -258,14 +265,14 @@ def overlay_runtime(name: str, companion: Runtime, wheels: Sequence[Path], shop:
         create_venv(root, sys.executable, log_dir, say=say)
         (root / "wheels").mkdir()
         for wheel in wheels:
-            shutil.copy2(wheel, root / "wheels" / wheel.name)
+            link_or_copy(wheel, root / "wheels" / wheel.name)  # the wheel cache's file: linked, not written twice
         (site,) = root.glob("lib/python*/site-packages")
         (companion_site,) = companion.root.glob("lib/python*/site-packages")
         # the companion's folder as a site of its own, so its own .pth files hold too (a companion layered over a
         # base environment finds the base's torch through one)
         (site / OVERLAY_PTH).write_text(f"import site; site.addsitedir({str(companion_site)!r})\n")
         requirements = tuple(str(w) for w in wheels)
-        install_runtime(root, key, requirements, (), ours, log_dir, say=say)
+        install_runtime(root, key, requirements, (), ours, log_dir, shop)
         whole = tuple(sorted((*companion.lock, *ours), key=lambda f: f.name))
         (root / "lock.txt").write_text(render_lock(whole))  # what a user installs: the whole environment
         meta = json.loads((root / "runtime.json").read_text()) | {"lock": [asdict(f) for f in whole]}

@@ -19,6 +19,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
+from pipeline.infra.shared_files import sweep_unlinked
 from pipeline.places import CacheDir
 from pipeline.progress import Say, quiet
 
@@ -44,7 +45,8 @@ class CachedRuntime:
 
 
 def disk_size(root: Path) -> int:
-    """Bytes the folder takes on disk, a file linked twice counted once."""
+    """Bytes the folder takes on disk, a file linked twice within it counted once. A file it shares through the
+    store (infra/shared_files.py) counts its share: linked n times, one link the store's, 1/(n-1) of it."""
     seen: set[tuple[int, int]] = set()
     total = 0
     for folder, _dirs, files in os.walk(root):
@@ -55,7 +57,7 @@ def disk_size(root: Path) -> int:
                 continue
             if (info.st_dev, info.st_ino) not in seen:
                 seen.add((info.st_dev, info.st_ino))
-                total += info.st_blocks * 512
+                total += info.st_blocks * 512 // max(1, info.st_nlink - 1)
     return total
 
 
@@ -167,7 +169,8 @@ def prune_runtimes(
 ) -> list[str]:
     """Remove the least recently used runtimes past the budget (0: keep every one), none named in `keep`; returns
     the removed names."""
-    runtimes_dir = CacheDir(cache_dir).runtimes
+    cache = CacheDir(cache_dir)
+    runtimes_dir = cache.runtimes
     for leftover in runtimes_dir.glob(".removing-*"):  # an earlier removal that crashed mid-way
         shutil.rmtree(leftover, ignore_errors=True)
     if budget_gib <= 0:
@@ -187,6 +190,7 @@ def prune_runtimes(
             removed.append(runtime)
         else:
             spared |= set(layered_under(runtime.name, runtimes))
+    sweep_unlinked(cache.shared_files)  # what only the removed ones linked
     freed = sum(r.size_bytes for r in removed)
     busy = f"; {len(plan) - len(removed)} kept, in use by a maker or under one" if len(removed) < len(plan) else ""
     oldest = min((r.last_used for r in removed), default=0.0)

@@ -90,7 +90,7 @@ def ensure_runtime(wheel_set: WheelSet, shop: Workshop, log_dir: Path) -> Runtim
             layer(root, supply.base)
         lock = supplied_files(wheel_set, shop, root / "wheels", log_dir)
         base = supply.base.to_json() if supply.base else None
-        return install_runtime(root, key, wheel_set.requirements, wheel_set.remove, lock, log_dir, base=base, say=say)
+        return install_runtime(root, key, wheel_set.requirements, wheel_set.remove, lock, log_dir, shop, base=base)
 
 
 def runtime_folder(wheel_set: WheelSet, supply: Supply, cache_dir: Path) -> Path:

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline.infra.files import sha256_of, write_atomically
+from pipeline.infra.files import link_or_copy, sha256_of, write_atomically
 
 ENTRY_VERSION = 1
 
@@ -97,9 +97,6 @@ def copy_out(entry: CacheEntry, destination: Path) -> list[Path]:
     for source in entry.paths():
         target = destination / source.name
         target.unlink(missing_ok=True)
-        try:
-            os.link(source, target)
-        except OSError:
-            shutil.copy2(source, target)
+        link_or_copy(source, target)
         placed.append(target)
     return placed

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,9 @@ import pytest
 import yaml
 
 from pipeline.cli import main
+from pipeline.infra.runtime_cache import USED_STAMP
+from pipeline.places import CacheDir
+from pipeline.settings import from_environment
 from pipeline.stages.release.publish import nightly_releases
 from tests.integration.conftest import (
     CPU_ENTRY,
@@ -43,6 +47,17 @@ def _night(place: Place, repo: VllmRepo, *, prs: str = "") -> int:
 
 def _run(place: Place) -> Path:
     return sorted(p for p in place.runs.iterdir() if p.is_dir())[-1]
+
+
+def _overlays_made_or_used_since(start: float) -> list[Path]:
+    """The cache's cpu-built overlay runtimes a night made or reused since `start` (the landing run is serial)."""
+    runtimes = CacheDir(from_environment().settings.places.cache).runtimes
+    found = []
+    for root in sorted(runtimes.glob("cpu-built-overlay-*")):
+        stamps = [root / name for name in (USED_STAMP, "runtime.json") if (root / name).exists()]
+        if root.is_dir() and stamps and max(p.stat().st_mtime for p in stamps) >= start:
+            found.append(root)
+    return found
 
 
 def _builds(run: Path) -> list[dict[str, Any]]:
@@ -147,6 +162,7 @@ def test_a_guilty_pr_among_three_fails_the_night_and_the_culprit_search_names_it
     golden_for_another_stage(place)
     numbers = {"docs": 201, "garbage": 202, "tidy": 203, "conflict": 204, "native": 205}
     plant_pulls(vllm_repo, numbers)
+    start = time.time() - 1
     assert _night(place, vllm_repo, prs=",".join(str(n) for n in numbers.values())) == 6
     run = _run(place)
     plan = json.loads((run / "plan.json").read_text())
@@ -174,6 +190,11 @@ def test_a_guilty_pr_among_three_fails_the_night_and_the_culprit_search_names_it
     assert table  # not empty: an assert over nothing passes
     assert all(re.fullmatch(r"vllm: (cached overlay|overlay \(\d+ s\))", t["build"]) for t in table), table
     assert all(t["seconds"] > 0 for t in table), table
+    # every trial's overlay carries the base's compiled natives (0.4 GB): one copy on disk, linked into each
+    overlays = _overlays_made_or_used_since(start)
+    assert len(overlays) >= len(table), (overlays, table)
+    natives = [p.stat().st_ino for root in overlays for p in root.glob("lib/python*/site-packages/vllm/_C.abi3.so")]
+    assert len(natives) == len(overlays) and len(set(natives)) == 1, natives
     summary_md = (run / "summary.md").read_text()
     assert "| trial | main plus | built | time | verdict | detail |" in summary_md
     alerts = sorted((run / "alerts").glob("*.md"))

@@ -1,0 +1,76 @@
+"""Runtimes share their identical large files through one store: linked once, freed when no runtime links them."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from pipeline.infra.runtime_cache import disk_size, prune_runtimes
+from pipeline.infra.shared_files import MIN_SHARED_BYTES, share_identical_files, sweep_unlinked
+from pipeline.places import CacheDir
+
+NATIVE = os.urandom(MIN_SHARED_BYTES + 4096)  # a compiled extension every overlay on one base carries
+
+
+def runtime(root: Path, *files: tuple[str, bytes]) -> Path:
+    for name, content in files:
+        path = root / "lib" / "site-packages" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content)
+    return root
+
+
+def test_the_same_large_file_in_two_runtimes_is_held_once(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    first = runtime(tmp_path / "a", ("vllm/_C.so", NATIVE), ("vllm/small.py", b"x = 1\n"))
+    second = runtime(tmp_path / "b", ("vllm/_C.so", NATIVE), ("vllm/small.py", b"x = 1\n"))
+    assert share_identical_files(first, store).bytes_saved == 0  # the first adds its copy to the store
+    shared = share_identical_files(second, store)
+    assert (shared.files, shared.bytes_saved) == (1, len(NATIVE))
+    one, two = (r / "lib" / "site-packages" / "vllm" / "_C.so" for r in (first, second))
+    assert one.stat().st_ino == two.stat().st_ino and one.stat().st_nlink == 3  # two runtimes and the store
+    assert two.read_bytes() == NATIVE
+    small = [r / "lib" / "site-packages" / "vllm" / "small.py" for r in (first, second)]
+    assert small[0].stat().st_ino != small[1].stat().st_ino  # below the size worth a digest: left alone
+    assert len(list(store.iterdir())) == 1
+
+
+def test_a_file_of_the_same_bytes_but_another_mode_is_not_linked(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    plain = runtime(tmp_path / "a", ("tool", NATIVE))
+    run = runtime(tmp_path / "b", ("tool", NATIVE))
+    (run / "lib" / "site-packages" / "tool").chmod(0o755)
+    share_identical_files(plain, store)
+    assert share_identical_files(run, store).bytes_saved == 0  # a link would make both executable, or neither
+    assert (run / "lib" / "site-packages" / "tool").stat().st_mode & 0o111
+    assert not (plain / "lib" / "site-packages" / "tool").stat().st_mode & 0o111
+    assert len(list(store.iterdir())) == 2
+
+
+def test_a_copy_no_runtime_links_is_swept_and_one_still_linked_stays(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    other = os.urandom(MIN_SHARED_BYTES)
+    gone = runtime(tmp_path / "gone", ("only-here.so", other), ("_C.so", NATIVE))
+    kept = runtime(tmp_path / "kept", ("_C.so", NATIVE))
+    for root in (gone, kept):
+        share_identical_files(root, store)
+    shutil.rmtree(gone)
+    assert sweep_unlinked(store) >= len(other)
+    (left,) = store.iterdir()
+    assert left.read_bytes() == NATIVE
+
+
+def test_pruning_a_runtime_frees_what_only_it_linked_and_counts_a_shared_file_by_its_share(tmp_path: Path) -> None:
+    cache = CacheDir(tmp_path / "cache")
+    overlays = [runtime(cache.runtimes / f"overlay-{n}", ("_C.so", NATIVE)) for n in range(3)]
+    for root in overlays:
+        share_identical_files(root, cache.shared_files)
+    # each of three runtimes counts a third of the one copy: the three sum to what the disk holds
+    sizes = [disk_size(root) for root in overlays]
+    held = (cache.shared_files / next(p.name for p in cache.shared_files.iterdir())).stat().st_blocks * 512
+    assert abs(sum(sizes) - held) <= 3 and max(sizes) < held
+    for root in overlays:
+        os.utime(root, (1, 1))  # used long ago: nothing keeps them
+    assert sorted(prune_runtimes(cache.root, 1 / 1024**3, now=10 * 24 * 3600.0)) == [r.name for r in overlays]
+    assert list(cache.shared_files.iterdir()) == []  # the last link gone, the copy with it
