@@ -25,6 +25,7 @@ from pipeline.infra.git import commits_between
 from pipeline.infra.history import History
 from pipeline.infra.runtime_cache import prune_runtimes
 from pipeline.infra.supply import Supply
+from pipeline.infra.wheel_cache_budget import prune_wheels
 from pipeline.infra.workshop import Workshop
 from pipeline.outcome import Failure, Outcome
 from pipeline.places import CacheDir, RunDir
@@ -38,6 +39,7 @@ from pipeline.stages.aftermath.report import write_reports
 from pipeline.stages.aftermath.report_html import Series, collect_series, render_html
 from pipeline.stages.aftermath.suspects import describe_main_suspects, record_last_good
 from pipeline.stages.build.build_plan import BuildPlan
+from pipeline.stages.build.native_base import NativeBuilds
 from pipeline.stages.build.night_build import build_tonight
 from pipeline.stages.prove.boot import Candidate
 from pipeline.stages.prove.candidate import NightCandidate, prepare_night_candidate
@@ -469,6 +471,11 @@ def _stage_cache(state: NightRun) -> None:
         prune_runtimes(places.cache, state.settings.cache_runtimes_max_gib, keep=keep, say=state.progress.say)
     except OSError as exc:  # a full or read-only disk: the night's verdict stands, the next night tries again
         state.progress.say(f"cache: runtimes not pruned: {exc}")
+    bases = NativeBuilds(CacheDir(places.cache).native_builds).wheels()  # a later night's overlay bases
+    try:
+        prune_wheels(places.cache, state.settings.cache_wheels_max_gib, keep_wheels=bases, say=state.progress.say)
+    except OSError as exc:
+        state.progress.say(f"cache: wheels not pruned: {exc}")
 
 
 def _save_series(state: NightRun, entry_id: str) -> None:
@@ -553,7 +560,8 @@ STAGES = (
     Stage("report", "run.json, summary.md, junit.xml and report.html", _stage_reports, after_crash=True),
     Stage(
         "cache",
-        "the cached runtimes past cache.runtimes_max_gib removed, least recently used first, none used within a day",
+        "the cached runtimes and wheels past cache.runtimes_max_gib and cache.wheels_max_gib removed, least recently "
+        "used first, none used within a day",
         _stage_cache,
         after_crash=True,
     ),

@@ -155,6 +155,13 @@ class Settings:
         key="cache.runtimes_max_gib",
         minimum=0,
     )
+    cache_wheels_max_gib: int = _setting(
+        100,
+        "disk (GiB) the cached wheels may take; past it a night's end removes the least recently used, never one"
+        " used within a day nor a native build later nights overlay on (0: keep every one)",
+        key="cache.wheels_max_gib",
+        minimum=0,
+    )
     build_image: str = _setting(
         "nvidia/cuda:13.0.1-devel-ubuntu24.04",
         "base of the build image (docker mode)",

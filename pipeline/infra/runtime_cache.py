@@ -35,8 +35,8 @@ def stamp_used(root: Path) -> None:
 
 
 @dataclass(frozen=True)
-class CachedRuntime:
-    """One folder under the cache's runtimes/, as pruning sees it."""
+class CachedFolder:
+    """One folder under the cache's runtimes/ (or an entry of its wheel cache), as pruning sees it."""
 
     name: str
     size_bytes: int
@@ -61,9 +61,10 @@ def disk_size(root: Path) -> int:
     return total
 
 
-def _last_used(root: Path) -> float:
+def last_used(root: Path, record: str = "runtime.json") -> float:
+    """When a night last used the folder: its stamp, else when its record was written (its making)."""
     times = []
-    for name in (USED_STAMP, "runtime.json"):
+    for name in (USED_STAMP, record):
         with suppress(OSError):
             times.append((root / name).stat().st_mtime)
     return max(times) if times else root.stat().st_mtime
@@ -77,18 +78,18 @@ def _companion(root: Path) -> str | None:
     return companion if isinstance(companion, str) else None
 
 
-def cached_runtimes(runtimes_dir: Path) -> list[CachedRuntime]:
+def cached_runtimes(runtimes_dir: Path) -> list[CachedFolder]:
     """Every runtime folder (complete or not) under `runtimes_dir`; removal leftovers are not runtimes."""
     if not runtimes_dir.is_dir():
         return []
     return [
-        CachedRuntime(root.name, disk_size(root), _last_used(root), _companion(root))
+        CachedFolder(root.name, disk_size(root), last_used(root), _companion(root))
         for root in sorted(runtimes_dir.iterdir())
         if root.is_dir() and not root.name.startswith(".")
     ]
 
 
-def layered_under(name: str, runtimes: Sequence[CachedRuntime]) -> list[str]:
+def layered_under(name: str, runtimes: Sequence[CachedFolder]) -> list[str]:
     """What a runtime is layered over, nearest first (an overlay over FlashInfer's layer over the companion)."""
     by_name = {r.name: r for r in runtimes}
     found: list[str] = []
@@ -100,8 +101,8 @@ def layered_under(name: str, runtimes: Sequence[CachedRuntime]) -> list[str]:
 
 
 def eviction_plan(
-    runtimes: Sequence[CachedRuntime], budget_bytes: int, now: float, keep: frozenset[str] = frozenset()
-) -> list[CachedRuntime]:
+    runtimes: Sequence[CachedFolder], budget_bytes: int, now: float, keep: frozenset[str] = frozenset()
+) -> list[CachedFolder]:
     """The runtimes to remove, in order, so the rest fit the budget: least recently used first, where a companion
     counts as used whenever one of its overlays was (through every layer between), and goes only after them. None
     used within RECENT_S, none in `keep` (a cell's last confirmed build, which pairs boot on any later night) nor
@@ -120,7 +121,7 @@ def eviction_plan(
     # what others are layered over leaves after them: an overlay, then FlashInfer's layer, then the companion
     layered_over = {name: sum(name in under(r.name) for r in runtimes) for name in by_name}
     total = sum(r.size_bytes for r in runtimes)
-    plan: list[CachedRuntime] = []
+    plan: list[CachedFolder] = []
     for name in sorted(by_name, key=lambda n: (used[n], layered_over[n], n)):
         if total <= budget_bytes or used[name] > now - RECENT_S:
             break
@@ -181,7 +182,7 @@ def prune_runtimes(
     if not plan:
         say(f"cache: runtimes take {total / GIB:.1f} GiB of {budget_gib:g} GiB; none removed")
         return []
-    removed: list[CachedRuntime] = []
+    removed: list[CachedFolder] = []
     spared: set[str] = set()  # what a runtime a maker holds now is layered over stays with it
     for runtime in plan:
         if runtime.name in spared:

@@ -12,8 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.infra.files import link_or_copy, sha256_of, write_atomically
+from pipeline.infra.runtime_cache import stamp_used
 
 ENTRY_VERSION = 1
+ENTRY_RECORD = "entry.json"  # written last: a folder without it is no entry
 
 
 @dataclass(frozen=True)
@@ -54,7 +56,7 @@ class WheelCache:
         """The entry for `key` if it is complete and every wheel still has its recorded digest, else None."""
         directory = self.root / key
         try:
-            data = json.loads((directory / "entry.json").read_text())
+            data = json.loads((directory / ENTRY_RECORD).read_text())
         except (OSError, ValueError):
             return None
         if data.get("version") != ENTRY_VERSION:
@@ -64,6 +66,7 @@ class WheelCache:
             path = directory / wheel.filename
             if not path.is_file() or path.stat().st_size != wheel.size or sha256_of(path) != wheel.sha256:
                 return None  # damaged: treated as a miss, rebuilt and replaced
+        stamp_used(directory)  # what the cache keeps longest (wheel_cache_budget)
         return CacheEntry(key, wheels, data["inputs"], data["build_seconds"], directory)
 
     def store(self, key: str, wheels: Sequence[Path], inputs: Mapping[str, Any], build_seconds: float) -> CacheEntry:
@@ -83,7 +86,7 @@ class WheelCache:
             "inputs": dict(inputs),
             "build_seconds": round(build_seconds, 3),
         }
-        write_atomically(staging / "entry.json", json.dumps(entry, indent=2, sort_keys=True) + "\n")
+        write_atomically(staging / ENTRY_RECORD, json.dumps(entry, indent=2, sort_keys=True) + "\n")
         final = self.root / key
         shutil.rmtree(final, ignore_errors=True)  # a damaged entry of the same key
         staging.rename(final)

@@ -16,7 +16,7 @@ from pipeline.infra.runtime_cache import (
     GIB,
     RECENT_S,
     USED_STAMP,
-    CachedRuntime,
+    CachedFolder,
     eviction_plan,
     prune_runtimes,
 )
@@ -28,8 +28,8 @@ NOW = 1_800_000_000.0
 DAY = 24 * 3600
 
 
-def cached(name: str, gib: float, days_ago: float, companion: str | None = None) -> CachedRuntime:
-    return CachedRuntime(name, int(gib * GIB), NOW - days_ago * DAY, companion)
+def cached(name: str, gib: float, days_ago: float, companion: str | None = None) -> CachedFolder:
+    return CachedFolder(name, int(gib * GIB), NOW - days_ago * DAY, companion)
 
 
 def test_the_least_recently_used_go_first_until_the_rest_fits() -> None:

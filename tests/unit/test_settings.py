@@ -62,7 +62,8 @@ def test_bad_values_from_env_and_cli_are_reported_together(tmp_path: Path, monke
     assert sorted(str(i) for i in caught.value.issues) == [
         "--set nope: unknown setting 'nope'; expected one of 'alert.repo', 'alert.target', 'alert.webhook_url', "
         "'build.ccache_size', 'build.image', 'build.max_jobs', 'build.min_free_gib', 'build.mode', "
-        "'cache.runtimes_max_gib', 'candidate.base_python', 'culprit.bisect_steps', 'culprit.max_builds', "
+        "'cache.runtimes_max_gib', 'cache.wheels_max_gib', 'candidate.base_python', 'culprit.bisect_steps', "
+        "'culprit.max_builds', "
         "'culprit.publish', 'culprit.step_boots', "
         "'github.allow_custom_api', 'github.api_url', "
         "'github.token_env', 'network.offline', 'paths.cache', 'paths.cluster', "

@@ -164,6 +164,10 @@ class NativeBuilds:
         books: dict[str, list[dict[str, str]]] = data.get("families", {})
         return books
 
+    def wheels(self) -> list[Path]:
+        """Every recorded build's wheel, of every family: what the wheel cache keeps past its budget."""
+        return [Path(record["wheel"]) for records in self._read().values() for record in records]
+
     def bases(self, family: str, mirror: Git, tip: str, toolchain: Mapping[str, object]) -> list[NativeBase]:
         """This runner's builds of the family with this toolchain, whatever their commit: a base is usable for any
         tree whose native inputs have its digest (decide() compares them), so a night whose PRs were grafted leaves
