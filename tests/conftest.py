@@ -30,11 +30,17 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> LoadFileSche
     return FileAndSharedFolderScheduling(config, log)
 
 
+# The owner marker is the suite's own; the cache only saves time and may live elsewhere (a second disk, an empty one to
+# measure a cold run): the session's fixtures, made before this one runs, see it, so every test must see the same one
+KEPT_VARIABLES = ("SPARK_NIGHTLY_OWNER", "SPARK_NIGHTLY_PATHS_CACHE")
+
+
 @pytest.fixture(autouse=True)
 def _clean_settings_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """A maintainer's own SPARK_NIGHTLY_* variables must not change what the tests see, and no test reads or writes
-    the state of the user running them (the default state directory is under the home directory)."""
+    """A maintainer's own SPARK_NIGHTLY_* variables (but the cache's place) must not change what the tests see, and
+    no test reads or writes the state of the user running them (the default state directory is under the home
+    directory)."""
     for name in list(os.environ):
-        if name.startswith("SPARK_NIGHTLY_") and name != "SPARK_NIGHTLY_OWNER":
+        if name.startswith("SPARK_NIGHTLY_") and name not in KEPT_VARIABLES:
             monkeypatch.delenv(name)
     monkeypatch.setenv("SPARK_NIGHTLY_PATHS_STATE", str(tmp_path / "state"))

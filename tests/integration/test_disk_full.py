@@ -1,7 +1,8 @@
 """A night whose disk fills: the host's, exit 4, the full folder named first; never "a bug in spark-nightly".
 
-The runs folder lies on a 64 KiB tmpfs in a mount namespace of its own, so the first run record the night writes
-finds the disk full for real (ENOSPC from the kernel), as a runner's disk fills when its cache has grown unchecked.
+The runs folder lies on a 64 KiB tmpfs in a mount namespace of its own, filled before the night starts, so the first
+run record the night writes finds the disk full for real (ENOSPC from the kernel), as a runner's disk fills when its
+cache has grown unchecked.
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ def test_a_night_whose_disk_fills_is_the_hosts_and_names_the_full_folder(
     small = tmp_path / "small-disk"
     small.mkdir()
     runs = small / "runs"
-    mount = f"mount -t tmpfs -o size=64k tmpfs {small}"
+    # the small disk filled before the night starts, so its first write fails whatever it writes first (a loaded
+    # host's night skips its boot and writes little: 64 KiB free would hold it)
+    mount = f"mount -t tmpfs -o size=64k tmpfs {small} && (head -c 1M /dev/zero > {small}/filler || true)"
     env = {"SPARK_NIGHTLY_PATHS_RUNS": str(runs), "SPARK_NIGHTLY_PATHS_CACHE": str(cpu_engine.cache_dir)}
     night = subprocess.run(
         ["unshare", "-m", "sh", "-c", f'{mount} && exec "$@"', "sh", str(GATE), "nightly", "--profile", "cpu"],
