@@ -148,14 +148,26 @@ def _unless_busy(root: Path) -> Iterator[bool]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def remove_folder(root: Path) -> None:
+    """Remove a cached folder: renamed out of its place first, so a crash mid-way leaves no folder that looks whole
+    (`clear_removal_leftovers` finishes such a removal)."""
+    doomed = root.parent / f".removing-{root.name}-{os.getpid()}"
+    root.rename(doomed)
+    shutil.rmtree(doomed, ignore_errors=True)
+
+
+def clear_removal_leftovers(folder: Path) -> None:
+    """Finish the removals of `remove_folder` that a crash cut short."""
+    for leftover in folder.glob(".removing-*"):
+        shutil.rmtree(leftover, ignore_errors=True)
+
+
 def remove_runtime(root: Path) -> bool:
-    """Remove one runtime: renamed out of its place first, so a crash mid-way leaves no folder that looks whole."""
+    """Remove one runtime unless a maker holds it now."""
     with _unless_busy(root) as free:
         if not free:
             return False
-        doomed = root.parent / f".removing-{root.name}-{os.getpid()}"
-        root.rename(doomed)
-    shutil.rmtree(doomed, ignore_errors=True)
+        remove_folder(root)
     (root.parent / f"{root.name}.lock").unlink(missing_ok=True)
     return True
 
@@ -172,8 +184,7 @@ def prune_runtimes(
     the removed names."""
     cache = CacheDir(cache_dir)
     runtimes_dir = cache.runtimes
-    for leftover in runtimes_dir.glob(".removing-*"):  # an earlier removal that crashed mid-way
-        shutil.rmtree(leftover, ignore_errors=True)
+    clear_removal_leftovers(runtimes_dir)
     if budget_gib <= 0:
         return []
     runtimes = cached_runtimes(runtimes_dir)

@@ -39,9 +39,9 @@ def _large_files(root: Path) -> Iterator[Path]:
                 yield path
 
 
-def _store_name(path: Path) -> str:
+def _store_name(path: Path, info: os.stat_result) -> str:
     # the mode is the inode's, so it is part of what must match: a link cannot differ from its copy in it
-    return f"{sha256_of(path)}-{stat.S_IMODE(path.stat().st_mode):o}"
+    return f"{sha256_of(path)}-{stat.S_IMODE(info.st_mode):o}"
 
 
 def share_identical_files(root: Path, store: Path) -> Shared:
@@ -51,8 +51,8 @@ def share_identical_files(root: Path, store: Path) -> Shared:
     files = saved = 0
     for path in sorted(_large_files(root)):
         files += 1
-        kept = store / _store_name(path)
         own = path.stat()
+        kept = store / _store_name(path, own)
         # a temporary name, then a rename: the file is whole at its path at every moment, and a second maker
         # adding the same content at once only replaces a copy by an equal one
         with suppress(OSError):

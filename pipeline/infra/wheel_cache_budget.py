@@ -10,13 +10,19 @@ so removing an entry costs a later night a rebuild, never evidence.
 
 from __future__ import annotations
 
-import os
-import shutil
 import time
 from collections.abc import Collection
 from pathlib import Path
 
-from pipeline.infra.runtime_cache import GIB, CachedFolder, disk_size, eviction_plan, last_used
+from pipeline.infra.runtime_cache import (
+    GIB,
+    CachedFolder,
+    clear_removal_leftovers,
+    disk_size,
+    eviction_plan,
+    last_used,
+    remove_folder,
+)
 from pipeline.infra.shared_files import sweep_unlinked
 from pipeline.infra.wheel_cache import ENTRY_RECORD
 from pipeline.places import CacheDir
@@ -45,8 +51,7 @@ def prune_wheels(
     """Remove the least recently used entries past the budget (0: keep every one), none holding a wheel of
     `keep_wheels`; returns the removed keys."""
     cache = CacheDir(cache_dir)
-    for leftover in cache.wheels.glob(".removing-*"):  # an earlier removal that crashed mid-way
-        shutil.rmtree(leftover, ignore_errors=True)
+    clear_removal_leftovers(cache.wheels)
     if budget_gib <= 0:
         return []
     entries = cached_entries(cache.wheels)
@@ -57,11 +62,10 @@ def prune_wheels(
         say(f"cache: wheels take {total / GIB:.1f} GiB of {budget_gib:g} GiB; none removed")
         return []
     for entry in plan:
-        # renamed out of its place first: a crash mid-way leaves nothing a lookup would take for an entry
-        doomed = cache.wheels / f".removing-{entry.name}-{os.getpid()}"
-        (cache.wheels / entry.name).rename(doomed)
-        shutil.rmtree(doomed, ignore_errors=True)
-    sweep_unlinked(cache.shared_files)  # a wheel a removed runtime shared is linked from here no more
+        remove_folder(cache.wheels / entry.name)
+    # a wheel an overlay runtime installed from is in the store too; once that runtime and this entry are gone,
+    # the store's link is its last
+    sweep_unlinked(cache.shared_files)
     freed = sum(e.size_bytes for e in plan)
     since = time.strftime("%Y-%m-%d", time.gmtime(min(e.last_used for e in plan)))
     say(

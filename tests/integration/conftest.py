@@ -28,6 +28,17 @@ from tests.fakes.github import TOKEN, StandIn, github_stand_in
 from tests.shops import online
 
 ROOT = Path(__file__).parents[2]
+GATE = ROOT / ".venv" / "bin" / "spark-nightly"  # the command a user runs, for nights in a process of their own
+
+
+def require_root_and(tools: Mapping[str, str], what: str, why_root: str) -> None:
+    """Fail, naming what is missing, unless this runs as root with each of `tools` (a command: Debian's package)."""
+    missing = [] if os.geteuid() == 0 else [f"root ({why_root})"]
+    missing += [f"{tool} (Debian's {package})" for tool, package in tools.items() if not shutil.which(tool)]
+    if missing:
+        raise RuntimeError(f"{what} needs {', '.join(missing)}: ./scripts/test installs them")
+
+
 CPU_ENTRY = "smollm2-135m-instruct"
 
 

@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from pipeline.cli import main
-from pipeline.infra.runtime_cache import USED_STAMP
+from pipeline.infra.runtime_cache import last_used
 from pipeline.places import CacheDir
 from pipeline.settings import from_environment
 from pipeline.stages.release.publish import nightly_releases
@@ -52,12 +52,7 @@ def _run(place: Place) -> Path:
 def _overlays_made_or_used_since(start: float) -> list[Path]:
     """The cache's cpu-built overlay runtimes a night made or reused since `start` (the landing run is serial)."""
     runtimes = CacheDir(from_environment().settings.places.cache).runtimes
-    found = []
-    for root in sorted(runtimes.glob("cpu-built-overlay-*")):
-        stamps = [root / name for name in (USED_STAMP, "runtime.json") if (root / name).exists()]
-        if root.is_dir() and stamps and max(p.stat().st_mtime for p in stamps) >= start:
-            found.append(root)
-    return found
+    return [root for root in sorted(runtimes.glob("cpu-built-overlay-*")) if root.is_dir() and last_used(root) >= start]
 
 
 def _builds(run: Path) -> list[dict[str, Any]]:

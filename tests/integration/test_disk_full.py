@@ -8,25 +8,20 @@ cache has grown unchecked.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import ROOT, CpuEngine, Place
+from tests.integration.conftest import GATE, CpuEngine, Place, require_root_and
 
 pytestmark = pytest.mark.integration
-GATE = ROOT / ".venv" / "bin" / "spark-nightly"
 
 
 def test_a_night_whose_disk_fills_is_the_hosts_and_names_the_full_folder(
     place: Place, cpu_engine: CpuEngine, tmp_path: Path
 ) -> None:
-    missing = [] if os.geteuid() == 0 else ["root (a mount namespace needs it)"]
-    missing += [] if shutil.which("unshare") else ["unshare (Debian's util-linux)"]
-    if missing:
-        raise RuntimeError(f"a full disk is made with {', '.join(missing)}: ./scripts/test installs them")
+    require_root_and({"unshare": "util-linux"}, "a full disk", "a mount namespace needs it")
     small = tmp_path / "small-disk"
     small.mkdir()
     runs = small / "runs"

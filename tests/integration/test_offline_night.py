@@ -15,21 +15,21 @@ import pytest
 
 from pipeline.infra.wheelhouse import INDEX
 from pipeline.settings import from_environment
-from tests.integration.conftest import ROOT, Place, bench_one_case, golden_for_another_stage
+from tests.integration.conftest import (
+    GATE,
+    ROOT,
+    Place,
+    bench_one_case,
+    golden_for_another_stage,
+    require_root_and,
+)
 
 pytestmark = pytest.mark.integration
-GATE = ROOT / ".venv" / "bin" / "spark-nightly"
 
 
 def _require_namespaces() -> None:
-    missing = [] if os.geteuid() == 0 else ["root (a network namespace needs it)"]
-    missing += [
-        f"{tool} (Debian's {pkg})"
-        for tool, pkg in (("unshare", "util-linux"), ("ip", "iproute2"))
-        if not shutil.which(tool)
-    ]
-    if missing:
-        raise RuntimeError(f"an offline night needs {', '.join(missing)}: ./scripts/test installs them")
+    tools = {"unshare": "util-linux", "ip": "iproute2"}
+    require_root_and(tools, "an offline night", "a network namespace needs it")
 
 
 @pytest.fixture(scope="module")
