@@ -199,6 +199,19 @@ def bench_one_case(place: Place) -> None:
     thresholds.write_text(yaml.safe_dump(references, sort_keys=False))
 
 
+def beside_other_tests(place: Place) -> None:
+    """The CPU profiles of this place with a health limit that lets their nights run beside other tests (the suite's
+    parallel phase), for nights whose subject is not a timing: where the files come from, a golden failure, a boot
+    crash, a build refused. A night's health stage would otherwise find the other worker's processes and end
+    INCONCLUSIVE. Both profiles: `cpu-built` serves the entries of `cpu`, as `cpu` says (its health included)."""
+    models = place.root / "config" / "models.yaml"
+    data = yaml.safe_load(models.read_text())
+    for profile in ("cpu", "cpu-built"):
+        health = data["profiles"][profile].get("health", {})
+        data["profiles"][profile]["health"] = {**health, "max_load_per_core": 100.0}
+    models.write_text(yaml.safe_dump(data, sort_keys=False))
+
+
 def one_server_at_a_time(
     place: Place,
     *,

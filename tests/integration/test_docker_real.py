@@ -2,7 +2,8 @@
 `launch.target: docker` passes golden and perf: the Docker path for real, no registry asked.
 
 It needs a container engine (`./scripts/container-engine` makes one where none answers, and the base image) and
-about six minutes, so `./scripts/test-containers` runs it rather than the default suite.
+about six minutes: ./scripts/test makes the engine first and runs it in its serial phase (it times its night);
+`./scripts/test-containers` runs it alone.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ def test_a_fetched_night_builds_an_image_whose_container_passes_golden_and_perf(
     place: Place, cpu_engine: CpuEngine, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     if not (ENGINE / "docker").exists():
-        pytest.fail("no container engine: run ./scripts/container-engine first (./scripts/test-containers does)")
+        pytest.fail("no container engine: run ./scripts/container-engine first (./scripts/test does)")
     monkeypatch.setenv("PATH", f"{ENGINE}{os.pathsep}{os.environ['PATH']}")
     bench_one_case(place)
     assert main(["nightly", "--profile", "cpu"]) == 0  # a published night, as users find it

@@ -14,9 +14,16 @@ import pytest
 from pipeline.cli import main
 from pipeline.stages.release.publish import nightly_releases
 from tests.integration.broken_models import make_broken
-from tests.integration.conftest import CPU_ENTRY, CpuEngine, Place, bench_one_case, golden_for_another_stage
+from tests.integration.conftest import (
+    CPU_ENTRY,
+    CpuEngine,
+    Place,
+    bench_one_case,
+    beside_other_tests,
+    golden_for_another_stage,
+)
 
-pytestmark = [pytest.mark.integration, pytest.mark.quiet_host]
+pytestmark = pytest.mark.integration  # neither night times what it tests: the parallel phase holds them
 
 
 def _serve_broken_weights(place: Place, cpu_engine: CpuEngine) -> None:
@@ -31,6 +38,7 @@ def test_a_broken_model_fails_at_golden_opens_one_alert_for_its_checks_and_a_goo
 ) -> None:
     bench_one_case(place)  # keeps the good night short; the judgement is the same for every case
     golden_for_another_stage(place)  # the broken model fails the prompts; the long decode is golden_real's
+    beside_other_tests(place)
     shutil.copy(place.root / "config" / "models.yaml", place.root / "models.good.yaml")
     _serve_broken_weights(place, cpu_engine)
     assert main(["nightly", "--profile", "cpu"]) == 6

@@ -20,6 +20,7 @@ from tests.integration.conftest import (
     ROOT,
     Place,
     bench_one_case,
+    beside_other_tests,
     golden_for_another_stage,
     require_root_and,
 )
@@ -87,13 +88,13 @@ def test_a_missing_wheel_stops_an_offline_night_before_anything_boots_naming_it(
     assert not (tmp_path / "cold-cache" / "runtimes").exists()  # nothing installed
 
 
-@pytest.mark.quiet_host
-@pytest.mark.offline_night  # its own CI job (./scripts/test-offline): the suite's 30 minutes hold without it
+@pytest.mark.offline_night  # ./scripts/test-offline runs it alone
 def test_a_whole_cpu_night_passes_offline_from_a_cold_cache_and_the_wheelhouse_alone(
     place: Place, wheelhouse: Path, tmp_path: Path
 ) -> None:
     bench_one_case(place)  # the subject is where the files come from: a shorter night, judged the same way
     golden_for_another_stage(place)
+    beside_other_tests(place)  # it times nothing that is its subject: the suite's parallel phase holds it
     cold = tmp_path / "cold-cache"
     done = _offline_night(place, wheelhouse, cold)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

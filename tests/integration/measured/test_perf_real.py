@@ -60,7 +60,7 @@ def _night(server: Server, engine: CpuEngine, ctx: PerfContext, log_dir: Path) -
     return list(judged.outcomes)
 
 
-@pytest.mark.calibration  # the screen's false alarms on real reruns: measured apart, by ./scripts/test-calibration
+@pytest.mark.calibration  # the screen's false alarms on real reruns (./scripts/test-calibration runs it alone)
 def test_identical_reruns_raise_no_alarm(cpu_server: Server, cpu_engine: CpuEngine, tmp_path: Path) -> None:
     for index in range(MIN_BASELINE_NIGHTS + 2):  # the screen judges the last two
         outcomes = _night(cpu_server, cpu_engine, _context(tmp_path, f"2026-11-{index + 1:02d}"), tmp_path)
