@@ -201,35 +201,36 @@ def bench_one_case(place: Place) -> None:
 
 def beside_other_tests(place: Place) -> None:
     """The CPU profiles of this place with a health limit that lets their nights run beside other tests (the suite's
-    parallel phase), for nights whose subject is not a timing: where the files come from, a golden failure, a boot
-    crash, a build refused. A night's health stage would otherwise find the other worker's processes and end
-    INCONCLUSIVE. Both profiles: `cpu-built` serves the entries of `cpu`, as `cpu` says (its health included)."""
+    parallel phase): see `raise_health_limits`."""
     models = place.root / "config" / "models.yaml"
     data = yaml.safe_load(models.read_text())
-    for profile in ("cpu", "cpu-built"):
-        health = data["profiles"][profile].get("health", {})
-        data["profiles"][profile]["health"] = {**health, "max_load_per_core": 100.0}
+    raise_health_limits(data)
     models.write_text(yaml.safe_dump(data, sort_keys=False))
+
+
+def raise_health_limits(models: dict[str, Any]) -> None:
+    """A models.yaml's CPU profiles with a health limit that lets their nights run beside other tests, for nights whose
+    subject is not a timing: where the files come from, a golden failure, a boot crash, a build refused, a cluster.
+    A night's health stage would otherwise find the other worker's processes and end INCONCLUSIVE. Both profiles:
+    `cpu-built` serves the entries of `cpu`, as `cpu` says (its health included)."""
+    for profile in ("cpu", "cpu-built"):
+        health = models["profiles"][profile].get("health", {})
+        models["profiles"][profile]["health"] = {**health, "max_load_per_core": 100.0}
 
 
 def one_server_at_a_time(
     place: Place,
     *,
     golden_judge: str | None = None,
-    max_load_per_core: float | None = None,
     also: tuple[str, ...] = (),
 ) -> None:
     """The CPU profile of this place as a Spark runs: one server at a time (the last confirmed build served in turns
-    with tonight's), and optionally the Spark's golden judge (the last confirmed build) instead of transformers, and
-    a health limit that lets a night that times nothing run beside other tests. `also` names other profiles held to one
-    server (cpu-built, whose entries are the cpu profile's)."""
+    with tonight's), and optionally the Spark's golden judge (the last confirmed build) instead of transformers. `also`
+    names other profiles held to one server (cpu-built, whose entries are the cpu profile's)."""
     models = place.root / "config" / "models.yaml"
     data = yaml.safe_load(models.read_text())
     for profile in ("cpu", *also):
         data["profiles"][profile]["servers_at_once"] = 1
     if golden_judge is not None:
         data["profiles"]["cpu"]["golden_judge"] = golden_judge
-    if max_load_per_core is not None:
-        health = data["profiles"]["cpu"].get("health", {})
-        data["profiles"]["cpu"]["health"] = {**health, "max_load_per_core": max_load_per_core}
     models.write_text(yaml.safe_dump(data, sort_keys=False))

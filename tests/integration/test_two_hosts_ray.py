@@ -26,7 +26,7 @@ import yaml
 
 from pipeline.infra.files import sha256_of
 from pipeline.infra.weights import MANIFEST, package_folder
-from tests.integration.conftest import CPU_ENTRY, ROOT, CpuEngine
+from tests.integration.conftest import CPU_ENTRY, ROOT, CpuEngine, raise_health_limits
 from tests.integration.two_hosts import (
     FAST_IFACE,
     MULTICAST_OFF,
@@ -78,7 +78,7 @@ def _configuration(tmp_path: Path, hosts: TwoHosts, engine: CpuEngine) -> dict[s
         }
     )
     # the night times nothing (vLLM refuses Ray before any measurement) and runs beside other tests
-    data["profiles"]["cpu"]["health"] = data["profiles"]["cpu"].get("health", {}) | {"max_load_per_core": 100.0}
+    raise_health_limits(data)
     (config / "models.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
     cluster = {
         "version": 1,
