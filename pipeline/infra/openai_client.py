@@ -206,8 +206,10 @@ class OpenAIClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def models(self) -> list[ServedModel]:
-        body = self._get_json("/v1/models")
+    def models(self, *, timeout_s: float | None = None) -> list[ServedModel]:
+        """What /v1/models serves; `timeout_s` bounds this request alone (a readiness probe's, shorter than a
+        completion's)."""
+        body = self._get_json("/v1/models", **({} if timeout_s is None else {"timeout": timeout_s}))
         return [ServedModel(str(m["id"]), m.get("max_model_len"), m.get("root")) for m in body.get("data", [])]
 
     def tokenize(self, model: str, text: str) -> list[int]:
@@ -316,8 +318,8 @@ class OpenAIClient:
             raise EngineError(f"POST {path} failed: {type(exc).__name__}: {exc}") from None
         raise EngineError(f"POST {path}: the stream ended without data: [DONE]")
 
-    def _get_json(self, path: str) -> dict[str, Any]:
-        result: dict[str, Any] = self._request("GET", path).json()
+    def _get_json(self, path: str, **kwargs: Any) -> dict[str, Any]:
+        result: dict[str, Any] = self._request("GET", path, **kwargs).json()
         return result
 
     def _post_json(self, path: str, payload: Mapping[str, Any]) -> dict[str, Any]:

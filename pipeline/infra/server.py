@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections
 import os
+import random
 import re
 import signal
 import socket
@@ -49,6 +50,10 @@ BOOT_CAUSES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("missing module", (r"ModuleNotFoundError: No module named", r"ImportError: ")),
 )
 
+# One readiness probe's limit: a listener that takes the connection and never answers (the port taken by something
+# else, an API server still loading) must not hold the boot past its server's exit or its deadline.
+READINESS_PROBE_S = 10.0
+
 
 @dataclass(frozen=True)
 class BootDiagnosis:
@@ -87,18 +92,43 @@ class Server:
 
 
 _HANDED_OUT: collections.deque[int] = collections.deque(maxlen=256)
+# Ports chosen on purpose start here: Ray's worker processes take 10002-19999 by default, and the kernel hands out
+# ports from its ephemeral range (ip_local_port_range) above.
+_PICKED_FROM = 20000
+_EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+_PICKER = random.SystemRandom()  # forked pytest workers and nights share no seed
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A port nothing listens on now (the OS picks it), and not one this process handed out lately: each boot of an
-    entry takes a port, and so a container name and owner token, that no boot before it had."""
+    """A port nothing listens on now, not one this process handed out lately (each boot of an entry takes a port,
+    and so a container name and owner token, that no boot before it had), and outside the kernel's ephemeral range.
+
+    The server binds it tens of seconds after the pick. A port the kernel hands out by itself (a client's
+    connection, another process's bind to port 0: vLLM's engine sockets, Ray, another night's server) can be taken
+    in between, and the boot would fail with "Address already in use"; below that range only a process that picks
+    its port, as this one does, can take it (boot tries another port then)."""
+    low, high = _PICKED_FROM, _ephemeral_low()
     for _ in range(64):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-            probe.bind((host, 0))
-            port: int = probe.getsockname()[1]
-        if port not in _HANDED_OUT:
+        port = _PICKER.randrange(low, high) if high - low >= 1024 else _kernel_port(host)
+        if port not in _HANDED_OUT and port_is_free(port, host):
             break
     _HANDED_OUT.append(port)
+    return port
+
+
+def _ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (32768 where the host does not say)."""
+    try:
+        return int(_EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def _kernel_port(host: str) -> int:
+    """A port the kernel picks: where the host leaves too few below its ephemeral range."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((host, 0))
+        port: int = probe.getsockname()[1]
     return port
 
 
@@ -188,7 +218,7 @@ def _wait_for_models(
                 str(server.log_path),
             )
         try:
-            served = client.models()
+            served = client.models(timeout_s=READINESS_PROBE_S)
         except EngineError:
             server.wait(0.5)
             continue

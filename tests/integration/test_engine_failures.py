@@ -1,12 +1,16 @@
-"""The harness against a real vLLM that fails: bad flags, the wrong model, a hung start, Ctrl-C. Nothing is left."""
+"""The harness against a real vLLM that fails: bad flags, the wrong model, a hung start, a taken port, Ctrl-C. Nothing
+is left."""
 
 from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
@@ -14,8 +18,9 @@ from types import MappingProxyType
 import pytest
 
 from pipeline.errors import BootError
-from pipeline.infra import procs
+from pipeline.infra import procs, server
 from pipeline.infra.server import free_port, port_is_free
+from pipeline.stages.prove import boot as boot_module
 from pipeline.stages.prove.boot import boot
 from tests.integration.conftest import CPU_ENTRY, ROOT, CpuEngine, Place
 
@@ -63,6 +68,63 @@ def test_a_start_that_does_not_finish_is_stopped_at_its_deadline(cpu_engine: Cpu
     assert "not ready after 4 s" in error.detail
     assert elapsed < 4 + 25  # the deadline plus the stop's escalation deadlines
     _nothing_left(port)
+
+
+@contextmanager
+def _listening(count: int) -> Iterator[list[int]]:
+    """Ports something else listens on (on every address, as a server of the host's would) until the block ends."""
+    with ExitStack() as held:
+        sockets = [held.enter_context(socket.socket()) for _ in range(count)]
+        for taken in sockets:
+            taken.bind(("0.0.0.0", 0))  # every address the server might listen on
+            taken.listen()
+        yield [taken.getsockname()[1] for taken in sockets]
+
+
+def test_a_port_taken_before_the_server_binds_it_is_left_for_another(
+    cpu_engine: CpuEngine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A port picked free and taken by the time vLLM binds it (the CI's calibration met it beside another worker) is
+    the host's race, not the build's: the boot serves on another, and the first try's log is kept."""
+    heard: list[str] = []
+    entry, candidate = cpu_engine.entry, cpu_engine.candidate
+    with _listening(1) as [taken]:
+        offered = iter([taken])
+        monkeypatch.setattr(boot_module, "free_port", lambda: next(offered, None) or free_port())
+        with boot(entry, candidate, cache_dir=cpu_engine.cache_dir, log_dir=tmp_path, say=heard.append) as up:
+            assert up.port != taken
+            assert up.warmup.text  # it served
+    kept = tmp_path / f"{entry.id}-server.port-{taken}-in-use.log"
+    assert "Address already in use" in kept.read_text()
+    assert [line for line in heard if f"port {taken} was taken" in line] != []
+    _nothing_left(up.port)
+
+
+def test_a_picked_port_is_free_and_below_the_kernels_ephemeral_range(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CI's calibration broke on this: a port picked with bind(0) was taken by another process's ephemeral socket
+    before vLLM bound it, and the boot failed as "port in use", a FAIL of a good build."""
+    ranges = tmp_path / "ip_local_port_range"
+    ranges.write_text("32768\t60999\n")
+    monkeypatch.setattr(server, "_EPHEMERAL_RANGE", ranges)
+    picks = [server.free_port() for _ in range(50)]
+    assert len(picks) == 50
+    assert [port for port in picks if not 20000 <= port < 32768] == []
+    assert len(set(picks)) == 50  # none handed out twice lately
+
+    free = next(port for port in range(20000, 32768) if port not in picks and server.port_is_free(port))
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", free + 1 if server.port_is_free(free + 1) else 0))
+        held.listen()
+        offered = iter([held.getsockname()[1], free])
+        monkeypatch.setattr(server._PICKER, "randrange", lambda low, high: next(offered))
+        assert server.free_port() == free  # the port something listens on is passed over
+
+    ranges.write_text("20500 60999\n")  # too few below the range: the kernel picks, as before
+    monkeypatch.undo()
+    monkeypatch.setattr(server, "_EPHEMERAL_RANGE", ranges)
+    assert server.free_port() >= 20500
 
 
 @pytest.mark.parametrize("moment", ["booting", "ready:"])

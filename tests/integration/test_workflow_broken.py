@@ -20,8 +20,9 @@ def test_a_broken_build_job_raises_the_pipeline_failure_issue_once(tmp_path: Pat
     shutil.copytree(ROOT / "thresholds", config / "thresholds")
     shutil.copytree(ROOT / "golden", config / "golden")
     (config / "models.yaml").write_text("version: 1\nprofiles: {}\nmodels: [\n")  # a lab's config, broken
-    environment = runner_environment(tmp_path / "cache", config, stand_in)
-    actions = cpu_actions(spark_runner(tmp_path), environment, stand_in)
+    runner = spark_runner(tmp_path)
+    environment = runner_environment(runner, tmp_path / "cache", config, stand_in)
+    actions = cpu_actions(runner, environment, stand_in)
     for night in (1, 2):
         run = actions.run("schedule", artifacts=tmp_path / f"artifacts-{night}")
         print(run.log())

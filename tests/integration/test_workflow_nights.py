@@ -68,7 +68,7 @@ def test_three_nights_of_the_workflow_keep_their_state_and_raise_one_issue(
     one_server_at_a_time(place)  # a Spark's way: A and B booted in turns, never side by side
     config = place.root / "config"
     spark = spark_runner(tmp_path)
-    actions = cpu_actions(spark, runner_environment(cpu_engine.cache_dir, config, stand_in), stand_in)
+    actions = cpu_actions(spark, runner_environment(spark, cpu_engine.cache_dir, config, stand_in), stand_in)
 
     good = _night(actions, tmp_path / "artifacts-1")
     assert {job: good.result(job) for job in good.jobs} == {

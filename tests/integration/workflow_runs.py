@@ -4,6 +4,7 @@ the one Spark-only part, the profile, is replaced by the CPU one through the env
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 from tests.fakes.github import TOKEN, StandIn
@@ -32,13 +33,19 @@ def cpu_actions(runner: Runner, environment: dict[str, str], stand_in: StandIn) 
     )
 
 
-def runner_environment(cache: Path, config: Path, stand_in: StandIn) -> dict[str, str]:
-    """What the runner's own environment holds (its .env file): this machine's basics, the shared cache of
-    runtimes and weights, the lab's configuration folder, and the API the stand-in answers for GitHub."""
+def runner_environment(runner: Runner, cache: Path, config: Path, stand_in: StandIn) -> dict[str, str]:
+    """What the runner's own environment holds (its .env file): this machine's basics with uv on the PATH (as
+    docs/runner.md asks of a runner: each job's ./scripts/setup uses it), the shared cache of runtimes and weights,
+    the lab's configuration folder, and the API the stand-in answers for GitHub."""
     kept = {k: v for k, v in os.environ.items() if not k.startswith(("SPARK_NIGHTLY_", "GITHUB_", "PYTEST_"))}
     if owner := os.environ.get("SPARK_NIGHTLY_OWNER"):
         kept["SPARK_NIGHTLY_OWNER"] = owner  # the suite's mark on the processes it starts
+    tools = runner.root / "tools"  # uv alone: the suite's python and commands stay off the runner's PATH
+    tools.mkdir(parents=True, exist_ok=True)
+    (tools / "uv").unlink(missing_ok=True)
+    (tools / "uv").symlink_to(Path(sys.executable).parent / "uv")
     return kept | {
+        "PATH": f"{tools}{os.pathsep}{kept.get('PATH', os.defpath)}",
         "SPARK_NIGHTLY_PATHS_CACHE": str(cache),
         "SPARK_NIGHTLY_PATHS_CONFIG": str(config),
         "SPARK_NIGHTLY_GITHUB_API_URL": stand_in.url,

@@ -5,6 +5,8 @@ from __future__ import annotations
 import ast
 import signal
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -13,7 +15,7 @@ import pytest
 from pipeline.checks.natives import NativesVerdict
 from pipeline.config.cluster import INTERCONNECT_VARIABLES, Cluster, Node
 from pipeline.config.matrix import BenchSpec, Launch, ModelEntry, Profile, TorchExpectation
-from pipeline.errors import EngineError
+from pipeline.errors import BootError, EngineError
 from pipeline.infra.cluster_launch import interconnect_env, why_ray_stopped
 from pipeline.infra.image import JIT_SMOKE, compile_cache_key, image_tag, render_dockerfile
 from pipeline.infra.launch import LaunchPlan, docker_plan, local_plan, ray_plan, serve_arguments
@@ -24,7 +26,8 @@ from pipeline.infra.server import classify_boot_failure
 from pipeline.infra.supply import ONLINE
 from pipeline.outcome import Outcome
 from pipeline.stages.aftermath.trial_bench import failed_at, trial_verdict
-from pipeline.stages.prove.boot import Candidate, local_compile_folders, plan_launch
+from pipeline.stages.prove import boot as boot_module
+from pipeline.stages.prove.boot import PORT_ATTEMPTS, Candidate, boot, local_compile_folders, plan_launch
 from pipeline.stages.prove.entry_run import Ended, EntryContext, EntryRun, smoke_ended
 from pipeline.stages.prove.smoke import SmokeReport, check_entry_point, check_native_modules, check_torch
 from pipeline.status import Status
@@ -446,3 +449,62 @@ def test_a_trial_runs_each_failing_entry_up_to_its_stage_with_the_slowdowns_its_
         ("slow", "perf", {"tg32 (c1)": 0.452, "tg32 (c4)": None}),
         ("wrong", "golden", {}),
     ]
+
+
+def _ports_taken(monkeypatch: pytest.MonkeyPatch, taken: set[int], picks: list[int]) -> list[int]:
+    """The server harness, for boot's rule: a plan on a port in `taken` fails as vLLM does when another process holds
+    it; free_port hands out `picks` in order. Returns the ports the boot tried."""
+    tried: list[int] = []
+    offered = iter(picks)
+    monkeypatch.setattr(boot_module, "free_port", lambda: next(offered))
+
+    @contextmanager
+    def serving(plan: LaunchPlan, *, port: int, log_path: Path, **_: object) -> Iterator[str]:
+        tried.append(port)
+        assert f"--port {port}" in " ".join(plan.server.argv)  # each try's plan is made for its own port
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        log_path.write_text(f"serving on {port}\n")
+        if port in taken:
+            raise BootError("port in use", "OSError: [Errno 98] Address already in use", log_path=str(log_path))
+        yield f"server on {port}"
+
+    monkeypatch.setattr(boot_module, "running_server", serving)
+    return tried
+
+
+def test_a_picked_port_taken_before_the_server_binds_it_is_tried_again_on_another(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process took the port between its pick and vLLM's bind (the CI met it beside another test's server):
+    the host's race, so the boot serves on the next port it picks, the failed try's log kept."""
+    entry, candidate = _entry(), Candidate(SPARK, image="img:b")
+    tried = _ports_taken(monkeypatch, taken={20001}, picks=[20001, 20002])
+    heard: list[str] = []
+    with boot(entry, candidate, cache_dir=tmp_path, log_dir=tmp_path / "logs", say=heard.append) as served:
+        assert served == "server on 20002"  # type: ignore[comparison-overlap]
+    assert tried == [20001, 20002]
+    logs = sorted(path.name for path in (tmp_path / "logs").iterdir())
+    assert logs == ["m-server.log", "m-server.port-20001-in-use.log"]
+    assert [line for line in heard if "port 20001 was taken" in line] != []
+
+
+def test_a_port_the_caller_gave_or_taken_on_every_try_fails_the_boot_as_port_in_use(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A port given (`engine up --port`) is never changed; picked ports taken on every try are the build's or the
+    host's to answer for, and the failure names each one."""
+    entry, candidate = _entry(), Candidate(SPARK, image="img:b")
+    picks = [20001 + n for n in range(PORT_ATTEMPTS + 1)]
+    tried = _ports_taken(monkeypatch, taken={8000, *picks}, picks=picks)
+    with pytest.raises(BootError) as given, boot(entry, candidate, cache_dir=tmp_path, log_dir=tmp_path, port=8000):
+        pytest.fail("the server should not have become ready")
+    assert tried == [8000] and given.value.cause == "port in use"
+
+    tried.clear()
+    with pytest.raises(BootError) as picked, boot(entry, candidate, cache_dir=tmp_path, log_dir=tmp_path / "picked"):
+        pytest.fail("the server should not have become ready")
+    assert tried == picks[:PORT_ATTEMPTS]
+    assert picked.value.cause == "port in use"
+    assert f"on each of {PORT_ATTEMPTS} ports picked free: 20001, 20002, 20003" in picked.value.detail
+    assert len(list((tmp_path / "picked").glob("*-in-use.log"))) == PORT_ATTEMPTS - 1
+    assert [error.cause for error in (picked.value,) if isinstance(error.__cause__, BootError)] == ["port in use"]

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.config.matrix import ModelEntry, Profile
-from pipeline.errors import EngineError, ProcessError
+from pipeline.errors import BootError, EngineError, ProcessError
 from pipeline.infra import hub, launch
 from pipeline.infra.cluster_launch import NodeRuntime, cluster_up
 from pipeline.infra.image import CompileFolders, compile_cache_key, image_tag, kernel_cache_key
@@ -161,6 +161,11 @@ def weights_hashes(cache_dir: Path, folder: str) -> dict[str, str]:
     return hub.snapshot_hashes(root)
 
 
+# Boots of one entry before a port taken between its pick and the server's bind is the build's to answer for: each
+# boot picks a fresh port, so only a build (or a host) that takes the port itself fails every one.
+PORT_ATTEMPTS = 3
+
+
 @contextmanager
 def boot(
     entry: ModelEntry,
@@ -174,47 +179,72 @@ def boot(
     on_cluster_ready: Callable[[float], None] | None = None,
 ) -> Iterator[Server]:
     """Serve an entry until the block ends; readiness, failure classification and clean-up as in running_server. A
-    cluster entry's hosts come up first; on_cluster_ready hears how long that took, before the server boots."""
+    cluster entry's hosts come up first; on_cluster_ready hears how long that took, before the server boots.
+
+    Without a `port` the boot picks one (server.free_port); a port taken before the server bound it (a host's race,
+    "port in use") is not the build's doing, so the boot tries again on another, up to PORT_ATTEMPTS, each failed
+    attempt's log kept beside the server's. A port the caller gave is not changed."""
     model_ref = served_model_reference(entry, cache_dir)
-    chosen_port = port or free_port()
-    plan = plan_launch(entry, candidate, model_ref=model_ref, port=chosen_port, cache_dir=cache_dir)
+    first_port = port or free_port()
+    plan = plan_launch(entry, candidate, model_ref=model_ref, port=first_port, cache_dir=cache_dir)
     if plan.target != "local":  # a container engine may refuse a missing mount
         hf_cache(cache_dir).mkdir(parents=True, exist_ok=True)
         compile_cache(cache_dir, entry.launch.image or candidate.image or "").mkdir(parents=True, exist_ok=True)
     max_len = entry.serve.get("max_model_len")
-    owner = owner_token(f"{entry.id}-{chosen_port}")
-    with ExitStack() as cluster:
+    log_path = log_dir / f"{entry.id}-server.log"
+    with ExitStack() as serving:
         if plan.cluster is not None:
             files = weights_hashes(cache_dir, plan.cluster.weights) if plan.cluster.weights else {}
             began = time.monotonic()
-            running = cluster.enter_context(
+            running = serving.enter_context(
                 cluster_up(
                     plan.cluster,
                     log_dir / "cluster",
                     files=files,
-                    owner=owner_token(f"{entry.id}-{chosen_port}-cluster"),  # a sibling: the server's clean-up
+                    owner=owner_token(f"{entry.id}-{first_port}-cluster"),  # a sibling: the server's clean-up
                     say=say,  # must not count the cluster's processes as its leftovers
                 )
             )
             if on_cluster_ready is not None:
                 on_cluster_ready(time.monotonic() - began)
-        with running_server(
-            plan,
-            model=entry.served_model_name,
-            max_model_len=max_len if isinstance(max_len, int) else None,  # 'auto': vLLM decides, nothing to compare
-            port=chosen_port,
-            deadline_s=deadline_s or entry.launch.boot_timeout_s,
-            log_path=log_dir / f"{entry.id}-server.log",
-            owner=owner,
-            say=say,
-            alive=running.lost if plan.cluster is not None else None,
-        ) as server:
+        tried: list[int] = []
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            chosen_port = first_port if attempt == 1 else free_port()
+            if attempt > 1:
+                plan = plan_launch(entry, candidate, model_ref=model_ref, port=chosen_port, cache_dir=cache_dir)
             try:
-                yield server
-            except (EngineError, ProcessError) as exc:  # a node lost while serving is why, not what vLLM said
-                if plan.cluster is not None and (lost := running.lost() or running.unreachable()) is not None:
-                    raise lost from exc
-                raise
+                server = serving.enter_context(
+                    running_server(
+                        plan,
+                        model=entry.served_model_name,
+                        max_model_len=max_len if isinstance(max_len, int) else None,  # 'auto': vLLM decides
+                        port=chosen_port,
+                        deadline_s=deadline_s or entry.launch.boot_timeout_s,
+                        log_path=log_path,
+                        owner=owner_token(f"{entry.id}-{chosen_port}"),
+                        say=say,
+                        alive=running.lost if plan.cluster is not None else None,
+                    )
+                )
+                break
+            except BootError as exc:
+                if port is not None or exc.cause != "port in use":
+                    raise
+                tried.append(chosen_port)
+                if attempt == PORT_ATTEMPTS:
+                    ports = ", ".join(map(str, tried))
+                    detail = f"{exc.detail} (on each of {attempt} ports picked free: {ports})"
+                    raise BootError(exc.cause, detail, exc.log_tail, exc.log_path) from exc
+                kept = log_path.with_name(f"{log_path.stem}.port-{chosen_port}-in-use.log")
+                if log_path.exists():
+                    log_path.replace(kept)
+                say(f"port {chosen_port} was taken before the server bound it ({kept.name}); booting on another")
+        try:
+            yield server
+        except (EngineError, ProcessError) as exc:  # a node lost while serving is why, not what vLLM said
+            if plan.cluster is not None and (lost := running.lost() or running.unreachable()) is not None:
+                raise lost from exc
+            raise
 
 
 class Restartable:
