@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -61,9 +61,52 @@ def matrix_issues(doc: Document, matrix: Matrix) -> Iterator[ConfigIssue]:
                 f"no driver is at least {profile.driver_min} and below {profile.driver_below}; "
                 "'below' must be the higher version",
             )
+    for name, profile in matrix.profiles.items():
+        yield from _served_profile_issues(doc, matrix, name, profile)
     for entry in matrix.entries:
         yield from _extra_args_issues(doc, entry)
         yield from _kernel_issues(doc, entry)
+
+
+# What a night of a profile that serves another's entries (entries_of) reads from that other profile, its entries'
+# own, and not from itself: the host, what a healthy runtime holds there and how its servers are run. Such a profile
+# restates them (a built profile beside the pip one it is built like); one set otherwise would never be read.
+SERVED_PROFILE_FIELDS: dict[str, Callable[[Profile], object]] = {
+    "hardware": lambda p: p.hardware,
+    "accelerator": lambda p: p.accelerator,
+    "torch": lambda p: p.torch,
+    "driver": lambda p: (p.driver_min, p.driver_below),
+    "health": lambda p: dict(p.health),
+    "memory": lambda p: p.memory,
+    "servers_at_once": lambda p: p.servers_at_once,
+    "listen": lambda p: p.listen,
+    "golden_judge": lambda p: p.golden_judge,
+    "boot_budget": lambda p: p.boot_budget,
+}
+
+
+def _served_profile_issues(doc: Document, matrix: Matrix, name: str, profile: Profile) -> Iterator[ConfigIssue]:
+    """A profile serving another's entries names a profile that has its own, and restates what its nights read there."""
+    if profile.entries_of is None:
+        return
+    where = ("profiles", name, "entries_of")
+    served = matrix.profiles.get(profile.entries_of)
+    if served is None:
+        known = sorted(other for other in matrix.profiles if other != name)
+        yield doc.issue(where, f"unknown profile '{profile.entries_of}'; {suggest(profile.entries_of, known)}")
+        return
+    if served.entries_of is not None:
+        yield doc.issue(
+            where, f"'{profile.entries_of}' serves no entries of its own: name the profile whose entries they are"
+        )
+        return
+    for key, read in SERVED_PROFILE_FIELDS.items():
+        if read(profile) != read(served):
+            yield doc.issue(
+                ("profiles", name, key),
+                f"differs from profile '{served.name}', whose entries this profile serves (entries_of): a night of "
+                f"'{name}' reads its {key} there, never here; make the two equal",
+            )
 
 
 # vLLM flags the harness sets for every boot, and why a maintainer may not set them in extra_args
