@@ -212,25 +212,21 @@ def raise_health_limits(models: dict[str, Any]) -> None:
     """A models.yaml's CPU profiles with a health limit that lets their nights run beside other tests, for nights whose
     subject is not a timing: where the files come from, a golden failure, a boot crash, a build refused, a cluster.
     A night's health stage would otherwise find the other worker's processes and end INCONCLUSIVE. Both profiles:
-    `cpu-built` serves the entries of `cpu`, as `cpu` says (its health included)."""
+    `cpu-built` serves the entries of `cpu` and restates their health (validate refuses it otherwise)."""
     for profile in ("cpu", "cpu-built"):
         health = models["profiles"][profile].get("health", {})
         models["profiles"][profile]["health"] = {**health, "max_load_per_core": 100.0}
 
 
-def one_server_at_a_time(
-    place: Place,
-    *,
-    golden_judge: str | None = None,
-    also: tuple[str, ...] = (),
-) -> None:
-    """The CPU profile of this place as a Spark runs: one server at a time (the last confirmed build served in turns
-    with tonight's), and optionally the Spark's golden judge (the last confirmed build) instead of transformers. `also`
-    names other profiles held to one server (cpu-built, whose entries are the cpu profile's)."""
+def one_server_at_a_time(place: Place, *, golden_judge: str | None = None) -> None:
+    """The CPU profiles of this place as a Spark runs: one server at a time (the last confirmed build served in turns
+    with tonight's), and optionally the Spark's golden judge (the last confirmed build) instead of transformers. Both
+    profiles: `cpu-built` serves the entries of `cpu` and restates what its nights read there (validate refuses it
+    otherwise)."""
     models = place.root / "config" / "models.yaml"
     data = yaml.safe_load(models.read_text())
-    for profile in ("cpu", *also):
+    for profile in ("cpu", "cpu-built"):
         data["profiles"][profile]["servers_at_once"] = 1
-    if golden_judge is not None:
-        data["profiles"]["cpu"]["golden_judge"] = golden_judge
+        if golden_judge is not None:
+            data["profiles"][profile]["golden_judge"] = golden_judge
     models.write_text(yaml.safe_dump(data, sort_keys=False))

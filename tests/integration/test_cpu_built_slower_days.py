@@ -73,7 +73,7 @@ def test_a_slower_day_bisected_one_server_at_a_time_decides_each_step_on_its_own
     step: each of the 3 steps is decided on its one boot; before the 6th is named, the boundary's two steps are looked
     at again, each on its first look's boot and one more (aftermath/bisect.py, CONFIRM_BOOTS), and hold."""
     place, repo = after_good_night.place, after_good_night.repo
-    one_server_at_a_time(place, also=("cpu-built",))  # the entries are the cpu profile's, served as it says
+    one_server_at_a_time(place)
     day = make_day_of_main(repo, 8, guilty=6, guilty_change="slower", native=99)
     assert night(place, repo) == 6
     run = last_run(place)
