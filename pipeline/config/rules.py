@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -71,17 +71,17 @@ def matrix_issues(doc: Document, matrix: Matrix) -> Iterator[ConfigIssue]:
 # What a night of a profile that serves another's entries (entries_of) reads from that other profile, its entries'
 # own, and not from itself: the host, what a healthy runtime holds there and how its servers are run. Such a profile
 # restates them (a built profile beside the pip one it is built like); one set otherwise would never be read.
-SERVED_PROFILE_FIELDS: dict[str, Callable[[Profile], object]] = {
-    "hardware": lambda p: p.hardware,
-    "accelerator": lambda p: p.accelerator,
-    "torch": lambda p: p.torch,
-    "driver": lambda p: (p.driver_min, p.driver_below),
-    "health": lambda p: dict(p.health),
-    "memory": lambda p: p.memory,
-    "servers_at_once": lambda p: p.servers_at_once,
-    "listen": lambda p: p.listen,
-    "golden_judge": lambda p: p.golden_judge,
-    "boot_budget": lambda p: p.boot_budget,
+SERVED_PROFILE_FIELDS: dict[str, tuple[str, ...]] = {  # models.yaml's key: the Profile attributes it sets
+    "hardware": ("hardware",),
+    "accelerator": ("accelerator",),
+    "torch": ("torch",),
+    "driver": ("driver_min", "driver_below"),
+    "health": ("health",),
+    "memory": ("memory",),
+    "servers_at_once": ("servers_at_once",),
+    "listen": ("listen",),
+    "golden_judge": ("golden_judge",),
+    "boot_budget": ("boot_budget",),
 }
 
 
@@ -100,8 +100,8 @@ def _served_profile_issues(doc: Document, matrix: Matrix, name: str, profile: Pr
             where, f"'{profile.entries_of}' serves no entries of its own: name the profile whose entries they are"
         )
         return
-    for key, read in SERVED_PROFILE_FIELDS.items():
-        if read(profile) != read(served):
+    for key, attributes in SERVED_PROFILE_FIELDS.items():
+        if any(getattr(profile, name) != getattr(served, name) for name in attributes):
             yield doc.issue(
                 ("profiles", name, key),
                 f"differs from profile '{served.name}', whose entries this profile serves (entries_of): a night of "

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
@@ -71,14 +71,12 @@ def test_a_start_that_does_not_finish_is_stopped_at_its_deadline(cpu_engine: Cpu
 
 
 @contextmanager
-def _listening(count: int) -> Iterator[list[int]]:
-    """Ports something else listens on (on every address, as a server of the host's would) until the block ends."""
-    with ExitStack() as held:
-        sockets = [held.enter_context(socket.socket()) for _ in range(count)]
-        for taken in sockets:
-            taken.bind(("0.0.0.0", 0))  # every address the server might listen on
-            taken.listen()
-        yield [taken.getsockname()[1] for taken in sockets]
+def _listening() -> Iterator[int]:
+    """A port something else listens on (on every address, as a server of the host's would) until the block ends."""
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))  # every address the server might listen on
+        taken.listen()
+        yield taken.getsockname()[1]
 
 
 def test_a_port_taken_before_the_server_binds_it_is_left_for_another(
@@ -88,7 +86,7 @@ def test_a_port_taken_before_the_server_binds_it_is_left_for_another(
     the host's race, not the build's: the boot serves on another, and the first try's log is kept."""
     heard: list[str] = []
     entry, candidate = cpu_engine.entry, cpu_engine.candidate
-    with _listening(1) as [taken]:
+    with _listening() as taken:
         offered = iter([taken])
         monkeypatch.setattr(boot_module, "free_port", lambda: next(offered, None) or free_port())
         with boot(entry, candidate, cache_dir=cpu_engine.cache_dir, log_dir=tmp_path, say=heard.append) as up:
@@ -114,10 +112,8 @@ def test_a_picked_port_is_free_and_below_the_kernels_ephemeral_range(
     assert len(set(picks)) == 50  # none handed out twice lately
 
     free = next(port for port in range(20000, 32768) if port not in picks and server.port_is_free(port))
-    with socket.socket() as held:
-        held.bind(("127.0.0.1", free + 1 if server.port_is_free(free + 1) else 0))
-        held.listen()
-        offered = iter([held.getsockname()[1], free])
+    with _listening() as taken:
+        offered = iter([taken, free])
         monkeypatch.setattr(server._PICKER, "randrange", lambda low, high: next(offered))
         assert server.free_port() == free  # the port something listens on is passed over
 

@@ -185,8 +185,12 @@ def boot(
     "port in use") is not the build's doing, so the boot tries again on another, up to PORT_ATTEMPTS, each failed
     attempt's log kept beside the server's. A port the caller gave is not changed."""
     model_ref = served_model_reference(entry, cache_dir)
+
+    def plan_on(chosen: int) -> launch.LaunchPlan:
+        return plan_launch(entry, candidate, model_ref=model_ref, port=chosen, cache_dir=cache_dir)
+
     first_port = port or free_port()
-    plan = plan_launch(entry, candidate, model_ref=model_ref, port=first_port, cache_dir=cache_dir)
+    plan = plan_on(first_port)
     if plan.target != "local":  # a container engine may refuse a missing mount
         hf_cache(cache_dir).mkdir(parents=True, exist_ok=True)
         compile_cache(cache_dir, entry.launch.image or candidate.image or "").mkdir(parents=True, exist_ok=True)
@@ -207,44 +211,58 @@ def boot(
             )
             if on_cluster_ready is not None:
                 on_cluster_ready(time.monotonic() - began)
-        tried: list[int] = []
-        for attempt in range(1, PORT_ATTEMPTS + 1):
-            chosen_port = first_port if attempt == 1 else free_port()
-            if attempt > 1:
-                plan = plan_launch(entry, candidate, model_ref=model_ref, port=chosen_port, cache_dir=cache_dir)
-            try:
-                server = serving.enter_context(
-                    running_server(
-                        plan,
-                        model=entry.served_model_name,
-                        max_model_len=max_len if isinstance(max_len, int) else None,  # 'auto': vLLM decides
-                        port=chosen_port,
-                        deadline_s=deadline_s or entry.launch.boot_timeout_s,
-                        log_path=log_path,
-                        owner=owner_token(f"{entry.id}-{chosen_port}"),
-                        say=say,
-                        alive=running.lost if plan.cluster is not None else None,
-                    )
-                )
-                break
-            except BootError as exc:
-                if port is not None or exc.cause != "port in use":
-                    raise
-                tried.append(chosen_port)
-                if attempt == PORT_ATTEMPTS:
-                    ports = ", ".join(map(str, tried))
-                    detail = f"{exc.detail} (on each of {attempt} ports picked free: {ports})"
-                    raise BootError(exc.cause, detail, exc.log_tail, exc.log_path) from exc
-                kept = log_path.with_name(f"{log_path.stem}.port-{chosen_port}-in-use.log")
-                if log_path.exists():
-                    log_path.replace(kept)
-                say(f"port {chosen_port} was taken before the server bound it ({kept.name}); booting on another")
+        server = serving.enter_context(
+            _on_a_free_port(
+                lambda chosen: running_server(
+                    plan if chosen == first_port else plan_on(chosen),
+                    model=entry.served_model_name,
+                    max_model_len=max_len if isinstance(max_len, int) else None,  # 'auto': vLLM decides
+                    port=chosen,
+                    deadline_s=deadline_s or entry.launch.boot_timeout_s,
+                    log_path=log_path,
+                    owner=owner_token(f"{entry.id}-{chosen}"),
+                    say=say,
+                    alive=running.lost if plan.cluster is not None else None,
+                ),
+                first_port,
+                log_path=log_path,
+                retry=port is None,
+                say=say,
+            )
+        )
         try:
             yield server
         except (EngineError, ProcessError) as exc:  # a node lost while serving is why, not what vLLM said
             if plan.cluster is not None and (lost := running.lost() or running.unreachable()) is not None:
                 raise lost from exc
             raise
+
+
+@contextmanager
+def _on_a_free_port(
+    start: Callable[[int], AbstractContextManager[Server]], first: int, *, log_path: Path, retry: bool, say: Say
+) -> Iterator[Server]:
+    """The server started on `first`, or (with `retry`: the port was picked, not given) on a fresh port each time the
+    last one turned out taken, up to PORT_ATTEMPTS; each taken port's log is kept beside the server's."""
+    tried = [first]
+    while True:
+        with ExitStack() as started:
+            try:
+                server = started.enter_context(start(tried[-1]))
+            except BootError as exc:  # while booting only: what fails while it serves is never tried again
+                if not retry or exc.cause != "port in use":
+                    raise
+                if len(tried) == PORT_ATTEMPTS:
+                    detail = f"{exc.detail} (on each of {len(tried)} ports picked free: {', '.join(map(str, tried))})"
+                    raise BootError(exc.cause, detail, exc.log_tail, exc.log_path) from exc
+                kept = log_path.with_name(f"{log_path.stem}.port-{tried[-1]}-in-use.log")
+                if log_path.exists():
+                    log_path.replace(kept)
+                say(f"port {tried[-1]} was taken before the server bound it ({kept.name}); booting on another")
+                tried.append(free_port())
+                continue
+            yield server
+            return
 
 
 class Restartable:
