@@ -1,5 +1,4 @@
-"""Shared fixtures: every test starts from a clean SPARK_NIGHTLY_* environment; and the parallel phase's scheduling
-(its units of work, longest first)."""
+"""Shared fixtures: every test starts from a clean SPARK_NIGHTLY_* environment; and the parallel phase's scheduling."""
 
 from __future__ import annotations
 
@@ -19,48 +18,16 @@ class FileAndSharedFolderScheduling(LoadFileScheduling):
     """`--dist loadfile`, except that each folder of SHARED_SERVER_FOLDERS is one unit of work."""
 
     def _split_scope(self, nodeid: str) -> str:
-        return unit_of_work(nodeid)
+        folder = next((f for f in SHARED_SERVER_FOLDERS if nodeid.startswith(f)), None)
+        return folder or super()._split_scope(nodeid)
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> LoadFileScheduling | None:
-    """The suite's `--dist loadfile` keeps shared-server folders together and hands out its units in the order the
-    collection puts them (longest first: pytest_collection_modifyitems), not pytest-xdist's own order by the number
-    of tests, which would leave the few-test files that run for minutes to the end; any other mode is
-    pytest-xdist's own."""
+    """The suite's `--dist loadfile` keeps shared-server folders together; any other mode is pytest-xdist's own."""
     if config.getoption("dist") != "loadfile":
         return None
-    config.option.loadscopereorder = False
     return FileAndSharedFolderScheduling(config, log)
-
-
-def unit_of_work(nodeid: str) -> str:
-    """The unit a worker takes whole: a shared-server folder, else the test's file."""
-    folder = next((f for f in SHARED_SERVER_FOLDERS if nodeid.startswith(f)), None)
-    return folder or nodeid.split("::", 1)[0]
-
-
-# The kinds of work, longest first by their markers: a built night's module runs for 20 minutes and more (nights of
-# real vLLM, builds and bisections), the offline night and the calibration's broken engines for minutes each, other
-# integration tests for seconds to minutes, a unit test for milliseconds.
-LONGEST_FIRST = ("built_night", "offline_night", "calibration", "integration")
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """In the parallel phase, the units of work longest first (each unit ranked by its longest kind of test, the order
-    within a kind and within a unit kept): a worker that takes the built nights first ends with the others, where
-    taking them last left the other worker idle for their length; the unit tests fill the end."""
-    if config.getoption("dist", "no") != "loadfile":
-        return
-
-    def kind(item: pytest.Item) -> int:
-        return next((i for i, name in enumerate(LONGEST_FIRST) if item.get_closest_marker(name)), len(LONGEST_FIRST))
-
-    rank: dict[str, int] = {}
-    for item in items:
-        unit = unit_of_work(item.nodeid)
-        rank[unit] = min(rank.get(unit, len(LONGEST_FIRST)), kind(item))
-    items.sort(key=lambda item: rank[unit_of_work(item.nodeid)])
 
 
 # The owner marker is the suite's own; the cache only saves time and may live elsewhere (a second disk, an empty one to
