@@ -101,7 +101,7 @@ def _served_profile_issues(doc: Document, matrix: Matrix, name: str, profile: Pr
         )
         return
     for key, attributes in SERVED_PROFILE_FIELDS.items():
-        if any(getattr(profile, name) != getattr(served, name) for name in attributes):
+        if any(getattr(profile, attribute) != getattr(served, attribute) for attribute in attributes):
             yield doc.issue(
                 ("profiles", name, key),
                 f"differs from profile '{served.name}', whose entries this profile serves (entries_of): a night of "

@@ -19,6 +19,9 @@ from tests.vllm_repo import make_day_of_main
 
 pytestmark = [pytest.mark.integration, pytest.mark.built_night, pytest.mark.quiet_host]
 
+# An entry's reason when its pairs side by side FAILed it
+FAILED_BY_PAIRS = r"tg32: [0-9.]+x the last confirmed build over \d+ pairs?, FAIL"
+
 
 @pytest.fixture(scope="module")
 def good_night(tmp_path_factory: pytest.TempPathFactory) -> GoodNight:
@@ -46,7 +49,7 @@ def test_a_night_whose_main_alone_is_slower_names_the_guilty_commit_by_its_pairs
     run = last_run(place)
     entry = json.loads((run / "entries" / f"{CPU_ENTRY}.json").read_text())
     assert (entry["status"], entry["stage"]) == ("FAIL", "perf"), entry["reason"]
-    assert re.search(r"tg32: [0-9.]+x the last confirmed build over \d+ pairs?, FAIL", entry["reason"]), entry["reason"]
+    assert re.search(FAILED_BY_PAIRS, entry["reason"]), entry["reason"]
     found = json.loads((run / "culprit" / "bisect.json").read_text())
     assert found["first_bad"]["sha"] == day[2] and found["first_bad_pr"] == 32003, found
     built = [s for s in found["steps"] if s["verdict"] != "SKIPPED"]
@@ -55,12 +58,15 @@ def test_a_night_whose_main_alone_is_slower_names_the_guilty_commit_by_its_pairs
         (day[2], "FAIL"),
     ], found["steps"]
     assert all(re.fullmatch(r"vllm: (cached overlay|overlay \(\d+ s\))", s["build"]) for s in built), found["steps"]
-    # tonight's FAIL opened the cell's regression: a step that still measures below the accepted nights FAILs as it
-    # is, and one that does not is PASSed only by its pairs against the last confirmed build
+    # the step on the good side PASSes by its screen weighed against tonight's slowdown, no pair; the guilty step
+    # FAILs as the night did, by its pairs against the last confirmed build
     steps = [json.loads(p.read_text()) for p in sorted((run / "culprit").glob(f"*-bisect*/entries/{CPU_ENTRY}.json"))]
+    failed = [o["reason"] for o in steps if o["status"] == "FAIL"]
+    assert len(failed) == 1 and re.search(FAILED_BY_PAIRS, failed[0]), failed
     cells = [o["numbers"]["cells"] for o in steps if o["status"] == "PASS"]
-    paired = [c["reason"] for found_cells in cells for name, c in found_cells.items() if name.startswith("tg32")]
-    assert paired and all("tonight's slowdown (B/A 0." in r for r in paired), paired
+    screened = [c["reason"] for found_cells in cells for name, c in found_cells.items() if name.startswith("tg32")]
+    assert len(screened) == 1 and "tonight's slowdown (B/A 0." in screened[0], screened
+    assert "no boot pair needed" in screened[0], screened
     summary = json.loads((run / "run.json").read_text())
     assert f"first bad commit of vllm main: {day[2][:12]}" in summary["suspects"] and "PR #32003" in summary["suspects"]
     alerts = [a.read_text() for a in (run / "alerts").glob("*.md")]
