@@ -14,7 +14,7 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,17 +49,21 @@ class CachedFolder:
 def disk_size(root: Path) -> int:
     """Bytes the folder takes on disk, a file linked twice within it counted once. A file it shares through the
     store (infra/shared_files.py) counts its share: linked n times, one link the store's, 1/(n-1) of it."""
+    return _share_of(os.path.join(folder, name) for folder, _dirs, files in os.walk(root) for name in files)
+
+
+def _share_of(paths: Iterable[str | Path]) -> int:
+    """The bytes these files take on disk, as `disk_size` counts them: each file once, a linked one by its share."""
     seen: set[tuple[int, int]] = set()
     total = 0
-    for folder, _dirs, files in os.walk(root):
-        for name in files:
-            try:
-                info = os.lstat(os.path.join(folder, name))
-            except OSError:
-                continue
-            if (info.st_dev, info.st_ino) not in seen:
-                seen.add((info.st_dev, info.st_ino))
-                total += info.st_blocks * 512 // max(1, info.st_nlink - 1)
+    for path in paths:
+        try:
+            info = os.lstat(path)
+        except OSError:
+            continue
+        if (info.st_dev, info.st_ino) not in seen:
+            seen.add((info.st_dev, info.st_ino))
+            total += info.st_blocks * 512 // max(1, info.st_nlink - 1)
     return total
 
 
@@ -81,7 +85,7 @@ def runtime_size(root: Path) -> int:
         own, shared = _record_disk(root)
     except (OSError, ValueError, KeyError, TypeError):
         own, shared = _record_disk(root)
-    return own + _shares(root, shared)
+    return own + _share_of(root / relative for relative in shared)  # their shares tonight
 
 
 def _record_disk(root: Path) -> tuple[int, list[str]]:
@@ -102,21 +106,6 @@ def _record_disk(root: Path) -> tuple[int, list[str]]:
     with suppress(OSError):  # a read-only cache: walked again next time
         write_atomically(root / DISK_RECORD, json.dumps({"made": made, "own": own, "shared": shared}) + "\n")
     return own, shared
-
-
-def _shares(root: Path, shared: Sequence[str]) -> int:
-    """The runtime's share of the files it links with others, as `disk_size` counts it, tonight."""
-    seen: set[tuple[int, int]] = set()
-    total = 0
-    for relative in shared:
-        try:
-            info = os.lstat(root / relative)
-        except OSError:
-            continue
-        if (info.st_dev, info.st_ino) not in seen:
-            seen.add((info.st_dev, info.st_ino))
-            total += info.st_blocks * 512 // max(1, info.st_nlink - 1)
-    return total
 
 
 def last_used(root: Path, record: str = "runtime.json") -> float:
