@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -29,6 +30,22 @@ class Upstream:
         self._git_in(self.remote, "config", "uploadpack.allowAnySHA1InWant", "true")
         self._git_in(root, "init", "--quiet", "--initial-branch=main", str(self.work))
         self.git("remote", "add", "origin", str(self.remote))
+
+    @classmethod
+    def copied(cls, made: Path, root: Path, tick: int) -> Upstream:
+        """A copy under `root` of the upstream made under `made` (whose clock had reached `tick`): the same commits,
+        and the next ones dated as the original's next would have been."""
+        for name in ("o", "upstream-work"):
+            shutil.copytree(made / name, root / name, symlinks=True)
+        copy = cls.__new__(cls)
+        copy.remote, copy.work, copy._tick = root / "o" / "upstream.git", root / "upstream-work", tick
+        copy.git("remote", "set-url", "origin", str(copy.remote))
+        copy._tick = tick  # setting the remote is no commit: the clock stays where the original's was
+        return copy
+
+    @property
+    def tick(self) -> int:
+        return self._tick
 
     @property
     def url(self) -> str:
