@@ -88,6 +88,11 @@ class CacheDir:
         return self.root / "runtimes"
 
     @property
+    def judged(self) -> Path:
+        """The transformers judge's scores by what they are a function of (stages/prove/judge.py)."""
+        return self.root / "judged"
+
+    @property
     def shared_files(self) -> Path:
         """One copy of each large file that runtimes share, hard-linked into them (infra/shared_files.py)."""
         return self.root / "shared-files"

@@ -7,23 +7,27 @@ confirmed build), scoring through the same teacher-forced API as drift does.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import platform
 import tempfile
 from collections.abc import Mapping, Sequence
-from contextlib import ExitStack
+from contextlib import ExitStack, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from pipeline.checks.agreement import DRIFT_LOGPROB_TOLERANCE
 from pipeline.config.matrix import ModelEntry, Profile
 from pipeline.errors import EngineError, HostUnhealthy, NonFiniteLogprobsError, ProcessError
 from pipeline.infra import procs
 from pipeline.infra.confirmed import BuildRef, ConfirmedBook
+from pipeline.infra.cpu_class import cpu_class
+from pipeline.infra.files import write_atomically
 from pipeline.infra.openai_client import Generation, OpenAIClient, Scored
 from pipeline.infra.runtime import Runtime
 from pipeline.infra.supply import ensure_runtime
-from pipeline.infra.weights import CONVERTER_SET, offline_env
+from pipeline.infra.weights import CONVERTER_SET, MANIFEST, offline_env
 from pipeline.infra.workshop import Workshop
 from pipeline.progress import Say, quiet
 from pipeline.stages.prove.last_good import LastGoodServers
@@ -67,7 +71,11 @@ def scorable(generation: Generation) -> bool:
 
 @dataclass(frozen=True)
 class TransformersJudge:
-    """transformers on the entry's weights folder, in the converter runtime (torch and transformers, pinned)."""
+    """transformers on the entry's weights folder, in the converter runtime (torch and transformers, pinned).
+
+    Its scores are a function of the weights (their manifest's hashes), the runtime (its key), this host's class of
+    CPU and the tokens scored: kept under `judged`, they are read back for the same tokens instead of a process that
+    imports torch and transformers and loads the model (5 s of a core for a 135M model, a host's first nights)."""
 
     runtime: Runtime
     weights: Path
@@ -75,15 +83,39 @@ class TransformersJudge:
     name: str = "transformers"
     tolerance: float = TRANSFORMERS_TOLERANCE
     margin: float = TRANSFORMERS_MARGIN
+    judged: Path | None = None  # the cache's folder of kept scores; None keeps none
 
     def score(self, generations: Sequence[Generation]) -> Mapping[str, Scored]:
-        items = [
+        items: list[dict[str, object]] = [
             {"id": g.prompt_id, "prompt_token_ids": list(g.prompt_token_ids), "token_ids": list(g.scored_ids)}
             for g in generations
             if scorable(g)
         ]
         if not items:
             return {}
+        kept = self._kept(items)
+        if kept is not None:
+            with suppress(OSError, ValueError, KeyError, TypeError):
+                return _scores(json.loads(kept.read_text())["items"])
+        scored = self._run(items)
+        if kept is not None:
+            with suppress(OSError):  # a read-only cache: scored again next time
+                kept.parent.mkdir(parents=True, exist_ok=True)
+                write_atomically(kept, json.dumps({"items": scored}) + "\n")
+        return _scores(scored)
+
+    def _kept(self, items: list[dict[str, object]]) -> Path | None:
+        """Where these items' scores are kept, or None (no folder, or weights without a manifest of hashes)."""
+        try:
+            hashes = json.loads((self.weights / MANIFEST).read_text())["files"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        if self.judged is None or not hashes:
+            return None
+        what = [self.runtime.key, hashes, platform.machine(), cpu_class(), items]
+        return self.judged / f"{hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:32]}.json"
+
+    def _run(self, items: list[dict[str, object]]) -> list[dict[str, object]]:
         with tempfile.TemporaryDirectory(prefix="judge-") as work:
             request, output = Path(work) / "request.json", Path(work) / "scored.json"
             request.write_text(json.dumps({"items": items}))
@@ -94,8 +126,12 @@ class TransformersJudge:
                 inactivity_s=300,
                 env=offline_env(),
             )
-            scored = json.loads(output.read_text())["items"]
-        return {s["id"]: Scored(tuple(s["logprobs"]), tuple(s["best"])) for s in scored}
+            scored: list[dict[str, object]] = json.loads(output.read_text())["items"]
+        return scored
+
+
+def _scores(scored: Sequence[Mapping[str, Any]]) -> dict[str, Scored]:
+    return {s["id"]: Scored(tuple(s["logprobs"]), tuple(s["best"])) for s in scored}
 
 
 @dataclass(frozen=True)
@@ -175,7 +211,7 @@ def transformers_judge(
             f"{entry.id}: no judge tolerance is measured for dtype {dtype} (known: {', '.join(JUDGE_LIMITS)})"
         )
     tolerance, margin = JUDGE_LIMITS[dtype]
-    return TransformersJudge(runtime, weights, log_dir, tolerance=tolerance, margin=margin)
+    return TransformersJudge(runtime, weights, log_dir, tolerance=tolerance, margin=margin, judged=shop.cache.judged)
 
 
 def last_confirmed_judge(  # noqa: PLR0913 -- the stage's inputs, each by keyword
