@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -298,7 +299,8 @@ def _keep_entry_point(runtime: Runtime, returncode: int, output: str) -> None:
     if returncode != 0 and not any(fault in output for fault in FILES_FAULTS):
         return
     record = {"returncode": returncode, "output": output}
-    write_atomically(runtime.root / ENTRY_POINT_CHECKED, json.dumps(record, sort_keys=True) + "\n")
+    with suppress(OSError):  # a read-only cache is still usable: asked again next time
+        write_atomically(runtime.root / ENTRY_POINT_CHECKED, json.dumps(record, sort_keys=True) + "\n")
 
 
 def _isa_key(isa: HostIsa) -> list[str]:
