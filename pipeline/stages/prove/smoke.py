@@ -173,8 +173,9 @@ def smoke(runtime: Runtime, profile: Profile, log_dir: Path, *, entry_point_need
     """Run the probe and the entry point inside the candidate environment, then load its natives; report every
     finding, and apart from them what this host cannot run.
 
-    The probe and the entry point start together: each spends its time importing torch and vLLM, one core each.
-    """
+    The probe and the entry point start together: each spends its time importing torch and vLLM, one core each. The
+    entry point is asked in a runtime until it gives an answer of the runtime's own files, then read back (see
+    _entry_point_before)."""
     log, cli_log = log_dir / "smoke-probe.log", log_dir / "smoke-vllm-version.log"
     version: procs.Process | None = None
     entry_point = _entry_point_before(runtime, cli_log)
