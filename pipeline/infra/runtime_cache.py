@@ -90,7 +90,10 @@ def runtime_size(root: Path) -> int:
 
 def _record_disk(root: Path) -> tuple[int, list[str]]:
     """Walk a complete runtime once: the bytes of its files no other folder links, and the files it shares."""
-    made = (root / "runtime.json").stat().st_mtime_ns
+    try:
+        made = (root / "runtime.json").stat().st_mtime_ns
+    except OSError:  # removed meanwhile (another night's pruning renames it away first): walked as it is
+        return disk_size(root), []
     own, shared = 0, []
     for folder, _dirs, files in os.walk(root):
         for name in files:
