@@ -72,28 +72,24 @@ def runtime_size(root: Path) -> int:
     after): a runtime's files never change, so only the few it shares with others (whose share moves as runtimes
     come and go) are looked at again, where walking an overlay's 7,000 files and a companion's 60,000 took seconds
     at every night's end. The small records written into it after (its stamp, smoke's) are left out."""
-    complete = root / "runtime.json"
     try:
-        made = complete.stat().st_mtime_ns
+        made = (root / "runtime.json").stat().st_mtime_ns
+    except OSError:  # being made, a making cut short, or renamed away by another night's pruning: walked as it is
+        return disk_size(root)
+    try:
         record = json.loads((root / DISK_RECORD).read_text())
-        if record["made"] != made:
-            raise ValueError("a record of an earlier making")
         own, shared = int(record["own"]), [str(path) for path in record["shared"]]
-    except FileNotFoundError:
-        if not complete.exists():
-            return disk_size(root)  # being made, or a making cut short: walked each time
-        own, shared = _record_disk(root)
+        recorded = record["made"] == made  # a record of an earlier making under the same name is walked again
     except (OSError, ValueError, KeyError, TypeError):
-        own, shared = _record_disk(root)
+        recorded = False
+    if not recorded:
+        own, shared = _record_disk(root, made)
     return own + _share_of(root / relative for relative in shared)  # their shares tonight
 
 
-def _record_disk(root: Path) -> tuple[int, list[str]]:
-    """Walk a complete runtime once: the bytes of its files no other folder links, and the files it shares."""
-    try:
-        made = (root / "runtime.json").stat().st_mtime_ns
-    except OSError:  # removed meanwhile (another night's pruning renames it away first): walked as it is
-        return disk_size(root), []
+def _record_disk(root: Path, made: int) -> tuple[int, list[str]]:
+    """Walk a complete runtime once (its runtime.json of `made`): the bytes of its files no other folder links, and
+    the files it shares."""
     own, shared = 0, []
     for folder, _dirs, files in os.walk(root):
         for name in files:
@@ -106,7 +102,7 @@ def _record_disk(root: Path) -> tuple[int, list[str]]:
                 shared.append(os.path.relpath(path, root))
             else:
                 own += info.st_blocks * 512
-    with suppress(OSError):  # a read-only cache: walked again next time
+    with suppress(OSError):  # a read-only cache, or a runtime removed meanwhile: walked again next time
         write_atomically(root / DISK_RECORD, json.dumps({"made": made, "own": own, "shared": shared}) + "\n")
     return own, shared
 

