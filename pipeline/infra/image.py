@@ -42,8 +42,9 @@ def compile_cache_vars(root: str, kernels: str | None = None) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class CompileFolders:
-    """Where a local server's compilers write: vLLM's torch.compile cache in its runtime's own folder, and the
-    kernels (Inductor, Triton, FlashInfer's JIT) in a folder shared by the runtimes they are the same for."""
+    """Where a local server's compilers write: vLLM's cache (torch.compile's graphs, its model-class facts) in its
+    runtime's own folder, and the kernels (Inductor, Triton, FlashInfer's JIT) in a folder shared by the runtimes
+    they are the same for."""
 
     root: str
     kernels: str | None = None

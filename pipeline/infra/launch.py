@@ -137,7 +137,8 @@ def local_plan(
 ) -> LaunchPlan:
     """A bare-metal process on this machine (the CPU profile, a GPU host without Docker); `hf_home` is the Hugging
     Face cache the weights stage filled, which a container sees mounted at CONTAINER_HF_CACHE and a local process
-    through HF_HOME. `compile_cache`: the folders its GPU server compiles into, kept between boots (image.py)."""
+    through HF_HOME. `compile_cache`: the folders its server's compilers and vLLM's own caches write to, kept
+    between boots (image.py)."""
     if entry.launch.entrypoint == "module":
         head = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", model_ref]
     else:

@@ -67,8 +67,9 @@ def compile_cache(cache_dir: Path, image: str) -> Path:
 
 
 def local_compile_folders(cache_dir: Path, runtime: Runtime) -> CompileFolders:
-    """A local runtime's compile folders: its own for vLLM's torch.compile, and its kernels' (Inductor, Triton,
-    FlashInfer's JIT) named by what they are compiled from (image.kernel_cache_key), both beside the images' ones."""
+    """A local runtime's compile folders: its own for vLLM's caches (torch.compile's graphs, the model-class facts),
+    and its kernels' (Inductor, Triton, FlashInfer's JIT) named by what they are compiled from (image.kernel_cache_key),
+    both beside the images' ones; a CPU server's too, whose vLLM cache is all it writes in eager mode."""
     return CompileFolders(
         str(compile_cache(cache_dir, runtime.key)),
         str(CacheDir(cache_dir).compile / kernel_cache_key(runtime.lock)),
@@ -83,7 +84,6 @@ def plan_launch(
     and each clean-up removes only the containers its own boot started."""
     target = entry.launch.target
     container = f"spark-nightly-{entry.id}-{port}"
-    gpu = candidate.profile.accelerator == "cuda"
     if target == "local":
         if candidate.runtime is None:
             raise EngineError(
@@ -97,13 +97,16 @@ def plan_launch(
             port=port,
             listen=candidate.profile.listen,
             hf_home=str(hf_cache(cache_dir)),
-            # one per runtime, as one per image: two builds sharing one thrashed it (every switch a cold boot)
-            compile_cache=local_compile_folders(cache_dir, candidate.runtime) if gpu else None,
+            # one per runtime, as one per image: two builds sharing one thrashed it (every switch a cold boot). A CPU
+            # server compiles nothing in eager mode, but vLLM keeps its model-class facts there, one file a class
+            # keyed by the model file's hash: builds whose llama.py differ, booted in turns, re-read the class at
+            # every switch (8 s of a 20 s boot on 2 cores)
+            compile_cache=local_compile_folders(cache_dir, candidate.runtime),
         )
     image = entry.launch.image or candidate.image
     if target == "ray" and candidate.runtime is not None and image is None:
         # Ray from the runtime folder (the CPU profile, the GPU profile's hosts of one machine)
-        folders = local_compile_folders(cache_dir, candidate.runtime).env() if gpu else {}
+        folders = local_compile_folders(cache_dir, candidate.runtime).env()
         runtime: NodeRuntime = FolderRuntime(str(candidate.runtime.root), tuple(sorted(folders.items())))
     elif image is None:
         raise EngineError(f"{entry.id}: a {target} launch needs an image; build tonight's wheels first")
