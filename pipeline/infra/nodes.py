@@ -137,8 +137,8 @@ class FolderRuntime:
     of one machine): each node's process writes its pid first, and is stopped by that pid's group."""
 
     root: str  # the runtime's folder: bin/ray, bin/python
-    # where a GPU runtime's compilers write (the local server's folders: its own, and FlashInfer's by content), so no
-    # tree loads kernels another compiled; none for a CPU runtime
+    # where a runtime's compilers and vLLM's own cache write (the local server's folders: its own, and FlashInfer's
+    # by content), so no tree loads kernels another compiled, nor re-reads its model classes after another's boot
     compile_env: tuple[tuple[str, str], ...] = ()
 
     def identity(self) -> tuple[str, ...]:
