@@ -4,7 +4,8 @@ Every built night and every culprit trial or bisection step makes a runtime of i
 on the CPU, a CUDA runtime 10 GB or more), so a runner that keeps them all fills its disk within weeks. At the end of
 a night the runtimes beyond `cache.runtimes_max_gib` go, least recently used first. Never one used in the last day
 (tonight's, a shard's, the last good build's that tonight's pairs booted), never one a maker holds, and never a
-companion whose overlay stays (the overlay loads the companion's packages from its folder).
+companion whose overlay stays (the overlay loads the companion's packages from its folder). A removed runtime's
+own compile folder goes with it.
 """
 
 from __future__ import annotations
@@ -218,6 +219,25 @@ def remove_runtime(root: Path) -> bool:
     return True
 
 
+def _runtime_key(root: Path) -> str | None:
+    """The content key runtime.json records, or None for a folder without a readable one."""
+    try:
+        key = json.loads((root / "runtime.json").read_text()).get("key")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return key if isinstance(key, str) and key else None
+
+
+def _remove_compile_folder(compile_dir: Path, key: str | None) -> None:
+    """The folder a removed runtime's servers wrote to (vLLM's cache and torch.compile's graphs, named by the
+    runtime's key: boot.local_compile_folders), of no use without it: on a Spark a build's graphs, on any host its
+    model-class records. The kernels' folders, shared by every runtime with the same files but vLLM, stay. (A key is
+    hex, so its folder's name is the key itself: image.compile_cache_key changes no character of it.)"""
+    folder = compile_dir / key if key else None
+    if folder is not None and folder.is_dir():
+        remove_folder(folder)
+
+
 def prune_runtimes(
     cache_dir: Path,
     budget_gib: float,
@@ -231,6 +251,7 @@ def prune_runtimes(
     cache = CacheDir(cache_dir)
     runtimes_dir = cache.runtimes
     clear_removal_leftovers(runtimes_dir)
+    clear_removal_leftovers(cache.compile)
     if budget_gib <= 0:
         return []
     runtimes = cached_runtimes(runtimes_dir)
@@ -244,8 +265,10 @@ def prune_runtimes(
     for runtime in plan:
         if runtime.name in spared:
             continue
+        key = _runtime_key(runtimes_dir / runtime.name)
         if remove_runtime(runtimes_dir / runtime.name):
             removed.append(runtime)
+            _remove_compile_folder(cache.compile, key)
         else:
             spared |= set(layered_under(runtime.name, runtimes))
     sweep_unlinked(cache.shared_files)  # what only the removed ones linked

@@ -113,6 +113,19 @@ def test_a_night_end_removes_the_oldest_past_the_budget_and_says_what_it_freed(t
     assert "removed 2" in said[-1] and "least recently used first" in said[-1]
 
 
+def test_a_removed_runtime_takes_its_compile_folder_with_it_and_the_shared_kernels_stay(tmp_path: Path) -> None:
+    """What a runtime's servers wrote under the cache's compile/ (vLLM's cache, torch.compile's graphs: GBs a build
+    on a Spark) goes with the runtime; a kept runtime's stays, and so do the kernels shared by content."""
+    runtimes, compile_dir = tmp_path / "runtimes", tmp_path / "compile"
+    for name, days_ago in (("cpu-aaa", 40), ("cpu-bbb", 0.5)):
+        make_runtime(runtimes, name, 3, days_ago)
+        (compile_dir / name / "vllm" / "modelinfos").mkdir(parents=True)  # named by the key (make_runtime's: name)
+    (compile_dir / "kernels-0123456789abcdef" / "inductor").mkdir(parents=True)
+    (compile_dir / ".removing-cpu-zzz-1" / "vllm").mkdir(parents=True)  # a removal that crashed mid-way
+    assert prune_runtimes(tmp_path, 1 / 1024**2, now=NOW) == ["cpu-aaa"]
+    assert sorted(p.name for p in compile_dir.iterdir()) == ["cpu-bbb", "kernels-0123456789abcdef"]
+
+
 def test_a_runtime_whose_maker_holds_its_lock_is_kept(tmp_path: Path) -> None:
     runtimes = tmp_path / "runtimes"
     make_runtime(runtimes, "cpu-busy", 2, 30)
