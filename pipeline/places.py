@@ -132,6 +132,11 @@ class CacheDir:
         """Compile caches (torch.compile, Triton, FlashInfer's JIT), one folder per build."""
         return self.root / "compile"
 
+    def runtime_compile(self, key: str) -> Path:
+        """A local runtime's own compile folder (vLLM's cache: torch.compile's graphs, its model-class records), named
+        by the runtime's content key (hex), so it goes when the runtime does."""
+        return self.compile / key
+
 
 @dataclass(frozen=True)
 class RunDir:

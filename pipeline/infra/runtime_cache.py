@@ -45,6 +45,7 @@ class CachedFolder:
     size_bytes: int
     last_used: float  # seconds since the epoch
     companion: str | None  # the runtime an overlay is layered over
+    key: str | None = None  # a runtime's content key, which names its own compile folder (CacheDir.runtime_compile)
 
 
 def disk_size(root: Path) -> int:
@@ -117,12 +118,22 @@ def last_used(root: Path, record: str = "runtime.json") -> float:
     return max(times) if times else root.stat().st_mtime
 
 
-def _companion(root: Path) -> str | None:
+def _cached_runtime(root: Path) -> CachedFolder:
+    """One runtime folder as pruning sees it; its companion and key from runtime.json (none while it is made)."""
     try:
-        companion = json.loads((root / "runtime.json").read_text()).get("companion")
+        meta = json.loads((root / "runtime.json").read_text())
     except (OSError, ValueError):
-        return None
-    return companion if isinstance(companion, str) else None
+        meta = None
+    if not isinstance(meta, dict):
+        meta = {}
+    companion, key = meta.get("companion"), meta.get("key")
+    return CachedFolder(
+        root.name,
+        runtime_size(root),
+        last_used(root),
+        companion if isinstance(companion, str) else None,
+        key if isinstance(key, str) and key else None,
+    )
 
 
 def cached_runtimes(runtimes_dir: Path) -> list[CachedFolder]:
@@ -130,7 +141,7 @@ def cached_runtimes(runtimes_dir: Path) -> list[CachedFolder]:
     if not runtimes_dir.is_dir():
         return []
     return [
-        CachedFolder(root.name, runtime_size(root), last_used(root), _companion(root))
+        _cached_runtime(root)
         for root in sorted(runtimes_dir.iterdir())
         if root.is_dir() and not root.name.startswith(".")
     ]
@@ -219,25 +230,6 @@ def remove_runtime(root: Path) -> bool:
     return True
 
 
-def _runtime_key(root: Path) -> str | None:
-    """The content key runtime.json records, or None for a folder without a readable one."""
-    try:
-        key = json.loads((root / "runtime.json").read_text()).get("key")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return key if isinstance(key, str) and key else None
-
-
-def _remove_compile_folder(compile_dir: Path, key: str | None) -> None:
-    """The folder a removed runtime's servers wrote to (vLLM's cache and torch.compile's graphs, named by the
-    runtime's key: boot.local_compile_folders), of no use without it: on a Spark a build's graphs, on any host its
-    model-class records. The kernels' folders, shared by every runtime with the same files but vLLM, stay. (A key is
-    hex, so its folder's name is the key itself: image.compile_cache_key changes no character of it.)"""
-    folder = compile_dir / key if key else None
-    if folder is not None and folder.is_dir():
-        remove_folder(folder)
-
-
 def prune_runtimes(
     cache_dir: Path,
     budget_gib: float,
@@ -265,10 +257,13 @@ def prune_runtimes(
     for runtime in plan:
         if runtime.name in spared:
             continue
-        key = _runtime_key(runtimes_dir / runtime.name)
         if remove_runtime(runtimes_dir / runtime.name):
             removed.append(runtime)
-            _remove_compile_folder(cache.compile, key)
+            # what its servers wrote (on a Spark a build's torch.compile graphs, GBs) is of no use without it; the
+            # kernels' folders, shared by every runtime with the same files but vLLM, stay
+            compiled = cache.runtime_compile(runtime.key) if runtime.key else None
+            if compiled is not None and compiled.is_dir():
+                remove_folder(compiled)
         else:
             spared |= set(layered_under(runtime.name, runtimes))
     sweep_unlinked(cache.shared_files)  # what only the removed ones linked

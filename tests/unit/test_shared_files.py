@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from pipeline.infra.runtime_cache import DISK_RECORD, disk_size, prune_runtimes, runtime_size
 from pipeline.infra.shared_files import MIN_SHARED_BYTES, share_identical_files, sweep_unlinked
@@ -110,9 +114,18 @@ def test_a_runtime_still_being_made_is_walked_and_one_made_again_is_recorded_aga
     assert runtime_size(root) >= before + 4 * 4096
 
 
-def test_a_runtime_removed_while_it_is_measured_is_counted_as_it_is_not_a_crash(tmp_path: Path) -> None:
-    """Another night's pruning renames a runtime away between this one's listing and its measure: never a crash."""
+def test_a_runtime_removed_while_it_is_measured_is_counted_as_it_is_not_a_crash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another night's pruning renames a runtime away between this one's look at its runtime.json and its walk:
+    never a crash, and no record written where the runtime was."""
     root = runtime(tmp_path / "runtimes" / "overlay", ("own.py", os.urandom(2 * 4096)))
-    (root / "runtime.json").write_text("{}\n")
-    shutil.rmtree(root)
+    (root / "runtime.json").write_text("{}\n")  # complete: its first measure walks it and records what it found
+    walk = os.walk
+
+    def removed_first(top: str | os.PathLike[str], *args: Any, **kwargs: Any) -> Iterator[Any]:
+        shutil.rmtree(top)
+        return walk(top, *args, **kwargs)
+
+    monkeypatch.setattr(os, "walk", removed_first)
     assert runtime_size(root) == 0 and not root.exists()

@@ -71,7 +71,7 @@ def local_compile_folders(cache_dir: Path, runtime: Runtime) -> CompileFolders:
     and its kernels' (Inductor, Triton, FlashInfer's JIT) named by what they are compiled from (image.kernel_cache_key),
     both beside the images' ones; a CPU server's too, whose vLLM cache is all it writes in eager mode."""
     return CompileFolders(
-        str(compile_cache(cache_dir, runtime.key)),
+        str(CacheDir(cache_dir).runtime_compile(runtime.key)),
         str(CacheDir(cache_dir).compile / kernel_cache_key(runtime.lock)),
     )
 
