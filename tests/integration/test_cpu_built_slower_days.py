@@ -40,9 +40,9 @@ def test_a_night_whose_main_alone_is_slower_names_the_guilty_commit_by_its_pairs
     the bisection names the guilty commit and its PR in 2 builds, each step judged as the night judges (the cell's
     screen, then pairs side by side against the last confirmed build), asking whether the step carries tonight's
     slowdown rather than the smallest one the profile blocks (a clean screen can answer that alone). Four commits are
-    what the proof needs: the search's first step lands on the good side of the boundary (a PASS by the screen
-    alone) and its second on the guilty commit (a FAIL by pairs); a longer day only adds halvings, which the pure
-    search proves (tests/unit/test_bisect.py)."""
+    what the proof needs: the search's first step lands on the good side of the boundary (a PASS by its screen, or by
+    pairs where a slow bench tripped the screen) and its second on the guilty commit (a FAIL by pairs); a longer day
+    only adds halvings, which the pure search proves (tests/unit/test_bisect.py)."""
     place, repo = after_good_night.place, after_good_night.repo
     day = make_day_of_main(repo, 4, guilty=3, guilty_change="slower", native=99)
     assert night(place, repo) == 6
@@ -58,15 +58,21 @@ def test_a_night_whose_main_alone_is_slower_names_the_guilty_commit_by_its_pairs
         (day[2], "FAIL"),
     ], found["steps"]
     assert all(re.fullmatch(r"vllm: (cached overlay|overlay \(\d+ s\))", s["build"]) for s in built), found["steps"]
-    # the step on the good side PASSes by its screen weighed against tonight's slowdown, no pair; the guilty step
-    # FAILs as the night did, by its pairs against the last confirmed build
+    # the guilty step FAILs as the night did, by its pairs against the last confirmed build
     steps = [json.loads(p.read_text()) for p in sorted((run / "culprit").glob(f"*-bisect*/entries/{CPU_ENTRY}.json"))]
     failed = [o["reason"] for o in steps if o["status"] == "FAIL"]
     assert len(failed) == 1 and re.search(FAILED_BY_PAIRS, failed[0]), failed
+    # the step on the good side PASSes on tonight's question: by its screen weighed against tonight's slowdown, no
+    # pair, where its bench screened clean; else by pairs asking that question (one slow bench on a noisy host trips
+    # a screen, as it did here on 2026-11-30 at -15.7 %: the rule buys pairs rather than guess, and is right to)
     cells = [o["numbers"]["cells"] for o in steps if o["status"] == "PASS"]
-    screened = [c["reason"] for found_cells in cells for name, c in found_cells.items() if name.startswith("tg32")]
-    assert len(screened) == 1 and "tonight's slowdown (B/A 0." in screened[0], screened
-    assert "no boot pair needed" in screened[0], screened
+    good = [c for found_cells in cells for name, c in found_cells.items() if name.startswith("tg32")]
+    assert len(good) == 1 and good[0]["status"] == "PASS", good
+    if good[0].get("pairs") is None:
+        assert "against tonight's slowdown (B/A 0." in good[0]["reason"], good
+        assert "no boot pair needed" in good[0]["reason"], good
+    else:
+        assert good[0]["pairs"] >= 1 and "asked whether it carries tonight's slowdown (B/A 0." in good[0]["reason"]
     summary = json.loads((run / "run.json").read_text())
     assert f"first bad commit of vllm main: {day[2][:12]}" in summary["suspects"] and "PR #32003" in summary["suspects"]
     alerts = [a.read_text() for a in (run / "alerts").glob("*.md")]
@@ -79,8 +85,11 @@ def test_a_slower_day_bisected_one_server_at_a_time_decides_each_step_on_its_own
     """The Spark's way on the CPU: `cpu-built` holding one server at a time, so tonight's pairs boot A and B in turns
     and a bisection step asks whether its commit is like A or like tonight's build, against tonight's boots of A
     (docs/verdict.md, "like A or like tonight's build?"). A day of 4 commits whose 3rd waits 25 ms in every engine
-    step: each of the 2 steps is decided on its one boot; before the 3rd is named, the boundary's two steps are looked
-    at again, each on its first look's boot and one more (aftermath/bisect.py, CONFIRM_BOOTS), and hold."""
+    step: each of the 2 steps is decided on its own boots, one where the gap is several boot SDs, another where one
+    left it between the two builds; before the 3rd is named, each boundary step decided on one boot is looked at again, on its first look's boot and one more (aftermath/bisect.py,
+    CONFIRM_BOOTS), and holds. Quiet, both steps are decided on one boot each and both looked at again; the landing
+    run's day decided its good side on 2 (one of tonight's two boots of A 20 % off the other widened the step's SD
+    to 17 %) and looked again at its bad side only. Either way the rule is the same, and so is what it names."""
     place, repo = after_good_night.place, after_good_night.repo
     one_server_at_a_time(place)
     day = make_day_of_main(repo, 4, guilty=3, guilty_change="slower", native=99)
@@ -90,15 +99,30 @@ def test_a_slower_day_bisected_one_server_at_a_time_decides_each_step_on_its_own
     assert (entry["status"], entry["stage"]) == ("FAIL", "perf"), entry["reason"]
     found = json.loads((run / "culprit" / "bisect.json").read_text())
     assert found["first_bad"]["sha"] == day[2] and found["first_bad_pr"] == 32003, found
-    assert [(s["commit"], s["verdict"], s["again"]) for s in found["steps"]] == [
-        (day[1], "PASS", False),
-        (day[2], "FAIL", False),
-        (day[1], "PASS", True),  # the boundary's good side, looked at again
-        (day[2], "FAIL", True),  # and its bad side
-    ], found["steps"]
-    assert found["why"] == "2 build(s) of at most 8 over 4 commits, 2 tried again on 2 boots", found["why"]
+    tried = found["steps"]
+    first_looks = [s for s in tried if not s["again"]]
+    assert [(s["commit"], s["verdict"]) for s in first_looks] == [(day[1], "PASS"), (day[2], "FAIL")], tried
+    # each first look decided on its own boots, at most `culprit.step_boots` (3); those decided on one are the
+    # boundary's doubtful steps, each looked at again (in the order the search took them) on 2 boots at least, and held
+    assert all(1 <= s["weighed_boots"] <= 3 for s in first_looks), tried
+    on_one_boot = [(s["commit"], s["verdict"]) for s in first_looks if s["weighed_boots"] == 1]
+    looked_again = [s for s in tried if s["again"]]
+    assert [(s["commit"], s["verdict"]) for s in looked_again] == on_one_boot, tried
+    assert all(2 <= s["weighed_boots"] <= 3 for s in looked_again), tried
+    assert tried[: len(first_looks)] == first_looks, tried  # the second looks come once the search has ended
+    counted = f"2 build(s) of at most 8 over 4 commits, {len(on_one_boot)} tried again on 2 boots"
+    assert found["why"] == counted, found["why"]
+    # each step's cells say on how many boots they were weighed against tonight's boots of A, as its bisection record
+    # does; a step's boots beyond its bench boot are fresh boots of its build (a second look's is its own bench boot)
     steps = [json.loads(p.read_text()) for p in sorted((run / "culprit").glob(f"*-bisect*/entries/{CPU_ENTRY}.json"))]
-    asked = [c["reason"] for o in steps for name, c in o["numbers"]["cells"].items() if name.startswith("tg32")]
-    first, second = "(one boot) against tonight's", "(2 boots, 1 of its first look) against tonight's"
-    assert [first in r for r in asked[:2]] + [second in r for r in asked[2:]] == [True] * 4, asked
-    assert all(s["boots"] == 0 for s in found["steps"]), found["steps"]  # no boot in turns beyond the step's own
+    assert len(steps) == len(tried), [o["status"] for o in steps]
+    for step, entry_of_step in zip(tried, steps, strict=True):
+        cells = entry_of_step["numbers"]["cells"]
+        weighed = [c["step_boots"] for c in cells.values() if c.get("step_boots")]
+        tg = [c for name, c in cells.items() if name.startswith("tg32")]
+        assert weighed and min(weighed) == step["weighed_boots"] and len(tg) == 1, (step, cells)
+        boots = tg[0]["step_boots"]
+        words = "one boot" if boots == 1 else f"{boots} boots"
+        words += ", 1 of its first look" if step["again"] else ""
+        assert f"({words}) against tonight's" in tg[0]["reason"], (step, tg)
+        assert step["boots"] == max(weighed) - (2 if step["again"] else 1), (step, cells)
