@@ -86,10 +86,11 @@ def test_a_slower_day_bisected_one_server_at_a_time_decides_each_step_on_its_own
     and a bisection step asks whether its commit is like A or like tonight's build, against tonight's boots of A
     (docs/verdict.md, "like A or like tonight's build?"). A day of 4 commits whose 3rd waits 25 ms in every engine
     step: each of the 2 steps is decided on its own boots, one where the gap is several boot SDs, another where one
-    left it between the two builds; before the 3rd is named, each boundary step decided on one boot is looked at again, on its first look's boot and one more (aftermath/bisect.py,
-    CONFIRM_BOOTS), and holds. Quiet, both steps are decided on one boot each and both looked at again; the landing
-    run's day decided its good side on 2 (one of tonight's two boots of A 20 % off the other widened the step's SD
-    to 17 %) and looked again at its bad side only. Either way the rule is the same, and so is what it names."""
+    left it between the two builds; before the 3rd is named, each boundary step decided on one boot is looked at
+    again, on its first look's boot and one more (aftermath/bisect.py, CONFIRM_BOOTS), and holds. Quiet, both steps
+    are decided on one boot each and both looked at again; the landing run's day decided its good side on 2 (one of
+    tonight's two boots of A 20 % off the other widened the step's SD to 17 %) and looked again at its bad side only.
+    Either way the rule is the same, and so is what it names."""
     place, repo = after_good_night.place, after_good_night.repo
     one_server_at_a_time(place)
     day = make_day_of_main(repo, 4, guilty=3, guilty_change="slower", native=99)
