@@ -201,11 +201,29 @@ def bench_one_case(place: Place) -> None:
 
 def beside_other_tests(place: Place) -> None:
     """The CPU profiles of this place with a health limit that lets their nights run beside other tests (the suite's
-    parallel phase): see `raise_health_limits`."""
+    parallel phase): see `raise_health_limits`; and its CPU cells judged by this place's own nights alone (see
+    `judged_by_own_nights`)."""
     models = place.root / "config" / "models.yaml"
     data = yaml.safe_load(models.read_text())
     raise_health_limits(data)
     models.write_text(yaml.safe_dump(data, sort_keys=False))
+    judged_by_own_nights(place)
+
+
+def judged_by_own_nights(place: Place) -> None:
+    """The place's CPU cells with no fixed reference (`ref: null`, `pending`), as a class of host no file measured:
+    a first night is then judged by its history alone, later ones by that history and their pairs beside the last
+    confirmed build, which the other worker's load slows as much as tonight's. With the health limit raised, the
+    fixed levels would meet that load with nothing beside them: in a run from empty caches (at 954cce6) the built
+    nights' good night measured tg32 6.5 t/s against the file's 18.5 for this class (-64.7 %, past its fail level
+    of -60 %) while the other worker made runtimes, and a good build FAILed on the host's account. The fixed levels
+    are proven on quiet places (`quiet_host`) and by the unit tests of the gate."""
+    for thresholds in sorted((place.root / "config" / "thresholds" / "cpu-x86").glob("*.yaml")):
+        references = yaml.safe_load(thresholds.read_text())
+        for cell in references["cells"].values():
+            cell.pop("by_host", None)
+            cell.update(ref=None, pending="its nights run beside other tests, whose load takes a share of the host")
+        thresholds.write_text(yaml.safe_dump(references, sort_keys=False))
 
 
 def raise_health_limits(models: dict[str, Any]) -> None:
