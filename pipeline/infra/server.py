@@ -50,6 +50,14 @@ BOOT_CAUSES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("missing module", (r"ModuleNotFoundError: No module named", r"ImportError: ")),
 )
 
+# An exception raised at the start of a line, after vLLM's own prefix where it logs one ("(EngineCore pid=7) ERROR
+# 12-01 05:36:17 [core.py:1510] NotImplementedError: ..."). The first is the root cause: the engine core's refusal
+# comes before the API server's "RuntimeError: Engine core initialization failed. See root cause above.", and an
+# exception only named inside a warning's text (vLLM's ulimit warning names `OSError: ...`) is not at a line's start.
+_RAISED = re.compile(
+    r"^(?:\(\w+ pid=\d+\) ERROR [^\]\n]*\] )?(?P<exception>[A-Za-z_][\w.]*(?:Error|Exception): [^\n]+)$", re.MULTILINE
+)
+
 # One readiness probe's limit: a listener that takes the connection and never answers (the port taken by something
 # else, an API server still loading) must not hold the boot past its server's exit or its deadline.
 READINESS_PROBE_S = 10.0
@@ -74,6 +82,9 @@ def classify_boot_failure(log_text: str, returncode: int | None) -> BootDiagnosi
                 return BootDiagnosis(cause, log_text[line_start : line_end if line_end >= 0 else None].strip())
     if returncode in (-signal.SIGKILL, 137):
         return BootDiagnosis("out of memory", "killed by SIGKILL, most likely the kernel's out-of-memory killer")
+    raised = _RAISED.search(log_text)
+    if raised:
+        return BootDiagnosis("exited", f"exit code {returncode}, {raised.group('exception')}")
     return BootDiagnosis("exited", f"exit code {returncode}")
 
 

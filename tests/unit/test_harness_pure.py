@@ -22,7 +22,7 @@ from pipeline.infra.launch import LaunchPlan, docker_plan, local_plan, ray_plan,
 from pipeline.infra.nodes import ContainerRuntime
 from pipeline.infra.openai_client import metric_total, parse_metrics
 from pipeline.infra.runtime import LockedFile, Runtime, parse_filename, render_lock
-from pipeline.infra.server import classify_boot_failure
+from pipeline.infra.server import BootDiagnosis, classify_boot_failure
 from pipeline.infra.supply import ONLINE
 from pipeline.outcome import Outcome
 from pipeline.stages.aftermath.trial_bench import failed_at, trial_verdict
@@ -89,6 +89,28 @@ def test_boot_failures_are_classified_with_their_evidence(log: str, code: int, c
     assert diagnosis.cause == cause
     if cause != "exited" and code != -signal.SIGKILL:
         assert diagnosis.evidence == log
+
+
+# vLLM 0.32's CPU engine asked for an FP8 KV cache on an AVX2-only x86 host: the engine core's refusal, then the API
+# server's wrapper; an exception named inside a warning's text comes first and is not the cause
+_REFUSED_ON_THIS_HOST = """\
+(APIServer pid=17089) WARNING 12-01 05:35:58 [system_utils.py:255] Found ulimit of 20000 and failed to automatically \
+increase with error current limit exceeds maximum limit. This can cause fd limit errors like `OSError: [Errno 24] Too \
+many open files`. Consider increasing with ulimit -n
+(EngineCore pid=17103) ERROR 12-01 05:36:17 [core.py:1510] EngineCore failed to start.
+(EngineCore pid=17103) ERROR 12-01 05:36:17 [core.py:1510] Traceback (most recent call last):
+(EngineCore pid=17103) ERROR 12-01 05:36:17 [core.py:1510]     raise NotImplementedError(
+(EngineCore pid=17103) ERROR 12-01 05:36:17 [core.py:1510] NotImplementedError: FP8 KV cache on CPU requires x86 \
+with AVX-512 or AMX.
+    raise RuntimeError(
+RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}"""
+
+
+def test_a_boot_with_no_known_cause_names_the_first_exception_the_engine_raised() -> None:
+    diagnosis = classify_boot_failure(_REFUSED_ON_THIS_HOST, 1)
+    assert diagnosis == BootDiagnosis(
+        "exited", "exit code 1, NotImplementedError: FP8 KV cache on CPU requires x86 with AVX-512 or AMX."
+    )
 
 
 def test_serve_arguments_render_every_kind_of_option_and_extra_args_last() -> None:
