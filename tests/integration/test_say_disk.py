@@ -5,6 +5,7 @@ on the nearest folder above the cache that exists, the disk the cache will be ma
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -15,6 +16,10 @@ from tests.integration.conftest import ROOT
 pytestmark = pytest.mark.integration
 
 SAY_DISK = ROOT / "scripts" / "say-disk"
+SAID = re.compile(
+    r"test: (?P<label>.+): (?P<free_tmp>\S+) free under (?P<tmp>\S+), "
+    r"(?P<free_cache>\S+) under the cache (?P<cache>.+)"
+)
 
 
 def _say_disk(*args: str, tmpdir: Path) -> subprocess.CompletedProcess[str]:
@@ -26,14 +31,12 @@ def test_a_cache_whose_parents_do_not_exist_yet_is_said_on_the_disk_it_will_be_m
     cache = tmp_path / "home" / ".cache" / "spark-nightly"  # neither .cache nor home exists: a fresh machine
     done = _say_disk("before the checks", str(cache), tmpdir=tmp_path)
     assert done.returncode == 0, done.stderr
-    line = done.stdout.strip()
-    assert line.startswith("test: before the checks: "), line
-    assert line.endswith(f" under the cache {cache}"), line
+    said = SAID.fullmatch(done.stdout.strip())
+    assert said is not None, done.stdout
+    assert said["label"] == "before the checks" and said["cache"] == str(cache), done.stdout
     # Both figures are real df answers for tmp_path's disk (the cache's nearest existing folder is tmp_path), not "?"
-    figures = line.removeprefix("test: before the checks: ").split(" free under ")
-    assert len(figures) == 2, line
-    assert figures[0] != "?", line
-    assert figures[1].split(", ")[1].split(" under the cache ")[0] != "?", line
+    assert said["tmp"] == str(tmp_path), done.stdout
+    assert "?" not in (said["free_tmp"], said["free_cache"]), done.stdout
 
 
 def test_a_wrong_call_is_refused_with_its_usage(tmp_path: Path) -> None:
