@@ -1,11 +1,12 @@
 """The kernel path on the real CPU engine forced off the CPU entry's declared kernels: another attention backend (which
 vLLM's CPU platform refuses, and runs its own) and an FP8 KV cache. The golden stage's evidence (the server's log and
 /metrics) FAILs each, naming expected and actual; where vLLM keeps no FP8 KV cache (an AVX2-only host), the boot
-fails naming vLLM's reason; the good build's pass is in the nightly's golden stage
-(served/test_golden_real.py)."""
+fails naming vLLM's reason, and the night names the host, not the build; the good build's pass is in the nightly's
+golden stage (served/test_golden_real.py)."""
 
 from __future__ import annotations
 
+import platform
 from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
@@ -13,11 +14,14 @@ from types import MappingProxyType
 import pytest
 
 from pipeline.checks.kernels import check_kernels
+from pipeline.checks.natives import HostIsa
 from pipeline.config.matrix import ModelEntry
 from pipeline.errors import BootError
-from pipeline.infra.cpu_class import cpu_class
+from pipeline.infra.cpu_class import cpu_class, cpu_flags
 from pipeline.stages.prove.boot import boot
+from pipeline.stages.prove.entry_run import boot_failure_ended
 from pipeline.stages.prove.golden_run import ServerLog, kernel_evidence
+from pipeline.status import Status
 from tests.integration.conftest import CpuEngine
 
 pytestmark = pytest.mark.integration
@@ -56,6 +60,10 @@ def test_a_forced_other_attention_backend_and_kv_cache_dtype_fail_naming_expecte
     ):
         pass
     assert "NotImplementedError: FP8 KV cache on CPU requires x86 with AVX-512 or AMX." in str(caught.value)
+    # and the night names the host for it, blaming nobody: the same build serves this entry where the host has them
+    ended = boot_failure_ended(caught.value, HostIsa(platform.machine(), cpu_flags()))
+    assert (ended.status, ended.stage) == (Status.INCONCLUSIVE, "boot"), ended
+    assert "(the engine requires AVX-512 or AMX; this host is x86_64 with AVX2, no AVX-512)" in ended.reason, ended
 
 
 def _forced(cpu_engine: CpuEngine, **serve: str) -> ModelEntry:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import platform
 import time
 from collections.abc import Callable, Mapping
 from contextlib import ExitStack
@@ -10,11 +11,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from pipeline.checks.isa_refusal import host_lacks_for_refusal
+from pipeline.checks.natives import HostIsa
 from pipeline.config.bundle import Config
 from pipeline.config.matrix import ModelEntry, Profile
 from pipeline.errors import BootError, ClusterError, EngineError, HostUnhealthy, ProcessError, SparkNightlyError
 from pipeline.infra.confirmed import BuildRef, ConfirmedBook
-from pipeline.infra.cpu_class import cpu_class
+from pipeline.infra.cpu_class import cpu_class, cpu_flags
 from pipeline.infra.files import write_atomically
 from pipeline.infra.references import ReferenceStore
 from pipeline.infra.supply import Supply
@@ -96,7 +99,7 @@ def run_entry(entry: ModelEntry, ctx: EntryContext) -> Outcome:
         status = Status.INCONCLUSIVE if exc.host_lost else Status.FAIL
         return run.outcome(Ended(status, "cluster" if run.now == "boot" else run.now, f"node {exc}"))
     except BootError as exc:
-        return run.outcome(Ended(Status.FAIL, "boot", f"{exc.cause}: {exc.detail}"))
+        return run.outcome(boot_failure_ended(exc, HostIsa(platform.machine(), cpu_flags())))
     except (EngineError, ProcessError) as exc:
         return run.outcome(Ended(Status.FAIL, run.now, f"the engine failed during {run.now}: {exc}"))
     except HostUnhealthy as exc:  # no room to boot tonight's build again after another build's turn
@@ -225,6 +228,15 @@ def smoke_ended(report: SmokeReport) -> Ended | None:
     if report.host_lack:
         return Ended(Status.INCONCLUSIVE, "smoke", "this host cannot run the candidate: " + report.host_lack)
     return None
+
+
+def boot_failure_ended(exc: BootError, isa: HostIsa) -> Ended:
+    """A boot that failed is the build's, unless the engine refused for instruction sets this host has none of: then,
+    as at the smoke, the host is named, INCONCLUSIVE, and nobody is blamed (checks/isa_refusal.py)."""
+    lack = host_lacks_for_refusal(exc.detail, isa)
+    if lack is not None:
+        return Ended(Status.INCONCLUSIVE, "boot", f"this host cannot run the entry: {exc.cause}: {exc.detail} ({lack})")
+    return Ended(Status.FAIL, "boot", f"{exc.cause}: {exc.detail}")
 
 
 def _memory(run: EntryRun) -> Ended | None:
