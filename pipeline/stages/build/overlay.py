@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
 from pipeline.errors import SparkNightlyError
+from pipeline.infra.zip_carry import carry, same_stored
 
 # A compiled member: a shared object (with or without a version suffix); wheels for Linux carry no other kind.
 _NATIVE = re.compile(r"\.so(\.\d+)*$")
@@ -78,10 +79,10 @@ def make_overlay(inputs: OverlayInputs, out_dir: Path) -> Path:
                 if name.endswith("/METADATA"):
                     data = _with_version(data, version)
                 members[f"{new_info}/{name.split('/', 1)[1]}"] = data
-    wheel_name = _wheel_name(inputs.base_wheel.name, version)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    target = out_dir / wheel_name
-    _write_wheel(target, members, f"{new_info}/RECORD", inputs.epoch)
+        wheel_name = _wheel_name(inputs.base_wheel.name, version)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        target = out_dir / wheel_name
+        _write_wheel(target, members, f"{new_info}/RECORD", inputs.epoch, base)
     problems = check_overlay(target, inputs.base_wheel)
     if problems:
         target.unlink()
@@ -89,18 +90,30 @@ def make_overlay(inputs: OverlayInputs, out_dir: Path) -> Path:
     return target
 
 
+@dataclass(frozen=True)
+class _FromBase:
+    """A member carried from the base wheel as it is stored (a native: never decompressed and compressed again), with
+    the size and digest its RECORD row needs."""
+
+    size: int
+    digest: str
+
+
 def _package_members(
     base: zipfile.ZipFile, names: list[str], dist_info: str, inputs: OverlayInputs, version: str
-) -> dict[str, bytes]:
+) -> dict[str, bytes | _FromBase]:
     """Every member outside the dist-info: natives from the base, Python from tonight's tree."""
     packages = {n.split("/", 1)[0] for n in names if "/" in n and not n.startswith(dist_info)}
-    members: dict[str, bytes] = {}
+    digests = _recorded_digests(base, dist_info)
+    members: dict[str, bytes | _FromBase] = {}
     for name in names:
         if name.startswith(f"{dist_info}/") or name.endswith("/"):
             continue
         on_disk = inputs.tree / name
         if is_native_member(name):
-            members[name] = base.read(name)
+            # the base's RECORD says its digest (checked against the bytes once written: _record_problems)
+            digest = digests.get(name) or _record_digest(base.read(name))
+            members[name] = _FromBase(base.getinfo(name).file_size, digest)
         elif PurePosixPath(name).name == _VERSION_FILE and name.count("/") == 1:
             members[name] = _version_file(version, inputs.commit)
         elif on_disk.is_file():
@@ -113,6 +126,15 @@ def _package_members(
         if path not in members and PurePosixPath(path).suffix in kinds:
             members[path] = (inputs.tree / path).read_bytes()  # a new file of tonight's tree
     return members
+
+
+def _recorded_digests(base: zipfile.ZipFile, dist_info: str) -> dict[str, str]:
+    """The base's RECORD: each member's sha256 digest, as the wheel format writes it."""
+    record = f"{dist_info}/RECORD"
+    if record not in base.namelist():
+        return {}
+    rows = csv.reader(io.StringIO(base.read(record).decode()))
+    return {row[0]: row[1] for row in rows if len(row) >= 2 and row[1].startswith("sha256=")}
 
 
 def _tree_files(tree: Path, packages: Iterable[str]) -> list[str]:
@@ -139,7 +161,9 @@ def check_overlay(overlay: Path, base_wheel: Path) -> list[str]:
             lost = sorted(set(their_natives) - set(our_natives))
             problems.append(f"native members differ from the base's (added {extra}, lost {lost})")
         for name in sorted(set(our_natives) & set(their_natives)):
-            if ours.read(name) != theirs.read(name):
+            # carried as stored, a native's compressed bytes are the base's: equal, its content is; only bytes
+            # stored otherwise are decompressed to compare
+            if not same_stored(ours, theirs, name) and ours.read(name) != theirs.read(name):
                 problems.append(f"{name} is not the base's byte for byte")
         problems += _record_problems(ours)
     if _tags(overlay.name) != _tags(base_wheel.name):
@@ -257,13 +281,25 @@ def _record_digest(data: bytes) -> str:
     return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
 
 
-def _write_wheel(target: Path, members: Mapping[str, bytes], record: str, epoch: int) -> None:
-    """Members in sorted order with one timestamp (the dist-info last, as wheels have it), then RECORD."""
+def _write_wheel(
+    target: Path,
+    members: Mapping[str, bytes | _FromBase],
+    record: str,
+    epoch: int,
+    base: zipfile.ZipFile | None = None,
+) -> None:
+    """Members in sorted order with one timestamp (the dist-info last, as wheels have it), then RECORD; a member
+    carried from `base` is written as the base stores it."""
     stamp = datetime.fromtimestamp(max(epoch, 315532800), UTC).timetuple()[:6]  # zip cannot date before 1980
     ordered = sorted(members, key=lambda n: (".dist-info/" in n, n))
     rows = io.StringIO()
     writer = csv.writer(rows, lineterminator="\n")  # quoting as the wheel format asks: some names hold commas
-    writer.writerows([name, _record_digest(members[name]), len(members[name])] for name in ordered)
+    for name in ordered:
+        member = members[name]
+        if isinstance(member, _FromBase):
+            writer.writerow([name, member.digest, member.size])
+        else:
+            writer.writerow([name, _record_digest(member), len(member)])
     writer.writerow([record, "", ""])
     partial = target.with_name(target.name + ".partial")
     with zipfile.ZipFile(partial, "w", compression=zipfile.ZIP_DEFLATED) as archive:
@@ -271,6 +307,10 @@ def _write_wheel(target: Path, members: Mapping[str, bytes], record: str, epoch:
             info = zipfile.ZipInfo(name, date_time=stamp)
             info.external_attr = 0o644 << 16
             info.compress_type = zipfile.ZIP_DEFLATED
-            data = members[name] if name != record else rows.getvalue().encode()
-            archive.writestr(info, data, compresslevel=1)  # the natives are most of the bytes: level 1 is 3x faster
+            member = members[name] if name != record else rows.getvalue().encode()
+            if isinstance(member, _FromBase):
+                assert base is not None  # only make_overlay carries members, from its base
+                carry(archive, base, name, info)
+            else:
+                archive.writestr(info, member, compresslevel=1)  # what is compressed here is small: level 1
     partial.replace(target)
