@@ -184,15 +184,17 @@ def _make_pip_runtime(
     return install_runtime(root, key, requirements, remove, lock, log_dir, shop)
 
 
-def create_venv(root: Path, python: str, log_dir: Path, *, say: Say = quiet) -> Path:
-    """A fresh venv at `root` made by `python` (what was there unfinished is removed: runtime.json is written last)."""
+def create_venv(root: Path, python: str, log_dir: Path, *, say: Say = quiet, with_pip: bool = True) -> Path:
+    """A fresh venv at `root` made by `python` (what was there unfinished is removed: runtime.json is written last);
+    `with_pip=False`: none of its own (installing pip into a venv is most of making one: 4 of 4.2 s of a core)."""
     shutil.rmtree(root, ignore_errors=True)
     say(f"runtime {root.name}: creating a venv")
-    procs.run([python, "-m", "venv", str(root)], log_dir / "runtime-venv.log", timeout_s=300)
+    argv = [python, "-m", "venv", str(root)] + ([] if with_pip else ["--without-pip"])
+    procs.run(argv, log_dir / "runtime-venv.log", timeout_s=300)
     return root / "bin" / "python"
 
 
-def install_runtime(
+def install_runtime(  # noqa: PLR0913 -- the runtime, its lock and where it logs; how pip reaches it
     root: Path,
     key: str,
     requirements: Sequence[str],
@@ -202,19 +204,21 @@ def install_runtime(
     shop: Workshop,
     *,
     base: dict[str, object] | None = None,
+    own_pip: bool = True,
 ) -> Runtime:
     """Install exactly the lock's files from `root/wheels` (no index, hashes required), share its large files with
     the other runtimes' (infra/shared_files.py), then mark the runtime ready.
-    `base`: the base environment it is layered over, as its lock and runtime.json record it."""
+    `base`: the base environment it is layered over, as its lock and runtime.json record it. `own_pip=False`: a venv
+    made without pip, installed into by this process's pip (`pip --python`)."""
     say = shop.say
     header = f"# over a base environment: {json.dumps(base, sort_keys=True)}\n" if base else ""
     (root / "lock.txt").write_text(header + render_lock(lock))
     say(f"runtime {root.name}: installing {len(lock)} locked files with hashes required")
+    python = str(root / "bin" / "python")
+    pip = [python, "-m", "pip"] if own_pip else [sys.executable, "-m", "pip", "--python", python]
     procs.run(
         [
-            str(root / "bin" / "python"),
-            "-m",
-            "pip",
+            *pip,
             "install",
             "--quiet",
             "--no-index",
@@ -262,7 +266,7 @@ def overlay_runtime(name: str, companion: Runtime, wheels: Sequence[Path], shop:
         if existing is not None:
             say(f"runtime {root.name}: cached (over {companion.root.name})")
             return existing
-        create_venv(root, sys.executable, log_dir, say=say)
+        create_venv(root, sys.executable, log_dir, say=say, with_pip=False)  # one wheel, installed from here
         (root / "wheels").mkdir()
         for wheel in wheels:
             link_or_copy(wheel, root / "wheels" / wheel.name)  # the wheel cache's file: linked, not written twice
@@ -272,7 +276,7 @@ def overlay_runtime(name: str, companion: Runtime, wheels: Sequence[Path], shop:
         # base environment finds the base's torch through one)
         (site / OVERLAY_PTH).write_text(f"import site; site.addsitedir({str(companion_site)!r})\n")
         requirements = tuple(str(w) for w in wheels)
-        install_runtime(root, key, requirements, (), ours, log_dir, shop)
+        install_runtime(root, key, requirements, (), ours, log_dir, shop, own_pip=False)
         whole = tuple(sorted((*companion.lock, *ours), key=lambda f: f.name))
         (root / "lock.txt").write_text(render_lock(whole))  # what a user installs: the whole environment
         meta = json.loads((root / "runtime.json").read_text()) | {"lock": [asdict(f) for f in whole]}
