@@ -93,6 +93,12 @@ class CacheDir:
         return self.root / "judged"
 
     @property
+    def natives_checked(self) -> Path:
+        """What native modules did when loaded, by their bytes and what they load beside (stages/prove/smoke.py): a
+        new runtime over the same natives and torch reads the answer instead of loading them again."""
+        return self.root / "natives-checked"
+
+    @property
     def shared_files(self) -> Path:
         """One copy of each large file that runtimes share, hard-linked into them (infra/shared_files.py)."""
         return self.root / "shared-files"

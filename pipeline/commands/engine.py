@@ -14,6 +14,7 @@ from pipeline.errors import EngineError, HostCannotRun, UsageError
 from pipeline.infra.openai_client import OpenAIClient
 from pipeline.infra.runtime import Runtime, runtime_root
 from pipeline.infra.weights import model_reference, package_folder
+from pipeline.places import CacheDir
 from pipeline.progress import to_stderr
 from pipeline.settings import Settings
 from pipeline.stages.prove.boot import (
@@ -64,7 +65,8 @@ def run(args: argparse.Namespace, settings: Settings, config: Config) -> int:
     log_dir = settings.places.runs / time.strftime("engine-%Y%m%d-%H%M%S") / entry.id
     candidate = ready_to_boot(entry, profile, settings, log_dir)
     if candidate.runtime is not None:
-        report = smoke(candidate.runtime, profile, log_dir, entry_point_needed=entry.launch.entrypoint == "cli")
+        needed, kept = entry.launch.entrypoint == "cli", CacheDir(cache_dir).natives_checked
+        report = smoke(candidate.runtime, profile, log_dir, entry_point_needed=needed, kept=kept)
         for check in report.checks:
             mark = "ok  " if check.ok else ("FAIL" if check.blocking else "warn")
             print(f"smoke {mark} {check.name}: {check.detail}")

@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shutil
 import stat
 import sys
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,7 +17,7 @@ import pytest
 from pipeline.config.matrix import Profile, TorchExpectation
 from pipeline.infra import procs
 from pipeline.infra.cpu_class import cpu_flags
-from pipeline.infra.runtime import Runtime
+from pipeline.infra.runtime import LockedFile, Runtime
 from pipeline.stages.prove.smoke import ENTRY_POINT_CHECKED, NATIVES_CHECKED, smoke
 from tests.integration.fake_vllm import UNLINKED, vllm_distribution
 
@@ -193,4 +195,61 @@ def test_an_entry_point_failure_a_host_could_cause_is_asked_again_and_one_of_the
         assert report.passed  # not needed: entries here launch the API server module
         assert not report.checks[1].ok and "PackageNotFoundError" in report.checks[1].detail, report.checks
     assert count.read_text().splitlines() == ["asked"] * 3
+    assert procs.owned_processes(owner) == []
+
+
+# a library of ops as vLLM's `_C` is: no Python module, loaded through torch (the fake torch below loads it)
+OPS_LIBRARY = "int spark_nightly_op(void) { return 1; }\n"
+TORCH_WITH_OPS = (
+    FAKE_TORCH
+    + """
+class ops:
+    @staticmethod
+    def load_library(path):
+        import ctypes
+        ctypes.CDLL(path)
+"""
+)
+TORCH = LockedFile("torch", "2.13.0+cpu", "torch-2.13.0+cpu-cp311-cp311-linux_x86_64.whl", "1" * 64)
+OVERLAY = LockedFile("vllm", VERSION, f"vllm-{VERSION}-cp38-abi3-linux_x86_64.whl", "2" * 64)
+
+
+def _locked_runtime(root: Path, natives_from: Path, lock: tuple[LockedFile, ...]) -> Runtime:
+    """A runtime of its own whose `vllm` distribution carries the natives compiled under `natives_from`."""
+    made = _runtime(root, python_body='PYTHONPATH={site} exec {python} "$@"\n', vllm_body="echo 0.32.0\n")
+    (root / "site" / "torch.py").write_text(TORCH_WITH_OPS)
+    shutil.copytree(natives_from, root / "site", dirs_exist_ok=True)
+    (root / "site" / "vllm.py").unlink()
+    return Runtime(root, made.key, (), lock)
+
+
+def test_natives_loaded_once_are_not_loaded_again_in_another_runtime_of_the_same_files(
+    tmp_path: Path, owner: str
+) -> None:
+    """An overlay is tonight's Python over its base's natives: each night's and each trial's new runtime holds the
+    same files beside the same torch. What they did in one is read back in the next (the cache's natives-checked/);
+    other bytes, another torch or a runtime with no lock are loaded again."""
+    kept = tmp_path / "natives-checked"
+    loads, broken = tmp_path / "loads", tmp_path / "broken"
+    for work in ("cc", "cc-broken"):
+        (tmp_path / work).mkdir()
+    vllm_distribution(loads / "site", {"_C": OPS_LIBRARY}, VERSION, tmp_path / "cc")
+    vllm_distribution(broken / "site", {"_C": UNLINKED}, VERSION, tmp_path / "cc-broken")
+
+    def smoked(name: str, natives: Path, lock: tuple[LockedFile, ...]) -> tuple[bool, bool]:
+        """(passed, whether its natives were loaded in a process of their own)"""
+        runtime = _locked_runtime(tmp_path / name, natives / "site", lock)
+        report = smoke(runtime, CPU, tmp_path / name / "logs", entry_point_needed=True, kept=kept)
+        return report.passed, (tmp_path / name / "logs" / "smoke-native-vllm._C.log").exists()
+
+    assert smoked("first", loads, (TORCH, OVERLAY)) == (True, True)
+    assert len(list(kept.iterdir())) == 1 and (tmp_path / "first" / NATIVES_CHECKED).exists()
+    # tonight's Python is another wheel: the natives and what they load beside are the same
+    other_python = replace(OVERLAY, sha256="3" * 64)
+    assert smoked("second", loads, (TORCH, other_python)) == (True, False)
+    assert (tmp_path / "second" / NATIVES_CHECKED).exists()  # its own record too: the next smoke there reads it
+    assert smoked("another-torch", loads, (replace(TORCH, sha256="4" * 64), OVERLAY)) == (True, True)
+    assert smoked("other-bytes", broken, (TORCH, OVERLAY)) == (False, True)  # never answered for other bytes
+    assert smoked("no-lock", loads, ()) == (True, True)
+    assert len(list(kept.iterdir())) == 2  # the first runtime's and another torch's; a failure is never kept
     assert procs.owned_processes(owner) == []

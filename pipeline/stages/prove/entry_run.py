@@ -216,7 +216,9 @@ def _canary_stage(run: EntryRun) -> Ended | None:
 def _smoke(run: EntryRun) -> Ended | None:
     runtime = run.ctx.candidate.runtime
     assert runtime is not None  # the stage is listed only for a runtime of our own
-    return smoke_ended(smoke(runtime, run.profile, run.logs, entry_point_needed=run.entry.launch.entrypoint == "cli"))
+    needed = run.entry.launch.entrypoint == "cli"
+    kept = CacheDir(run.ctx.cache_dir).natives_checked
+    return smoke_ended(smoke(runtime, run.profile, run.logs, entry_point_needed=needed, kept=kept))
 
 
 def smoke_ended(report: SmokeReport) -> Ended | None:

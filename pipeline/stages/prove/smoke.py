@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from contextlib import suppress
@@ -23,7 +24,8 @@ from pipeline.checks.natives import (
 from pipeline.config.matrix import Profile
 from pipeline.errors import ProcessError
 from pipeline.infra import procs
-from pipeline.infra.files import write_atomically
+from pipeline.infra.base_env import normalize
+from pipeline.infra.files import sha256_of, write_atomically
 from pipeline.infra.runtime import Runtime
 
 PROBE_MARK = "SPARK_NIGHTLY_PROBE "
@@ -51,7 +53,7 @@ except ImportError as exc:
 # Runs inside the candidate environment; prints one JSON line that the smoke check reads back.
 PROBE = """
 import importlib.metadata as md, json, platform
-facts = {"platform": platform.machine()}
+facts = {"platform": platform.machine(), "python": platform.python_version()}
 try:
     import torch
     facts.update(torch=torch.__version__, torch_cuda=torch.version.cuda, cuda_available=torch.cuda.is_available())
@@ -169,9 +171,12 @@ def check_entry_point(returncode: int, output: str, *, blocking: bool) -> SmokeC
     return SmokeCheck("vllm --version", False, detail, blocking)
 
 
-def smoke(runtime: Runtime, profile: Profile, log_dir: Path, *, entry_point_needed: bool) -> SmokeReport:
+def smoke(
+    runtime: Runtime, profile: Profile, log_dir: Path, *, entry_point_needed: bool, kept: Path | None = None
+) -> SmokeReport:
     """Run the probe and the entry point inside the candidate environment, then load its natives; report every
-    finding, and apart from them what this host cannot run.
+    finding, and apart from them what this host cannot run. `kept`: where what natives did is kept by their content
+    (the cache's natives-checked/), for other runtimes of the same natives.
 
     The probe and the entry point start together: each spends its time importing torch and vLLM, one core each. The
     entry point is asked in a runtime until it gives an answer of the runtime's own files, then read back (see
@@ -199,7 +204,7 @@ def smoke(runtime: Runtime, profile: Profile, log_dir: Path, *, entry_point_need
     facts = _read_probe(log)
     if version is not None and "vllm_error" not in facts and "torch_error" not in facts:
         _keep_entry_point(runtime, *entry_point)  # asked on a host that imports the candidate
-    natives = load_natives(runtime, facts, log_dir)
+    natives = load_natives(runtime, facts, log_dir, kept)
     checks = (
         check_vllm_import(facts),
         check_entry_point(*entry_point, blocking=entry_point_needed),
@@ -214,12 +219,17 @@ def host_isa(facts: Mapping[str, Any]) -> HostIsa:
     return HostIsa(str(cpu.get("machine") or facts.get("platform") or ""), frozenset(cpu.get("flags") or ()))
 
 
-def load_natives(runtime: Runtime, facts: Mapping[str, Any], log_dir: Path) -> NativesVerdict | None:
+def load_natives(
+    runtime: Runtime, facts: Mapping[str, Any], log_dir: Path, kept: Path | None = None
+) -> NativesVerdict | None:
     """The probe's natives, each the runtime would load on this host loaded in a fresh process of its own (the
     per-instruction-set builds of one library register the same ops: loaded together they abort the process).
 
     A runtime's files never change (installed from a lock, hashes required): what its natives did on a CPU with
-    these instruction sets is kept in its folder by the first smoke that found them all loading, and read back."""
+    these instruction sets is kept in its folder by the first smoke that found them all loading, and read back. It is
+    kept in `kept` too, by what it is a function of (natives_key): an overlay is tonight's Python over its base's
+    natives, so every night's and every trial's new runtime on one base would load the same files beside the same
+    torch (5 processes importing torch, 13 s of a new runtime's smoke on 2 cores)."""
     dist = facts.get("vllm_distribution")
     if not dist:
         return None
@@ -227,12 +237,37 @@ def load_natives(runtime: Runtime, facts: Mapping[str, Any], log_dir: Path) -> N
     planned = plan_loads([(str(m), str(p)) for m, p in facts.get("natives") or []], isa)
     checked = runtime.root / NATIVES_CHECKED
     known = _checked_before(checked, isa, planned)
+    by_content = None
+    if known is None and kept is not None:
+        key = natives_key(runtime, facts, planned, str(dist.get("name")))
+        by_content = kept / f"{key}.json" if key else None
+        known = _checked_before(by_content, isa, planned) if by_content else None
     results = known or load_each(runtime, planned, log_dir)
     verdict = judge_natives(planned, results, isa, f"{dist.get('name')} {dist.get('version')}")
-    if known is None and verdict.build_failure is None and verdict.host_lack is None:
-        record = {"isa": _isa_key(isa), "modules": {m: r.to_json() for m, r in results.items()}}
-        write_atomically(checked, json.dumps(record, sort_keys=True) + "\n")
+    if verdict.build_failure is None and verdict.host_lack is None:
+        record = json.dumps({"isa": _isa_key(isa), "modules": {m: r.to_json() for m, r in results.items()}})
+        for place in (checked, by_content):
+            if place is not None and not place.exists():
+                place.parent.mkdir(parents=True, exist_ok=True)
+                write_atomically(place, record + "\n")
     return verdict
+
+
+def natives_key(runtime: Runtime, facts: Mapping[str, Any], planned: Sequence[PlannedLoad], dist: str) -> str | None:
+    """What loading the natives is a function of: their bytes, the interpreter, the torch the loader imports first
+    and every other file the runtime was installed from (the libraries they link against), never the vLLM
+    distribution's Python, which the probe imports on its own. A runtime with no lock (one not made here) has no
+    key: its natives are always loaded."""
+    beside = sorted((f.name, f.sha256) for f in runtime.lock if f.name != normalize(dist))
+    if not beside:
+        return None
+    inputs = {
+        "natives": sorted((load.module, sha256_of(Path(load.path))) for load in planned),
+        "python": facts.get("python"),
+        "torch": facts.get("torch"),
+        "beside": beside,
+    }
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:32]
 
 
 def load_each(runtime: Runtime, planned: Sequence[PlannedLoad], log_dir: Path) -> dict[str, LoadResult]:
