@@ -249,7 +249,10 @@ def test_natives_loaded_once_are_not_loaded_again_in_another_runtime_of_the_same
     assert smoked("second", loads, (TORCH, other_python)) == (True, False)
     assert (tmp_path / "second" / NATIVES_CHECKED).exists()  # its own record too: the next smoke there reads it
     assert smoked("another-torch", loads, (replace(TORCH, sha256="4" * 64), OVERLAY)) == (True, True)
+    # importing vllm._C runs tonight's vllm/__init__.py first: edited, the natives are loaded again
+    (loads / "site" / "vllm" / "__init__.py").write_text(f'__version__ = "{VERSION}"\nEDITED = True\n')
+    assert smoked("another-init", loads, (TORCH, OVERLAY)) == (True, True)
     assert smoked("other-bytes", broken, (TORCH, OVERLAY)) == (False, True)  # never answered for other bytes
     assert smoked("no-lock", loads, ()) == (True, True)
-    assert len(list(kept.iterdir())) == 2  # the first runtime's and another torch's; a failure is never kept
+    assert len(list(kept.iterdir())) == 3  # the first runtime's, another torch's, another init's; never a failure
     assert procs.owned_processes(owner) == []

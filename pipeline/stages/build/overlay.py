@@ -25,6 +25,8 @@ from pipeline.infra.zip_carry import carry, same_stored
 # A compiled member: a shared object (with or without a version suffix); wheels for Linux carry no other kind.
 _NATIVE = re.compile(r"\.so(\.\d+)*$")
 _CPYTHON_MODULE = re.compile(r"\.cpython-\d+[^/]*\.so$")
+# A RECORD digest as this module writes one (sha256, URL-safe base64, no padding): any other form is computed again
+_RECORD_DIGEST = re.compile(r"sha256=[A-Za-z0-9_-]{43}")
 # Where setuptools-scm (vcs-versioning) writes the version a vLLM build computed; rewritten for tonight's commit.
 _VERSION_FILE = "_version.py"
 _VERSION_TEMPLATE = """\
@@ -134,7 +136,7 @@ def _recorded_digests(base: zipfile.ZipFile, dist_info: str) -> dict[str, str]:
     if record not in base.namelist():
         return {}
     rows = csv.reader(io.StringIO(base.read(record).decode()))
-    return {row[0]: row[1] for row in rows if len(row) >= 2 and row[1].startswith("sha256=")}
+    return {row[0]: row[1] for row in rows if len(row) >= 2 and _RECORD_DIGEST.fullmatch(row[1])}
 
 
 def _tree_files(tree: Path, packages: Iterable[str]) -> list[str]:

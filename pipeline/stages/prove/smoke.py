@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from contextlib import suppress
@@ -24,9 +23,9 @@ from pipeline.checks.natives import (
 from pipeline.config.matrix import Profile
 from pipeline.errors import ProcessError
 from pipeline.infra import procs
-from pipeline.infra.base_env import normalize
-from pipeline.infra.files import sha256_of, write_atomically
+from pipeline.infra.files import write_atomically
 from pipeline.infra.runtime import Runtime
+from pipeline.stages.prove.natives_key import natives_key
 
 PROBE_MARK = "SPARK_NIGHTLY_PROBE "
 NATIVES_CHECKED = "natives-checked.json"  # in a runtime's folder: what its native modules did when first loaded
@@ -227,47 +226,31 @@ def load_natives(
 
     A runtime's files never change (installed from a lock, hashes required): what its natives did on a CPU with
     these instruction sets is kept in its folder by the first smoke that found them all loading, and read back. It is
-    kept in `kept` too, by what it is a function of (natives_key): an overlay is tonight's Python over its base's
-    natives, so every night's and every trial's new runtime on one base would load the same files beside the same
-    torch (5 processes importing torch, 13 s of a new runtime's smoke on 2 cores)."""
+    kept in `kept` too, by what a load is a function of (natives_key.py): each night's and each trial's new overlay on
+    one base reads it instead of 5 processes importing torch (a new runtime's smoke took 24 s on 2 cores, then 9)."""
     dist = facts.get("vllm_distribution")
     if not dist:
         return None
     isa = host_isa(facts)
     planned = plan_loads([(str(m), str(p)) for m, p in facts.get("natives") or []], isa)
-    checked = runtime.root / NATIVES_CHECKED
-    known = _checked_before(checked, isa, planned)
-    by_content = None
+    own = runtime.root / NATIVES_CHECKED
+    known = _checked_before(own, isa, planned)
+    unanswered = [] if known else [own]  # where no answer was found: written once the natives load
     if known is None and kept is not None:
-        key = natives_key(runtime, facts, planned, str(dist.get("name")))
+        key = natives_key(runtime, facts, planned, str(dist.get("name")), LOADER)
         by_content = kept / f"{key}.json" if key else None
         known = _checked_before(by_content, isa, planned) if by_content else None
+        unanswered += [by_content] if by_content and known is None else []
     results = known or load_each(runtime, planned, log_dir)
     verdict = judge_natives(planned, results, isa, f"{dist.get('name')} {dist.get('version')}")
     if verdict.build_failure is None and verdict.host_lack is None:
         record = json.dumps({"isa": _isa_key(isa), "modules": {m: r.to_json() for m, r in results.items()}})
-        for place in (checked, by_content):
-            if place is not None and not place.exists():
+        for place in unanswered:
+            # best effort, as the entry point's answer: a read-only cache, or another smoke writing the same answer
+            with suppress(OSError):
                 place.parent.mkdir(parents=True, exist_ok=True)
                 write_atomically(place, record + "\n")
     return verdict
-
-
-def natives_key(runtime: Runtime, facts: Mapping[str, Any], planned: Sequence[PlannedLoad], dist: str) -> str | None:
-    """What loading the natives is a function of: their bytes, the interpreter, the torch the loader imports first
-    and every other file the runtime was installed from (the libraries they link against), never the vLLM
-    distribution's Python, which the probe imports on its own. A runtime with no lock (one not made here) has no
-    key: its natives are always loaded."""
-    beside = sorted((f.name, f.sha256) for f in runtime.lock if f.name != normalize(dist))
-    if not beside:
-        return None
-    inputs = {
-        "natives": sorted((load.module, sha256_of(Path(load.path))) for load in planned),
-        "python": facts.get("python"),
-        "torch": facts.get("torch"),
-        "beside": beside,
-    }
-    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:32]
 
 
 def load_each(runtime: Runtime, planned: Sequence[PlannedLoad], log_dir: Path) -> dict[str, LoadResult]:
