@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pipeline.infra.files import write_atomically
 from pipeline.infra.shared_files import sweep_unlinked
@@ -118,14 +119,19 @@ def last_used(root: Path, record: str = "runtime.json") -> float:
     return max(times) if times else root.stat().st_mtime
 
 
-def _cached_runtime(root: Path) -> CachedFolder:
-    """One runtime folder as pruning sees it; its companion and key from runtime.json (none while it is made)."""
+def runtime_record(root: Path) -> dict[str, Any]:
+    """A runtime's runtime.json as written (its key, lock, companion or base environment); empty while it is made,
+    or where it is not one."""
     try:
         meta = json.loads((root / "runtime.json").read_text())
     except (OSError, ValueError):
-        meta = None
-    if not isinstance(meta, dict):
-        meta = {}
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
+def _cached_runtime(root: Path) -> CachedFolder:
+    """One runtime folder as pruning sees it; its companion and key from runtime.json (none while it is made)."""
+    meta = runtime_record(root)
     companion, key = meta.get("companion"), meta.get("key")
     return CachedFolder(
         root.name,

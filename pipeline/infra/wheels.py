@@ -128,7 +128,7 @@ def check_archive(wheel: Path) -> ArchiveCheck:
             if unsafe := member_problems(archive):
                 return ArchiveCheck(0, tuple(unsafe))
             record_name = f"{_dist_info(archive)}/RECORD"
-            rows = _record_rows(archive.read(record_name).decode("utf-8"))
+            rows = record_rows(archive.read(record_name).decode("utf-8"))
             rows.pop(record_name, None)  # RECORD lists itself without a hash
             names = [info.filename for info in archive.infolist() if not info.is_dir()]
             for name in names:
@@ -174,7 +174,8 @@ def _dist_info(archive: zipfile.ZipFile) -> str:
     return folders.pop()
 
 
-def _record_rows(text: str) -> dict[str, tuple[str, str]]:
+def record_rows(text: str) -> dict[str, tuple[str, str]]:
+    """A RECORD file's rows: each path with its digest and size as written (empty where a row has none)."""
     rows: dict[str, tuple[str, str]] = {}
     for row in csv.reader(io.StringIO(text)):
         if row:

@@ -248,6 +248,11 @@ def test_natives_loaded_once_are_not_loaded_again_in_another_runtime_of_the_same
     other_python = replace(OVERLAY, sha256="3" * 64)
     assert smoked("second", loads, (TORCH, other_python)) == (True, False)
     assert (tmp_path / "second" / NATIVES_CHECKED).exists()  # its own record too: the next smoke there reads it
+    # a cache carried to a CPU of another class: the answer kept there is not this CPU's, so they are loaded again
+    (answer,) = kept.iterdir()
+    answer.write_text(json.dumps(json.loads(answer.read_text()) | {"isa": ["x86_64", "an-emulated-cpu"]}))
+    assert smoked("another-cpu", loads, (TORCH, other_python)) == (True, True)
+    assert smoked("after-another-cpu", loads, (TORCH, OVERLAY)) == (True, False)  # the answer, rewritten for this CPU
     assert smoked("another-torch", loads, (replace(TORCH, sha256="4" * 64), OVERLAY)) == (True, True)
     # importing vllm._C runs tonight's vllm/__init__.py first: edited, the natives are loaded again
     (loads / "site" / "vllm" / "__init__.py").write_text(f'__version__ = "{VERSION}"\nEDITED = True\n')

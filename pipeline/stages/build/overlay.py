@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
 from pipeline.errors import SparkNightlyError
+from pipeline.infra.wheels import record_rows
 from pipeline.infra.zip_carry import carry, same_stored
 
 # A compiled member: a shared object (with or without a version suffix); wheels for Linux carry no other kind.
@@ -135,8 +136,8 @@ def _recorded_digests(base: zipfile.ZipFile, dist_info: str) -> dict[str, str]:
     record = f"{dist_info}/RECORD"
     if record not in base.namelist():
         return {}
-    rows = csv.reader(io.StringIO(base.read(record).decode()))
-    return {row[0]: row[1] for row in rows if len(row) >= 2 and _RECORD_DIGEST.fullmatch(row[1])}
+    rows = record_rows(base.read(record).decode())
+    return {name: digest for name, (digest, _) in rows.items() if _RECORD_DIGEST.fullmatch(digest)}
 
 
 def _tree_files(tree: Path, packages: Iterable[str]) -> list[str]:
@@ -188,8 +189,7 @@ def _record_problems(archive: zipfile.ZipFile) -> list[str]:
     records = [n for n in archive.namelist() if n.endswith(".dist-info/RECORD")]
     if len(records) != 1:
         return [f"{len(records)} RECORD files"]
-    rows = csv.reader(io.StringIO(archive.read(records[0]).decode()))
-    listed = {row[0]: row[1] for row in rows if row}
+    listed = {name: digest for name, (digest, _) in record_rows(archive.read(records[0]).decode()).items()}
     problems = []
     for name in archive.namelist():
         if name == records[0]:

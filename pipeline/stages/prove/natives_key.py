@@ -23,6 +23,7 @@ from pipeline.checks.natives import PlannedLoad
 from pipeline.infra.base_env import normalize
 from pipeline.infra.files import sha256_of
 from pipeline.infra.runtime import Runtime
+from pipeline.infra.runtime_cache import runtime_record
 
 KEY_FORMAT = 1
 _NVIDIA_DRIVER = Path("/proc/driver/nvidia/version")
@@ -70,12 +71,7 @@ def _base_environment(root: Path) -> object:
     """The base environment the runtime is layered over, as its own runtime.json or a companion's below it records
     it (infra/base_env.py), or None."""
     for _ in range(_LAYERS):
-        try:
-            meta = json.loads((root / "runtime.json").read_text())
-        except (OSError, ValueError):
-            return None
-        if not isinstance(meta, dict):
-            return None
+        meta = runtime_record(root)
         if meta.get("base") is not None:
             return meta["base"]
         companion = meta.get("companion")

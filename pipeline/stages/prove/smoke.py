@@ -235,7 +235,7 @@ def load_natives(
     planned = plan_loads([(str(m), str(p)) for m, p in facts.get("natives") or []], isa)
     own = runtime.root / NATIVES_CHECKED
     known = _checked_before(own, isa, planned)
-    unanswered = [] if known else [own]  # where no answer was found: written once the natives load
+    unanswered = [own] if known is None else []  # where no answer was found: written once the natives load
     if known is None and kept is not None:
         key = natives_key(runtime, facts, planned, str(dist.get("name")), LOADER)
         by_content = kept / f"{key}.json" if key else None
@@ -244,12 +244,12 @@ def load_natives(
     results = known or load_each(runtime, planned, log_dir)
     verdict = judge_natives(planned, results, isa, f"{dist.get('name')} {dist.get('version')}")
     if verdict.build_failure is None and verdict.host_lack is None:
-        record = json.dumps({"isa": _isa_key(isa), "modules": {m: r.to_json() for m, r in results.items()}})
+        record = {"isa": _isa_key(isa), "modules": {m: r.to_json() for m, r in results.items()}}
         for place in unanswered:
             # best effort, as the entry point's answer: a read-only cache, or another smoke writing the same answer
             with suppress(OSError):
                 place.parent.mkdir(parents=True, exist_ok=True)
-                write_atomically(place, record + "\n")
+                write_atomically(place, json.dumps(record, sort_keys=True) + "\n")
     return verdict
 
 
