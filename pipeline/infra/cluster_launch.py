@@ -25,6 +25,7 @@ from pipeline.config.cluster import Node
 from pipeline.errors import ClusterError, ProcessError
 from pipeline.infra import procs
 from pipeline.infra.nodes import SSH_LOST, ContainerRuntime, FolderRuntime, NodeShell, env_file_text
+from pipeline.infra.runtime import runtime_process_env
 from pipeline.progress import Say, quiet
 
 NodeRuntime = ContainerRuntime | FolderRuntime
@@ -231,7 +232,7 @@ def _run(argv: Sequence[str], log: Path, *, node: str, step: str, timeout_s: flo
 
 def _last_line(argv: Sequence[str], log: Path, *, node: str, step: str) -> str:
     try:
-        out = procs.capture(argv, timeout_s=STEP_TIMEOUT_S, env=procs.without_secrets())
+        out = procs.capture(argv, timeout_s=STEP_TIMEOUT_S, env=runtime_process_env())
     except ProcessError as exc:
         detail = getattr(exc, "stderr", "") or str(exc)
         lost = getattr(exc, "returncode", None) == SSH_LOST

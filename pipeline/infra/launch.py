@@ -19,6 +19,7 @@ from pipeline.infra.cluster_launch import ClusterPlan, NodeRuntime
 from pipeline.infra.image import COMPILE_CACHE_ENV, CONTAINER_COMPILE_CACHE, CompileFolders
 from pipeline.infra.nodes import CONTAINER_HF_CACHE, NodeShell
 from pipeline.infra.procs import OWNER_ENV
+from pipeline.infra.runtime import WRITE_BYTECODE
 
 RAY_ADDRESS_ENV = "RAY_ADDRESS"  # the cluster vLLM's ray.init() joins, rather than starting one of its own
 # vLLM reads its API key from this variable: it is passed to containers by name, so no argv, log or rendered
@@ -124,6 +125,13 @@ def serve_arguments(entry: ModelEntry, *, host: str, port: int) -> list[str]:
     return args + [str(a) for a in entry.serve.get("extra_args", ())]  # last, so a maintainer's flag wins
 
 
+def _runtime_launch_env(entry: ModelEntry) -> dict[str, str]:
+    """A launch's variables where the server runs from a runtime of ours (a local process, Ray from a runtime folder
+    or an image): the runtime's bytecode written unless the entry says otherwise, then the entry's, then the
+    harness's, which nothing overrides."""
+    return WRITE_BYTECODE | dict(entry.env) | HARNESS_ENV
+
+
 def local_plan(
     entry: ModelEntry,
     *,
@@ -144,7 +152,7 @@ def local_plan(
     else:
         head = [vllm, "serve", model_ref]
     argv = (*head, *serve_arguments(entry, host=listen, port=port))
-    env = dict(entry.env) | HARNESS_ENV | ({"HF_HOME": hf_home} if hf_home else {})
+    env = _runtime_launch_env(entry) | ({"HF_HOME": hf_home} if hf_home else {})
     env |= compile_cache.env() if compile_cache else {}
     return LaunchPlan(
         "local", (Step(argv, purpose="the API server"),), env=env, secrets=boot_secrets(listen), listen=listen
@@ -258,7 +266,7 @@ def ray_plan(
         nodes=shells,
         runtime=runtime,
         container=container,
-        env=dict(entry.env) | HARNESS_ENV | runtime.extra_env(),
+        env=_runtime_launch_env(entry) | runtime.extra_env(),
         ray_port=cluster.ray_port,
         accelerator="GPU" if profile.accelerator == "cuda" else "CPU",
         weights=weights,

@@ -72,9 +72,10 @@ def _share_of(paths: Iterable[str | Path]) -> int:
 
 def runtime_size(root: Path) -> int:
     """`disk_size` of a runtime, read from its disk record once it is complete (made then, or by the first pruning
-    after): a runtime's files never change, so only the few it shares with others (whose share moves as runtimes
-    come and go) are looked at again, where walking an overlay's 7,000 files and a companion's 60,000 took seconds
-    at every night's end. The small records written into it after (its stamp, smoke's) are left out."""
+    after): a runtime's files never change but for the bytecode its processes write at their first imports (a few
+    MB), so only the few it shares with others (whose share moves as runtimes come and go) are looked at again,
+    where walking an overlay's 7,000 files and a companion's 60,000 took seconds at every night's end. The small
+    records written into it after (its stamp, smoke's) are left out."""
     try:
         made = (root / "runtime.json").stat().st_mtime_ns
     except OSError:  # being made, a making cut short, or renamed away by another night's pruning: walked as it is

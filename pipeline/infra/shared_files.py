@@ -2,8 +2,9 @@
 
 A runtime is a venv of its own, so every overlay on the same native base carries the same compiled extensions
 (0.4 GB of `_C*.so` on the CPU) and every CUDA runtime the same torch and NVIDIA libraries (several GB): without
-sharing, a culprit search of eight trials writes them eight times and a runner's disk fills within days. A runtime
-is never changed once made (other inputs make another key, so another runtime), so a hard link to a file of the
+sharing, a culprit search of eight trials writes them eight times and a runner's disk fills within days. A runtime's
+files are never changed once made (other inputs make another key, so another runtime; the bytecode its processes
+write later are new files, each replacing none of these), so a hard link to a file of the
 same content, size and mode is as good as a copy. The shared copy lives under the cache's `shared-files/`, named
 `<sha256>-<mode>`, and goes when no runtime links it any more (`sweep_unlinked`, after runtimes are pruned).
 """

@@ -18,6 +18,7 @@ from pipeline.errors import EngineError
 from pipeline.infra import procs
 from pipeline.infra.cache_lock import exclusive
 from pipeline.infra.files import sha256_of, write_atomically
+from pipeline.infra.runtime import WRITE_BYTECODE
 from pipeline.infra.supply import ensure_runtime, fetch_package
 from pipeline.infra.wheelhouse import WheelSet
 from pipeline.infra.workshop import Workshop
@@ -166,5 +167,6 @@ def _extract(download: Path, member: str, sha256: str) -> Path:
 
 
 def offline_env() -> dict[str, str]:
-    """This process's environment with model hubs forbidden: nothing may be fetched at run time."""
-    return dict(os.environ) | {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    """This process's environment with model hubs forbidden (nothing may be fetched at run time), for a process of
+    a runtime of ours (the converter's, the judge's): it writes that runtime's bytecode."""
+    return dict(os.environ) | WRITE_BYTECODE | {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}

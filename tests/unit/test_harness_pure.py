@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
+from types import MappingProxyType
 
 import pytest
 
@@ -19,7 +20,7 @@ from pipeline.errors import BootError, EngineError
 from pipeline.infra.cluster_launch import interconnect_env, why_ray_stopped
 from pipeline.infra.image import JIT_SMOKE, compile_cache_key, image_tag, render_dockerfile
 from pipeline.infra.launch import LaunchPlan, docker_plan, local_plan, ray_plan, serve_arguments
-from pipeline.infra.nodes import ContainerRuntime
+from pipeline.infra.nodes import ContainerRuntime, FolderRuntime
 from pipeline.infra.openai_client import metric_total, parse_metrics
 from pipeline.infra.runtime import LockedFile, Runtime, parse_filename, render_lock
 from pipeline.infra.server import BootDiagnosis, classify_boot_failure
@@ -142,7 +143,13 @@ def test_the_local_plan_runs_the_module_when_the_entry_point_is_broken() -> None
         "--model",
         "/models/m",
     )
-    assert plan.env == {"VLLM_X": "1", "HF_HUB_OFFLINE": "1", "VLLM_COMPUTE_NANS_IN_LOGITS": "1"}
+    # the runtime, installed without bytecode, gets it written at its first boot whatever the caller's environment
+    assert plan.env == {
+        "PYTHONDONTWRITEBYTECODE": "",
+        "VLLM_X": "1",
+        "HF_HUB_OFFLINE": "1",
+        "VLLM_COMPUTE_NANS_IN_LOGITS": "1",
+    }
 
 
 def _gpu_runtime(root: Path, *files: tuple[str, str]) -> Runtime:
@@ -241,6 +248,20 @@ def test_the_ray_plan_is_a_sequence_that_ships_checks_and_joins_before_it_serves
     assert plan.env["RAY_ADDRESS"] == "192.168.100.1:6379" and plan.env["VLLM_HOST_IP"] == "192.168.100.1"
     assert "--host 127.0.0.1" in plan.server.render() and plan.secrets == {}
     assert plan.cluster is not None and plan.cluster.node_env(1)["GLOO_SOCKET_IFNAME"] == "enp1s0f1np1"
+
+
+def test_a_runtime_folders_processes_on_every_node_write_its_bytecode_unless_the_entry_says_otherwise() -> None:
+    # installed without bytecode: a caller's PYTHONDONTWRITEBYTECODE would make every node compile it at every boot
+    entry = _entry(launch=Launch("ray"), topology="cluster", nodes=2, serve={"tensor_parallel_size": 2})
+    runtime = FolderRuntime("/runtime", (("VLLM_CACHE_ROOT", "/cache/compile/rt/vllm"),))
+    profile = replace(SPARK, cluster=TWO_SPARKS)
+    plan = ray_plan(entry, profile, runtime=runtime, model_ref="m", port=1, container="c", cache_dir="/c")
+    assert plan.cluster is not None
+    for env in (plan.env, plan.cluster.node_env(0), plan.cluster.node_env(1)):
+        assert env["PYTHONDONTWRITEBYTECODE"] == "" and env["VLLM_CACHE_ROOT"] == "/cache/compile/rt/vllm"
+    maintainers = replace(entry, env=MappingProxyType({"PYTHONDONTWRITEBYTECODE": "1"}))
+    plan = ray_plan(maintainers, profile, runtime=runtime, model_ref="m", port=1, container="c", cache_dir="/c")
+    assert plan.env["PYTHONDONTWRITEBYTECODE"] == "1"
 
 
 def test_a_node_without_rdma_runs_nccl_over_the_links_sockets() -> None:

@@ -18,6 +18,7 @@ from pipeline.config.matrix import Profile
 from pipeline.errors import ProcessError
 from pipeline.infra import procs
 from pipeline.infra.launch import container_argv
+from pipeline.infra.runtime import runtime_process_env
 from pipeline.stages.prove.boot import Candidate, hf_cache
 from pipeline.stages.prove.health import clock_events
 
@@ -116,7 +117,7 @@ def canary_argv(candidate: Candidate, cache_dir: Path, run_name: str) -> list[st
 
 def run_canary(argv: list[str], log_path: Path) -> CanaryResult:
     """Run the canary and read its line back; ProcessError when it cannot run or says nothing."""
-    procs.run(argv, log_path, timeout_s=300, inactivity_s=240, env=procs.without_secrets())
+    procs.run(argv, log_path, timeout_s=300, inactivity_s=240, env=runtime_process_env())
     for line in reversed(log_path.read_text(errors="replace").splitlines()):
         if line.startswith(CANARY_MARK):
             return CanaryResult.parse(json.loads(line[len(CANARY_MARK) :]))

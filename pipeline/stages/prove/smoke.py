@@ -24,7 +24,7 @@ from pipeline.config.matrix import Profile
 from pipeline.errors import ProcessError
 from pipeline.infra import procs
 from pipeline.infra.files import write_atomically
-from pipeline.infra.runtime import Runtime
+from pipeline.infra.runtime import Runtime, runtime_process_env
 from pipeline.stages.prove.natives_key import natives_key
 
 PROBE_MARK = "SPARK_NIGHTLY_PROBE "
@@ -335,4 +335,5 @@ def _read_probe(log: Path) -> dict[str, Any]:
 
 
 def _quiet_env() -> dict[str, str]:
-    return procs.without_secrets() | {"HF_HUB_OFFLINE": "1", "VLLM_LOGGING_LEVEL": "WARNING"}
+    """The probes' environment: no secrets, no hub, vLLM's warnings only, and the runtime's bytecode written."""
+    return runtime_process_env() | {"HF_HUB_OFFLINE": "1", "VLLM_LOGGING_LEVEL": "WARNING"}
