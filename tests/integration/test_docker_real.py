@@ -2,7 +2,8 @@
 `launch.target: docker` passes golden and perf: the Docker path for real, no registry asked.
 
 It needs a container engine (`./scripts/container-engine` makes one where none answers, and the base image) and
-about six minutes: ./scripts/test makes the engine first and runs it in its serial phase (it times its night);
+about four minutes: ./scripts/test makes the engine during its parallel phase and runs this in its serial phase
+(it times its night);
 `./scripts/test-containers` runs it alone.
 """
 
