@@ -14,6 +14,11 @@ _ENV = {
     "GIT_COMMITTER_EMAIL": "dev@example.org",
     "GIT_CONFIG_GLOBAL": "/dev/null",
     "GIT_CONFIG_NOSYSTEM": "1",
+    # no automatic gc: git runs it detached after a commit past its threshold (vLLM's tree of 4,000 files is past
+    # it), and a gc repacking a repository while a test copies or removes it pulls its objects from under the copy
+    "GIT_CONFIG_COUNT": "1",
+    "GIT_CONFIG_KEY_0": "gc.auto",
+    "GIT_CONFIG_VALUE_0": "0",
 }
 
 
