@@ -299,6 +299,34 @@ def test_a_step_is_bad_only_when_it_fails_as_tonight_failed() -> None:
     assert step_verdict(TONIGHT, [passed]) == (Status.PASS, "what failed tonight passes: m")
 
 
+def _perf_step(**cells: Status) -> Outcome:
+    """A step's perf outcome whose cells ended as given, those that FAILed named as the perf verdict names them."""
+    failures = tuple(
+        Failure("m:perf", f"{cell} t/s", "slower", subject=cell)
+        for cell, status in cells.items()
+        if status == Status.FAIL
+    )
+    numbers = {"cells": {cell: {"status": status.value} for cell, status in cells.items()}}
+    status = Status.FAIL if failures else Status.INCONCLUSIVE
+    return Outcome("m", status, "perf", "tg32: 0.52x the last confirmed build", True, 1.0, numbers, failures=failures)
+
+
+def test_a_step_that_fails_one_of_tonights_cells_and_leaves_the_other_undecided_carries_tonights_slowdown() -> None:
+    """The slower day on a fast host: tonight FAILed pp128 (0.81x) and tg32 (0.50x); the guilty commit's pairs settled
+    tg32 at 0.52x but not pp128, within a step's spread. That step is bad. The days that would fool the rule stay
+    skipped: a step that passes one of tonight's cells while it fails the other (two regressions on one day, this one
+    carrying only one), one whose every cell is undecided, and one that fails only a cell tonight did not fail."""
+    tonight = [Failing(ENTRY, "perf", {"pp128": 0.81, "tg32": 0.5}, frozenset({"m:perf pp128", "m:perf tg32"}))]
+    assert step_verdict(tonight, [_perf_step(pp128=Status.INCONCLUSIVE, tg32=Status.FAIL)])[0] == Status.FAIL
+    assert step_verdict(tonight, [_perf_step(pp128=Status.FAIL, tg32=Status.FAIL)])[0] == Status.FAIL
+    for other in (
+        _perf_step(pp128=Status.PASS, tg32=Status.FAIL),
+        _perf_step(pp128=Status.INCONCLUSIVE, tg32=Status.INCONCLUSIVE),
+        _perf_step(pp128=Status.INCONCLUSIVE, tg32=Status.INCONCLUSIVE, pp512=Status.FAIL),
+    ):
+        assert step_verdict(tonight, [other])[0] == Status.SKIPPED, other
+
+
 # One-boot perf steps, and the day that fooled them: the GPU day of 2026-11-29 (10 commits, the 7th sleeping in each
 # engine step) stepped on the 5th (PASS, 0.96x), the 7th (FAIL, 0.63x) and the 6th, a good commit whose one boot
 # measured 0.66x with every cell of that boot slow, and named the 6th. Each step here is decided on `boots` boots, as

@@ -12,7 +12,7 @@ from pipeline.config.matrix import ModelEntry, Profile
 from pipeline.infra.git import mirror_dir
 from pipeline.infra.supply import Supply
 from pipeline.infra.workshop import Workshop
-from pipeline.outcome import Outcome, cells_of
+from pipeline.outcome import Outcome, cells_of, perf_alert_key
 from pipeline.places import CacheDir, RunDir
 from pipeline.progress import Say
 from pipeline.settings import Settings
@@ -158,9 +158,10 @@ def failure_names(outcome: Outcome) -> frozenset[str]:
 
 def step_verdict(failing: Sequence[Failing], outcomes: Sequence[Outcome]) -> tuple[Status, str]:
     """A bisection step's answer as `git bisect` reads one: FAIL (bad) where an entry fails as it failed tonight (the
-    same stage, the same checks or cells or more), PASS (good) where every entry passes what failed tonight, else
-    SKIPPED with why: it failed otherwise (another stage, other checks), or could not be judged (the host, a
-    prerequisite). A skipped step is neither good nor bad: the search goes on around it."""
+    same stage, the same checks or cells or more; a cell of tonight's that the step's pairs left undecided stands
+    with them, while the step FAILs another of tonight's), PASS (good) where every entry passes what failed tonight,
+    else SKIPPED with why: it failed otherwise (another stage, other checks, one of tonight's passing), or could not
+    be judged (the host, a prerequisite). A skipped step is neither good nor bad: the search goes on around it."""
     tonight = {f.entry.id: f for f in failing}
     bad, other = [], []
     for outcome in outcomes:
@@ -168,7 +169,7 @@ def step_verdict(failing: Sequence[Failing], outcomes: Sequence[Outcome]) -> tup
         if outcome.status in {Status.PASS, Status.XFAIL}:
             continue
         if was is not None and outcome.status == Status.FAIL and outcome.stage == was.stage:
-            if failure_names(outcome) >= was.failures:
+            if _fails_as_tonight(outcome, was.failures):
                 bad.append(f"{outcome.entry}: {outcome.reason}")
                 continue
             other.append(f"{outcome.entry}: fails other checks at {outcome.stage}: {outcome.reason}")
@@ -179,6 +180,25 @@ def step_verdict(failing: Sequence[Failing], outcomes: Sequence[Outcome]) -> tup
     if other:
         return Status.SKIPPED, "not tonight's failure: " + "; ".join(other)[:480]
     return trial_verdict(outcomes)
+
+
+def _fails_as_tonight(outcome: Outcome, tonight: frozenset[str]) -> bool:
+    """Whether a step's FAIL at tonight's stage is tonight's failure: it fails each of tonight's checks and cells, or
+    leaves some cells undecided while it fails the others. A step slowed as tonight was, whose pairs settle tg32 at
+    0.52x but not pp128 (0.81x tonight, within a step's spread), carries tonight's slowdown; one that passes a cell
+    of tonight's carries another failure than tonight's, or only part of it (two regressions on one day), and is
+    skipped as before."""
+    failed = failure_names(outcome)
+    if not tonight:  # a failure named by its stage alone (a boot, a smoke): failing there again is failing as tonight
+        return True
+    return bool(failed & tonight) and tonight <= failed | undecided_cells(outcome)
+
+
+def undecided_cells(outcome: Outcome) -> frozenset[str]:
+    """The perf cells an outcome's pairs left undecided (INCONCLUSIVE), named as `failure_names` names a cell."""
+    key = perf_alert_key(outcome.entry)
+    cells = cells_of(outcome.numbers)
+    return frozenset(f"{key} {name}" for name, cell in cells.items() if cell.status == Status.INCONCLUSIVE)
 
 
 def slowdowns(outcome: Outcome) -> dict[str, float | None]:
