@@ -188,13 +188,13 @@ def _fails_as_tonight(outcome: Outcome, tonight: frozenset[str]) -> bool:
     0.52x but not pp128 (0.81x tonight, within a step's spread), carries tonight's slowdown; one that passes a cell
     of tonight's carries another failure than tonight's, or only part of it (two regressions on one day), and is
     skipped as before."""
-    failed = failure_names(outcome)
     if not tonight:  # a failure named by its stage alone (a boot, a smoke): failing there again is failing as tonight
         return True
-    return bool(failed & tonight) and tonight <= failed | undecided_cells(outcome)
+    failed = failure_names(outcome)
+    return bool(failed & tonight) and tonight <= failed | _undecided_cells(outcome)
 
 
-def undecided_cells(outcome: Outcome) -> frozenset[str]:
+def _undecided_cells(outcome: Outcome) -> frozenset[str]:
     """The perf cells an outcome's pairs left undecided (INCONCLUSIVE), named as `failure_names` names a cell."""
     key = perf_alert_key(outcome.entry)
     cells = cells_of(outcome.numbers)
