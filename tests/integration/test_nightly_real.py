@@ -1,13 +1,14 @@
 """Whole nights on the real CPU engine: a broken model fails at golden, alerts once per check and publishes nothing;
-the good model's night closes every alert and is published; an interrupted run resumes without redoing finished
-entries. (A slower build failing by its boot pairs against the last confirmed one is in test_workflow_nights.py,
-three nights of the workflow itself; a broken build judged by the last confirmed one in a boot of its own in
-test_judge_in_turns.py.)"""
+the good model's night closes every alert and is published; an unchanged build that trips is measured again on a
+fresh boot and blames no build; an interrupted run resumes without redoing finished entries. (A slower build failing
+by its boot pairs against the last confirmed one is in test_workflow_nights.py, three nights of the workflow itself;
+a broken build judged by the last confirmed one in a boot of its own in test_judge_in_turns.py.)"""
 
 from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
 
 import pytest
 
@@ -71,6 +72,32 @@ def test_a_broken_model_fails_at_golden_opens_one_alert_for_its_checks_and_a_goo
     last = sorted(p for p in place.runs.iterdir() if p.is_dir())[-1]
     note = (last / "logs" / CPU_ENTRY / "smoke-vllm-version.log").read_text()
     assert note.startswith("# `vllm --version` as first asked in ") and "PackageNotFoundError" in note, note
+
+
+def test_an_unchanged_build_that_trips_beside_no_other_server_is_measured_again_on_a_fresh_boot_never_blamed(
+    place: Place, cpu_engine: CpuEngine
+) -> None:
+    """Two boots of one build measured tg32 24 to 31 t/s on a 2-core host, and a night of the last confirmed build
+    itself whose boot was slow was measured again on that same boot, slow again (the container path's night,
+    INCONCLUSIVE at -24 %). Here the host's accepted night is doubled, so that every boot trips: the rerun must be a
+    fresh boot of tonight's build, and the night the host's, INCONCLUSIVE, unpublished, blaming no build."""
+    bench_one_case(place)
+    golden_for_another_stage(place)
+    beside_other_tests(place)  # the trip is made by the history, whatever the other worker's load
+    assert main(["nightly", "--profile", "cpu"]) == 0
+    with sqlite3.connect(place.root / "history" / "history.sqlite") as db:
+        doubled = db.execute("UPDATE samples SET value = value * 2 WHERE metric = 'tg_tps'").rowcount
+    assert doubled >= 3  # the night's three runs at least
+    assert main(["nightly", "--profile", "cpu"]) == 4
+    run = place.last_run()
+    (outcome,) = run["entries"]  # type: ignore[misc]
+    assert (outcome["status"], outcome["stage"]) == ("INCONCLUSIVE", "perf"), outcome["reason"]
+    assert "tripped twice, the second time on a fresh boot" in outcome["reason"], outcome["reason"]
+    assert "tonight's build is the last confirmed build itself" in outcome["reason"]
+    assert outcome["numbers"]["turns"]["boots"] == 1, outcome["numbers"]
+    logs = place.runs / str(run["run_id"]) / "logs" / CPU_ENTRY
+    assert list((logs / "boot-2").glob("*-server.log")), sorted(p.name for p in logs.iterdir())
+    assert run["verdict"] == "INCONCLUSIVE" and not run["publish"], run["publish"]  # nothing published
 
 
 def test_an_interrupted_run_resumes_without_redoing_finished_entries(place: Place, cpu_engine: CpuEngine) -> None:

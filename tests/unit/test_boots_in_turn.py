@@ -653,9 +653,11 @@ def _measured_in_turns(
     judge_results: Any,
     benched: list[str],
     ctx: Any,
+    servers_at_once: int = 1,
 ) -> tuple[list[str], turns.Turns]:
-    """perf_run.measure_and_judge over a one-server profile, its bench and judging given by the test, each health
-    window noted in `benched`: the boots of tonight's build as started and stopped, and the Turns that made them."""
+    """perf_run.measure_and_judge over a one-server profile (or `servers_at_once`), its bench and judging given by
+    the test, each health window noted in `benched`: the boots of tonight's build as started and stopped, and the
+    Turns that made them."""
 
     @contextmanager
     def watched(profile: Any) -> Iterator[None]:
@@ -670,7 +672,7 @@ def _measured_in_turns(
     started: list[str] = []
     bench = type("Bench", (), {"cases": lambda self: []})()
     entry = type("Entry", (), {"id": "m", "served_model_name": "m", "bench": bench})()
-    profile = type("Profile", (), {"servers_at_once": 1})()
+    profile = type("Profile", (), {"servers_at_once": servers_at_once})()
     held = turns.Turns(entry, profile, _restartable(started), tmp_path, tmp_path, lambda line: None, lambda: None)  # type: ignore[arg-type]
     perf_run.measure_and_judge(
         held,
@@ -711,6 +713,36 @@ def test_the_nightlys_rerun_in_turns_is_one_fresh_boot_that_measures_every_case(
     assert benched == ["tonight-0", "window", "tonight-1"]
     assert [b.why for b in held.boots] == ["a rerun on a fresh boot"]
     assert rerun == [c1, c4]
+
+
+def test_side_by_side_the_judge_is_given_one_fresh_boot_of_tonights_build_for_the_rerun_of_a_itself(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Where two servers fit, the judge is given a fresh boot of tonight's build for the rerun of A itself (made
+    once, measuring every case, in a window of its own; test_perf_judge: a changed build keeps its same-boot rerun);
+    trials get no further boots there."""
+    c1 = _case(16.0)
+    benched: list[str] = []
+
+    def run_bench(client: str, model: str, spec: Any, *, say: Any = None) -> list[Any]:
+        benched.append(client)
+        return [c1]
+
+    asked: dict[str, Any] = {}
+
+    def judge_results(
+        results: Any, thresholds: Any, ctx: Any, *, rerun_fresh: Any, boot_again: Any, **kw: Any
+    ) -> list[Any]:
+        asked.update(boot_again=boot_again, fresh=[rerun_fresh(c1, 1), rerun_fresh(c1, 1)])
+        return []
+
+    started, held = _measured_in_turns(
+        monkeypatch, tmp_path, run_bench, judge_results, benched, _ctx(tmp_path), servers_at_once=2
+    )
+    assert asked == {"boot_again": None, "fresh": [c1, c1]}
+    assert started == ["tonight-0", "stopped tonight-0", "tonight-1"]  # the bench boot, then one fresh boot
+    assert benched == ["tonight-0", "window", "tonight-1"]
+    assert [b.why for b in held.boots] == ["a rerun on a fresh boot"]
 
 
 def test_a_trials_further_boots_are_fresh_boots_of_its_build_shared_by_every_cell(

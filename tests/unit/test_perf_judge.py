@@ -18,7 +18,7 @@ from pipeline.infra.history import History
 from pipeline.stages.prove.health import HealthReport, HostFacts
 from pipeline.stages.prove.perf import pairs
 from pipeline.stages.prove.perf.gate import CellVerdict, judge_cell
-from pipeline.stages.prove.perf.judge import PerfContext, Remeasure, judge_results
+from pipeline.stages.prove.perf.judge import BootAgain, PerfContext, Remeasure, judge_results
 from pipeline.stages.prove.perf.measure import CaseResult, RequestSample, RunSample
 from pipeline.stages.prove.perf.paired import CellOutcome, PairedMeasure, PairsOverBoots, paired_verdict, side_by_side
 from pipeline.stages.prove.perf.run import JudgedPerf
@@ -78,6 +78,7 @@ def _judge(
     paired: PairedMeasure = lambda r, m, n, a: None,
     pairs: PairRules = DEFAULT_PAIRS,
     another_build: str | None = None,
+    rerun_fresh: BootAgain | None = None,
 ) -> list[CellOutcome]:
     return judge_results(
         [case],
@@ -87,6 +88,7 @@ def _judge(
         health_after=health_after,
         remeasure=remeasure,
         paired=paired,
+        rerun_fresh=rerun_fresh,
     )
 
 
@@ -270,6 +272,46 @@ def test_an_unchanged_build_that_trips_is_inconclusive_not_blamed(tmp_path: Path
         o for o in _judge(_case(17.0), ctx, remeasure=lambda r: _case(17.0), paired=never) if o.cell == "tg32"
     )
     assert decode.status == Status.INCONCLUSIVE and "the last confirmed build itself" in decode.reason
+
+
+def test_an_unchanged_build_side_by_side_is_measured_again_on_a_fresh_boot_not_its_slow_one(tmp_path: Path) -> None:
+    """Boots of one build spread by 10 % and more on a 2-core host (tg32 24-31 t/s over five boots): a rerun on the
+    boot that tripped measured that boot again, and the container path's night of the last confirmed build ended
+    INCONCLUSIVE (23.8 t/s against the host's one night of 31.3, tripped twice on one boot)."""
+    _seed(_ctx(tmp_path), tmp_path, 20.0)
+    fresh_boots: list[int] = []
+
+    def fresh(value: float) -> BootAgain:
+        def boot(result: CaseResult, number: int) -> CaseResult:
+            fresh_boots.append(number)
+            return _case(value)
+
+        return boot
+
+    def same_boot(result: CaseResult) -> CaseResult:
+        raise AssertionError("the boot that tripped was measured again")
+
+    def never(result: CaseResult, metric: str, wanted: int, a: BuildRef) -> None:
+        raise AssertionError("pairs of a build with itself were measured")
+
+    itself = replace(_ctx(tmp_path, "2026-11-20", build="2026-11-01"), record=False)  # tonight's build is A itself
+    back = _judge(_case(15.0), itself, remeasure=same_boot, paired=never, rerun_fresh=fresh(20.0))
+    decode = next(o for o in back if o.cell == "tg32")
+    assert decode.status == Status.PASS and fresh_boots == [1]
+    assert "passed on a fresh boot" in decode.reason and "the last confirmed build itself" in decode.reason
+    fresh_boots.clear()
+    slow = _judge(_case(15.0), itself, remeasure=same_boot, paired=never, rerun_fresh=fresh(15.0))
+    decode = next(o for o in slow if o.cell == "tg32")
+    assert decode.status == Status.INCONCLUSIVE and fresh_boots == [1]
+    assert "tripped twice, the second time on a fresh boot" in decode.reason
+    assert "points at the host or the night" in decode.reason
+    fresh_boots.clear()  # another build: rerun on its own boot, then pairs against A decide (they boot both again)
+    changed = replace(_ctx(tmp_path, "2026-11-20"), record=False)
+    other = _judge(_case(15.0), changed, remeasure=lambda r: _case(15.0), paired=lambda r, m, n, a: EVEN_PAIRS,
+                   rerun_fresh=fresh(20.0))  # fmt: skip
+    decode = next(o for o in other if o.cell == "tg32")
+    assert fresh_boots == [] and decode.confirmation is not None
+    assert "tripped twice, the second time on rerun" in decode.reason
 
 
 def test_the_hardwares_boot_spread_keeps_two_processes_a_few_percent_apart_from_a_fail(tmp_path: Path) -> None:

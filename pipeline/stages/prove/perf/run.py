@@ -75,10 +75,10 @@ def measure_and_judge(  # noqa: PLR0913 -- the perf stage's inputs, by keyword (
             return run_bench(server, entry.served_model_name, case_spec(spec, result))[0]
 
     def on_a_fresh_boot(result: CaseResult, number: int) -> CaseResult:
-        """Where one server fits, a rerun on tonight's boot would measure that boot again: tonight's build is booted
-        once more and every case measured on it, for each cell that asks (the last confirmed build itself measured
-        again, or a trial's build asked whether it is like A or like tonight's build). The `number`-th fresh boot
-        is made when a cell first asks for it; the others share it."""
+        """A rerun on tonight's boot would measure that boot again: tonight's build is booted once more and every
+        case measured on it, for each cell that asks (the last confirmed build itself measured again, wherever the
+        night owns its server, or, where one server fits, a trial's build asked whether it is like A or like
+        tonight's build). The `number`-th fresh boot is made when a cell first asks for it; the others share it."""
         assert turns is not None
         while len(fresh_boots) < number:
             why = "a rerun on a fresh boot" if not ctx.slowdowns else f"boot {len(fresh_boots) + 2} of this build"
@@ -90,8 +90,8 @@ def measure_and_judge(  # noqa: PLR0913 -- the perf stage's inputs, by keyword (
         return fresh_boots[number - 1][result.pp_cell.name]
 
     def another_boot(result: CaseResult, number: int) -> CaseResult | None:
-        """A trial's `number`-th fresh boot, shared by every cell; None where it is not made yet and the night's boot
-        budget holds no more."""
+        """The `number`-th fresh boot, shared by every cell; None where it is not made yet and the night's boot budget
+        holds no more."""
         assert turns is not None
         if len(fresh_boots) < number and turns.boots_left() < 1:
             return None
@@ -109,5 +109,6 @@ def measure_and_judge(  # noqa: PLR0913 -- the perf stage's inputs, by keyword (
         outcomes = judge_results(
             results, thresholds, ctx, health_before=before, health_after=after, remeasure=remeasure, paired=paired,
             boot_again=another_boot if one_at_a_time else None,
+            rerun_fresh=another_boot if turns is not None and not one_at_a_time else None,
         )  # fmt: skip
     return JudgedPerf(results, after, outcomes)
