@@ -718,9 +718,9 @@ def test_the_nightlys_rerun_in_turns_is_one_fresh_boot_that_measures_every_case(
 def test_side_by_side_the_judge_is_given_one_fresh_boot_of_tonights_build_for_the_rerun_of_a_itself(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """Where two servers fit, the judge is given a fresh boot of tonight's build for the rerun of A itself (made
-    once, measuring every case, in a window of its own; test_perf_judge: a changed build keeps its same-boot rerun);
-    trials get no further boots there."""
+    """Where two servers fit, the judge is given fresh boots of tonight's build too, for the rerun of A itself: the
+    first made once, measuring every case, in a window of its own (test_perf_judge: a changed build keeps its
+    same-boot rerun)."""
     c1 = _case(16.0)
     benched: list[str] = []
 
@@ -730,16 +730,14 @@ def test_side_by_side_the_judge_is_given_one_fresh_boot_of_tonights_build_for_th
 
     asked: dict[str, Any] = {}
 
-    def judge_results(
-        results: Any, thresholds: Any, ctx: Any, *, rerun_fresh: Any, boot_again: Any, **kw: Any
-    ) -> list[Any]:
-        asked.update(boot_again=boot_again, fresh=[rerun_fresh(c1, 1), rerun_fresh(c1, 1)])
+    def judge_results(results: Any, thresholds: Any, ctx: Any, *, boot_again: Any, **kw: Any) -> list[Any]:
+        asked.update(fresh=[boot_again(c1, 1), boot_again(c1, 1)])
         return []
 
     started, held = _measured_in_turns(
         monkeypatch, tmp_path, run_bench, judge_results, benched, _ctx(tmp_path), servers_at_once=2
     )
-    assert asked == {"boot_again": None, "fresh": [c1, c1]}
+    assert asked == {"fresh": [c1, c1]}
     assert started == ["tonight-0", "stopped tonight-0", "tonight-1"]  # the bench boot, then one fresh boot
     assert benched == ["tonight-0", "window", "tonight-1"]
     assert [b.why for b in held.boots] == ["a rerun on a fresh boot"]

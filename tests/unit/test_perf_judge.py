@@ -78,7 +78,7 @@ def _judge(
     paired: PairedMeasure = lambda r, m, n, a: None,
     pairs: PairRules = DEFAULT_PAIRS,
     another_build: str | None = None,
-    rerun_fresh: BootAgain | None = None,
+    boot_again: BootAgain | None = None,
 ) -> list[CellOutcome]:
     return judge_results(
         [case],
@@ -88,7 +88,7 @@ def _judge(
         health_after=health_after,
         remeasure=remeasure,
         paired=paired,
-        rerun_fresh=rerun_fresh,
+        boot_again=boot_again,
     )
 
 
@@ -295,12 +295,12 @@ def test_an_unchanged_build_side_by_side_is_measured_again_on_a_fresh_boot_not_i
         raise AssertionError("pairs of a build with itself were measured")
 
     itself = replace(_ctx(tmp_path, "2026-11-20", build="2026-11-01"), record=False)  # tonight's build is A itself
-    back = _judge(_case(15.0), itself, remeasure=same_boot, paired=never, rerun_fresh=fresh(20.0))
+    back = _judge(_case(15.0), itself, remeasure=same_boot, paired=never, boot_again=fresh(20.0))
     decode = next(o for o in back if o.cell == "tg32")
     assert decode.status == Status.PASS and fresh_boots == [1]
     assert "passed on a fresh boot" in decode.reason and "the last confirmed build itself" in decode.reason
     fresh_boots.clear()
-    slow = _judge(_case(15.0), itself, remeasure=same_boot, paired=never, rerun_fresh=fresh(15.0))
+    slow = _judge(_case(15.0), itself, remeasure=same_boot, paired=never, boot_again=fresh(15.0))
     decode = next(o for o in slow if o.cell == "tg32")
     assert decode.status == Status.INCONCLUSIVE and fresh_boots == [1]
     assert "tripped twice, the second time on a fresh boot" in decode.reason
@@ -308,7 +308,7 @@ def test_an_unchanged_build_side_by_side_is_measured_again_on_a_fresh_boot_not_i
     fresh_boots.clear()  # another build: rerun on its own boot, then pairs against A decide (they boot both again)
     changed = replace(_ctx(tmp_path, "2026-11-20"), record=False)
     other = _judge(_case(15.0), changed, remeasure=lambda r: _case(15.0), paired=lambda r, m, n, a: EVEN_PAIRS,
-                   rerun_fresh=fresh(20.0))  # fmt: skip
+                   boot_again=fresh(20.0))  # fmt: skip
     decode = next(o for o in other if o.cell == "tg32")
     assert fresh_boots == [] and decode.confirmation is not None
     assert "tripped twice, the second time on rerun" in decode.reason

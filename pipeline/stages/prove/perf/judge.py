@@ -152,7 +152,7 @@ def _cells(result: CaseResult) -> list[tuple[str, str]]:
     return [(result.pp_cell.name, "pp_tps"), (result.tg_cell.name, "tg_tps")]
 
 
-def judge_results(  # noqa: PLR0913 -- what was measured, and each way the night may measure again, by keyword
+def judge_results(
     results: Sequence[CaseResult],
     thresholds: Thresholds,
     ctx: PerfContext,
@@ -162,13 +162,11 @@ def judge_results(  # noqa: PLR0913 -- what was measured, and each way the night
     remeasure: Remeasure,
     paired: PairedMeasure | InTurn,
     boot_again: BootAgain | None = None,
-    rerun_fresh: BootAgain | None = None,
 ) -> list[CellOutcome]:
     """Every judged cell's outcome; records healthy samples with their verdicts and moves A where accepted.
 
     health_after judges the whole measurement window (foreign CPU time over it, the GPU under load). `boot_again`:
-    more boots of tonight's build in turns; `rerun_fresh`: side by side, a fresh boot of tonight's build for the
-    rerun of a cell whose build is A itself (None where the server is not ours to boot again).
+    fresh boots of tonight's build, None where its server is not ours to boot again (given by URL).
     """
     if not (health_before.healthy and health_after.healthy):
         reasons = "; ".join(health_before.reasons + health_after.reasons)
@@ -192,9 +190,7 @@ def judge_results(  # noqa: PLR0913 -- what was measured, and each way the night
             found = _cell_case(
                 finals[case], cell, metric, thresholds=thresholds, ctx=ctx, remeasure=remeasure, paired=paired
             )
-            outcome, finals[case] = _judge_cell(
-                replace(found, failed=_failed_by_pairs(outcomes), again=boot_again, fresh=rerun_fresh)
-            )
+            outcome, finals[case] = _judge_cell(replace(found, failed=_failed_by_pairs(outcomes), again=boot_again))
         except HostUnhealthy as exc:
             gate = judge_cell(thresholds.cells[cell], finals[case].values(metric))
             reason = f"the host became unhealthy during its rerun or pairs, numbers not judged: {exc}"
@@ -280,8 +276,7 @@ class CellCase:
     screened: Screen
     evidence: Evidence | None  # carried boot pairs and the boot spread, in turns
     failed: tuple[str, ...] = ()  # cells whose pairs FAILed the entry tonight: no boot is made for this one's pairs
-    again: BootAgain | None = None  # more boots of tonight's build, where one server fits
-    fresh: BootAgain | None = None  # side by side, a fresh boot of tonight's build for a rerun of A itself
+    again: BootAgain | None = None  # fresh boots of tonight's build, where its server is ours to boot again
 
     @property
     def in_turn(self) -> bool:
@@ -542,12 +537,12 @@ def _no_boot_left(case: CellCase) -> Judged | None:
 
 
 def _measured_again(case: CellCase) -> Judged:
-    """A rerun: PASS if it no longer trips, else decided as a trip. Tonight's build being A itself, its rerun is a
-    fresh boot of it wherever the night may boot one (in turns only that case comes here, and its remeasure is one:
-    one boot where a pair costs two; side by side, `fresh`): pairs of a build with itself decide nothing, and a rerun
-    on the same boot would measure that boot's own offset again (2-core hosts' boots of one build spread by 10 % and
-    more), so a slow boot would make an unchanged build's night INCONCLUSIVE however often it was asked."""
-    fresh = case.fresh(case.result, 1) if case.same_build and case.fresh is not None else None
+    """A rerun: PASS if it no longer trips, else decided as a trip. Tonight's build being A itself (in turns only that
+    case comes here), its rerun is the first fresh boot of it (one boot where a pair costs two), side by side too:
+    pairs of a build with itself decide nothing, and a rerun on the same boot would measure that boot's own offset
+    again (2-core hosts' boots of one build spread by 10 % and more), so a slow boot would make an unchanged build's
+    night INCONCLUSIVE however often it was asked. Without a boot to make, the rerun is on tonight's boot."""
+    fresh = case.again(case.result, 1) if case.same_build and case.again is not None else None
     measured = fresh if fresh is not None else case.remeasure(case.result)
     again = "on a fresh boot" if case.in_turn or fresh is not None else "on rerun"
     values = measured.values(case.metric)

@@ -76,9 +76,9 @@ def measure_and_judge(  # noqa: PLR0913 -- the perf stage's inputs, by keyword (
 
     def on_a_fresh_boot(result: CaseResult, number: int) -> CaseResult:
         """A rerun on tonight's boot would measure that boot again: tonight's build is booted once more and every
-        case measured on it, for each cell that asks (the last confirmed build itself measured again, wherever the
-        night owns its server, or, where one server fits, a trial's build asked whether it is like A or like
-        tonight's build). The `number`-th fresh boot is made when a cell first asks for it; the others share it."""
+        case measured on it, for each cell that asks (the last confirmed build itself measured again, or, in turns,
+        where tonight's boots of A are kept, a trial's build asked whether it is like A or like tonight's build). The
+        `number`-th fresh boot is made when a cell first asks for it; the others share it."""
         assert turns is not None
         while len(fresh_boots) < number:
             why = "a rerun on a fresh boot" if not ctx.slowdowns else f"boot {len(fresh_boots) + 2} of this build"
@@ -108,7 +108,6 @@ def measure_and_judge(  # noqa: PLR0913 -- the perf stage's inputs, by keyword (
             paired = interleaved_pairs(beside, entry.served_model_name, watch=watch, say=say)
         outcomes = judge_results(
             results, thresholds, ctx, health_before=before, health_after=after, remeasure=remeasure, paired=paired,
-            boot_again=another_boot if one_at_a_time else None,
-            rerun_fresh=another_boot if turns is not None and not one_at_a_time else None,
+            boot_again=another_boot if turns is not None else None,
         )  # fmt: skip
     return JudgedPerf(results, after, outcomes)
