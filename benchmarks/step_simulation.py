@@ -13,8 +13,11 @@ believes as a share of the true one (the pooled prior of a host whose boots spre
 `--bisections N` then bisects N failing days of DAY commits (the GPU day's shape: the GUILTY-th carries the
 slowdown) through aftermath/bisect.bisect_main with these steps, with and without its second look at the boundary
 (bisect.CONFIRM_BOOTS), and counts the days that named a wrong commit, ended in an honest range, and the boots.
+`--two-cell-days N` bisects N of the landing run's day of 2026-12-02 (4 commits, the 3rd slower; two cells, pp128 at
+-25 % and tg32 at -51 %, a boot's offset shared by both; one boot of A) through the product's step verdict
+(trial_bench.step_verdict, cells_disagree) and bisect_main, as the rule was before that day and as it is.
 Run: .venv/bin/python -m benchmarks.step_simulation [--nights N] [--step-boots K] [--min-effect E] [--assumed R]
-     [--bisections N]
+     [--bisections N] [--two-cell-days N]
 """
 
 from __future__ import annotations
@@ -23,13 +26,18 @@ import argparse
 import math
 import random
 from collections import Counter
+from types import SimpleNamespace
+from typing import cast
 
+from pipeline.config.matrix import ModelEntry
 from pipeline.config.thresholds import MAX_BOOT_PAIRS, MIN_EFFECT, PairRules
 from pipeline.detect.evidence import Carried
 from pipeline.detect.sequential import decide_sequential
 from pipeline.detect.step_test import STEP_ERROR, two_builds
+from pipeline.outcome import Failure, Outcome
 from pipeline.settings import Settings
 from pipeline.stages.aftermath.bisect import CONFIRM_BOOTS, Bisection, Commit, StepResult, bisect_main, step_bound
+from pipeline.stages.aftermath.trial_bench import Failing, cells_disagree, step_verdict
 from pipeline.status import Status
 
 SLOWDOWNS = (0.10, 0.19, 0.25, 0.50)  # 0.19: a gap of 3 boot SDs at 7 %
@@ -119,12 +127,17 @@ def bisected_day(
         "vllm", Commit("0" * 40, "good", "2026-11-28"), commits, lambda c: trial(c, 1),
         max_steps=step_bound(DAY) + 2, confirm=(lambda c: trial(c, CONFIRM_BOOTS)) if confirm else None,
     )  # fmt: skip
-    guilty = commits[GUILTY - 1]
+    return scored(found, commits[GUILTY - 1]), booted
+
+
+def scored(found: Bisection, guilty: Commit) -> str:
+    """A bisected day's answer: "right" (the guilty commit named), "range" (an honest range holding it), or "wrong"
+    (another commit named, a range without it, or "not main's history")."""
     if found.first_bad is not None:
-        return ("right" if found.first_bad == guilty else "wrong"), booted
+        return "right" if found.first_bad == guilty else "wrong"
     if found.good_fails:
-        return "wrong", booted
-    return ("range" if guilty in found.candidates or found.last_bad == guilty.sha else "wrong"), booted
+        return "wrong"
+    return "range" if guilty in found.candidates or found.last_bad == guilty.sha else "wrong"
 
 
 def bisections(rng: random.Random, days: int, most: int, min_effect: float) -> None:
@@ -155,6 +168,111 @@ def bisections(rng: random.Random, days: int, most: int, min_effect: float) -> N
         )
 
 
+# The landing run's day of 2026-12-02 (`cpu-built` one server at a time): 4 commits, the 3rd slower; its pairs FAILed
+# pp128 at 0.75x and tg32 at 0.49x on one boot pair, and a boot's offset is shared by both cells (a slow boot is slow
+# in each); the decision believes the cpu file's 5 % wherever the host's boots spread
+TWO_CELLS = {"pp128": 0.25, "tg32": 0.51}
+TWO_CELL_DAY, TWO_CELL_GUILTY, CELL_SD, BELIEVED = 4, 3, 0.02, 0.05
+TWO_CELL_SDS = (0.05, 0.08, 0.10, 0.12, 0.15)
+FAILING = Failing(cast(ModelEntry, SimpleNamespace(id="m")), "perf", dict.fromkeys(TWO_CELLS, 0.5),
+                  frozenset(f"m:perf {cell}" for cell in TWO_CELLS))  # fmt: skip
+
+
+def two_cell_step(
+    rng: random.Random, bad: bool, boot_sd: float, night: tuple[dict[str, float], dict[str, float]], most: int,
+    least: int, earlier: dict[str, tuple[float, ...]],
+) -> tuple[Outcome, int]:  # fmt: skip
+    """One look at a step, each cell asked as the perf stage asks it (its first look's boots, then boots shared by
+    both cells, up to `most`): its outcome as the bisection reads one, and the boots it made."""
+    a_boot, b_over_a = night
+    boots: list[dict[str, float]] = []
+    shift = {cell: math.log1p(-slowdown) if bad else 0.0 for cell, slowdown in TWO_CELLS.items()}
+    cells: dict[str, dict[str, object]] = {}
+    for cell in TWO_CELLS:
+        builds = two_builds([(math.exp(a_boot[cell]),)], b_over_a[cell], 2 * BELIEVED**2)
+        own = earlier.get(cell, ())
+        step = [*own]
+        while True:
+            if len(boots) < len(step) - len(own) + 1:
+                offset = rng.gauss(0.0, boot_sd)
+                boots.append({c: offset + rng.gauss(shift[c], CELL_SD) for c in TWO_CELLS})
+            step.append(boots[len(step) - len(own)][cell])
+            answer = builds.answer(step, max_boots=max(most, least), least_boots=least)
+            if answer != "more":
+                break
+        status = {"A": Status.PASS, "B": Status.FAIL}.get(answer, Status.INCONCLUSIVE)
+        decided = status != Status.INCONCLUSIVE
+        cells[cell] = {"status": status.value, "step_boots": len(step) if decided else 0,
+                       "step_logs": list(step) if decided else []}  # fmt: skip
+    failed = [cell for cell, c in cells.items() if c["status"] == "FAIL"]
+    failures = tuple(Failure("m:perf", cell, "slower", subject=cell) for cell in failed)
+    ended = {c["status"] for c in cells.values()}
+    status = Status.FAIL if failures else Status.PASS if ended == {"PASS"} else Status.INCONCLUSIVE
+    return Outcome("m", status, "perf", "", True, 1.0, {"cells": cells}, failures=failures), len(boots)
+
+
+def two_cell_day(rng: random.Random, boot_sd: float, most: int, *, before: bool) -> tuple[str, int]:
+    """The landing run's day bisected through the product's step verdict and bisect_main: "right", "range" or
+    "wrong", and its boots. `before`: as the rule was until 2026-12-02 (a step passed only where every cell of
+    tonight's passed, and a step whose cells answered both ways was skipped)."""
+    while True:
+        a_offset, b_offset = rng.gauss(0.0, boot_sd), rng.gauss(0.0, boot_sd)
+        a_boot = {c: a_offset + rng.gauss(0.0, CELL_SD) for c in TWO_CELLS}
+        b_boot = {c: b_offset + rng.gauss(math.log1p(-s), CELL_SD) for c, s in TWO_CELLS.items()}
+        b_over_a = {c: math.exp(b_boot[c] - a_boot[c]) for c in TWO_CELLS}
+        if all(ratio < 1 for ratio in b_over_a.values()):  # both FAILed tonight (the night is bisected)
+            break
+    commits = [Commit(f"{n:040x}", f"change {n}", "2026-12-02") for n in range(1, TWO_CELL_DAY + 1)]
+    looks: dict[str, dict[str, tuple[float, ...]]] = {}
+    booted = 0
+
+    def trial(commit: Commit, least: int) -> StepResult:
+        nonlocal booted
+        earlier = looks.get(commit.sha, {}) if least > 1 else {}
+        bad = int(commit.sha, 16) >= TWO_CELL_GUILTY
+        outcome, boots = two_cell_step(rng, bad, boot_sd, (a_boot, b_over_a), most, least, earlier)
+        booted += boots
+        looks[commit.sha] = {name: tuple(c["step_logs"]) for name, c in outcome.numbers["cells"].items()}
+        status, detail = step_verdict([FAILING], [outcome])
+        split = cells_disagree([FAILING], [outcome])
+        if before:
+            undecided = any(c["status"] == "INCONCLUSIVE" for c in outcome.numbers["cells"].values())
+            status = Status.SKIPPED if status == Status.PASS and undecided else status
+            split = False
+        weighed = [int(c["step_boots"]) for c in outcome.numbers["cells"].values() if c["step_boots"]]
+        return StepResult(status, detail, weighed_boots=min(weighed, default=0), split=split)
+
+    found: Bisection = bisect_main(
+        "vllm", Commit("0" * 40, "good", "2026-12-01"), commits, lambda c: trial(c, 1),
+        max_steps=step_bound(TWO_CELL_DAY) + 2, confirm=lambda c: trial(c, CONFIRM_BOOTS),
+    )  # fmt: skip
+    return scored(found, commits[TWO_CELL_GUILTY - 1]), booted
+
+
+def two_cell_days(rng: random.Random, days: int, most: int) -> None:
+    """The third table: the landing run's day, as the rule was and as it is."""
+    print(f"\n{days} days of {TWO_CELL_DAY} commits a row, the {TWO_CELL_GUILTY}rd slower (pp128 -25 %, tg32 -51 %), "
+          f"one boot of A; the decision believes a boot SD of {BELIEVED:.0%}; culprit.step_boots {most}")  # fmt: skip
+    print("| boot SD | named right (before / now) | honest range (before / now) | wrong (before / now) "
+          "| boots a day (before / now) |")  # fmt: skip
+    print("| --- | --- | --- | --- | --- |")
+    for boot_sd in TWO_CELL_SDS:
+        counts = {flag: Counter[str]() for flag in (True, False)}
+        boots = {True: 0, False: 0}
+        for _ in range(days):
+            for before in (True, False):
+                answer, used = two_cell_day(rng, boot_sd, most, before=before)
+                counts[before][answer] += 1
+                boots[before] += used
+        share = {flag: {k: v / days for k, v in c.items()} for flag, c in counts.items()}
+        print(
+            f"| {boot_sd:.0%} | {share[True].get('right', 0):.1%} / {share[False].get('right', 0):.1%} | "
+            f"{share[True].get('range', 0):.1%} / {share[False].get('range', 0):.1%} | "
+            f"{share[True].get('wrong', 0):.2%} / {share[False].get('wrong', 0):.2%} | "
+            f"{boots[True] / days:.2f} / {boots[False] / days:.2f} |"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nights", type=int, default=4000)
@@ -162,6 +280,7 @@ def main() -> None:
     parser.add_argument("--min-effect", type=float, default=MIN_EFFECT)
     parser.add_argument("--assumed", type=float, default=1.0)
     parser.add_argument("--bisections", type=int, default=0)
+    parser.add_argument("--two-cell-days", type=int, default=0)
     args = parser.parse_args()
     nights, most = args.nights, args.step_boots
     rng = random.Random(20261129)
@@ -198,6 +317,8 @@ def main() -> None:
             )
     if args.bisections:
         bisections(rng, args.bisections, most, args.min_effect)
+    if args.two_cell_days:
+        two_cell_days(rng, args.two_cell_days, most)
 
 
 if __name__ == "__main__":

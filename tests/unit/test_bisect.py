@@ -17,7 +17,7 @@ from pipeline.config.matrix import ModelEntry
 from pipeline.outcome import Failure, Outcome
 from pipeline.stages.aftermath.bisect import Commit, MovedSource, StepResult, bisect_main, separate, step_bound
 from pipeline.stages.aftermath.report import render_summary
-from pipeline.stages.aftermath.trial_bench import Failing, step_verdict, trial_verdict
+from pipeline.stages.aftermath.trial_bench import Failing, cells_disagree, step_verdict, trial_verdict
 from pipeline.status import Status
 
 GOOD = Commit("0" * 40, "[Core] the last good night's main (#30000)", "2026-11-25T00:00:00Z")
@@ -300,14 +300,22 @@ def test_a_step_is_bad_only_when_it_fails_as_tonight_failed() -> None:
 
 
 def _perf_step(**cells: Status) -> Outcome:
-    """A step's perf outcome whose cells ended as given, those that FAILed named as the perf verdict names them."""
+    """A step's perf outcome whose cells ended as given, each decided on one boot of it where it was decided, those
+    that FAILed named as the perf verdict names them."""
     failures = tuple(
         Failure("m:perf", f"{cell} t/s", "slower", subject=cell)
         for cell, status in cells.items()
         if status == Status.FAIL
     )
-    numbers = {"cells": {cell: {"status": status.value} for cell, status in cells.items()}}
+    numbers = {
+        "cells": {
+            cell: {"status": status.value, "step_boots": 0 if status == Status.INCONCLUSIVE else 1}
+            for cell, status in cells.items()
+        }
+    }
     status = Status.FAIL if failures else Status.INCONCLUSIVE
+    if all(cell == Status.PASS for cell in cells.values()):
+        status = Status.PASS
     return Outcome("m", status, "perf", "tg32: 0.52x the last confirmed build", True, 1.0, numbers, failures=failures)
 
 
@@ -325,6 +333,42 @@ def test_a_step_that_fails_one_of_tonights_cells_and_leaves_the_other_undecided_
         _perf_step(pp128=Status.INCONCLUSIVE, tg32=Status.INCONCLUSIVE, pp512=Status.FAIL),
     ):
         assert step_verdict(tonight, [other])[0] == Status.SKIPPED, other
+
+
+def test_a_step_that_passes_one_of_tonights_cells_and_leaves_the_other_undecided_does_not_carry_the_slowdown() -> None:
+    """The mirror, and the landing run's day of 2026-12-02 (tonight pp128 at 0.75x, tg32 at 0.49x, on a host whose
+    boots spread about 10 %): a good step's second look settled tg32 like the last confirmed build and left pp128,
+    the narrow gap, between the two builds; skipped, it left the guilty commit one of two. It is good, as its mirror
+    is bad, and says which cell answered. A cell of tonight's that it FAILs, every cell undecided, a cell not
+    measured, or tonight's failure beyond its perf cells keep it skipped."""
+    tonight = [Failing(ENTRY, "perf", {"pp128": 0.75, "tg32": 0.49}, frozenset({"m:perf pp128", "m:perf tg32"}))]
+    status, detail = step_verdict(tonight, [_perf_step(pp128=Status.INCONCLUSIVE, tg32=Status.PASS)])
+    assert status == Status.PASS, detail
+    assert detail.endswith("passes tg32 of tonight's cells, leaves pp128 undecided)"), detail
+    assert step_verdict(tonight, [_perf_step(pp128=Status.PASS, tg32=Status.PASS)])[0] == Status.PASS
+    for other in (
+        _perf_step(pp128=Status.PASS, tg32=Status.FAIL),
+        _perf_step(pp128=Status.INCONCLUSIVE, tg32=Status.INCONCLUSIVE),
+        _perf_step(tg32=Status.PASS, pp512=Status.INCONCLUSIVE),  # pp128 not measured
+        _perf_step(pp128=Status.INCONCLUSIVE, tg32=Status.PASS, pp512=Status.FAIL),
+    ):
+        assert step_verdict(tonight, [other])[0] == Status.SKIPPED, other
+    beyond = [replace(tonight[0], failures=tonight[0].failures | {"m:perf golden-gate"})]
+    assert step_verdict(beyond, [_perf_step(pp128=Status.INCONCLUSIVE, tg32=Status.PASS)])[0] == Status.SKIPPED
+
+
+def test_cells_answered_both_ways_on_the_steps_boots_are_a_split_step_and_nothing_else_is() -> None:
+    tonight = [Failing(ENTRY, "perf", {"pp128": 0.75, "tg32": 0.49}, frozenset({"m:perf pp128", "m:perf tg32"}))]
+    assert cells_disagree(tonight, [_perf_step(pp128=Status.FAIL, tg32=Status.PASS)])
+    for agreeing in (
+        _perf_step(pp128=Status.FAIL, tg32=Status.FAIL),
+        _perf_step(pp128=Status.INCONCLUSIVE, tg32=Status.PASS),
+        _perf_step(pp128=Status.PASS, tg32=Status.PASS, pp512=Status.FAIL),  # pp512 is not tonight's
+    ):
+        assert not cells_disagree(tonight, [agreeing]), agreeing
+    by_pairs = _perf_step(pp128=Status.FAIL, tg32=Status.PASS)  # decided by pairs, not by its boots: not a split
+    cells = {name: {**cell, "step_boots": 0} for name, cell in by_pairs.numbers["cells"].items()}
+    assert not cells_disagree(tonight, [replace(by_pairs, numbers={"cells": cells})])
 
 
 # One-boot perf steps, and the day that fooled them: the GPU day of 2026-11-29 (10 commits, the 7th sleeping in each
@@ -393,6 +437,30 @@ def test_a_boundary_step_undecided_on_its_second_look_is_skipped_and_said() -> N
     found = bisect_main("vllm", GOOD, commits, first, max_steps=8, confirm=confirm)
     assert found.first_bad is None and [c.sha for c in found.candidates] == [commits[5].sha, commits[6].sha]
     assert "only skipped commits were left to test" in found.why and "on 2 boot(s)" in found.why
+
+
+def test_a_step_whose_boots_answered_its_cells_both_ways_is_looked_at_again_at_once_not_built_around() -> None:
+    """The 6th of 10 (good) split on its first boot (tg32 like A, pp128 like tonight's build: a slow boot reads the
+    narrow gap wrong first): skipped, the search would build the 5th and the 7th around it and end on a range;
+    looked at again at once it PASSes and the 7th is named, with no build more. A split that stays split is
+    skipped as before."""
+    commits = _day(10)
+    first, confirm, looks = _one_boot_day(7, lies={6: Status.SKIPPED})
+
+    def splitting(commit: Commit) -> StepResult:
+        result = first(commit)
+        return replace(result, split=True) if int(commit.sha, 16) == 6 else result
+
+    found = bisect_main("vllm", GOOD, commits, splitting, max_steps=8, confirm=confirm)
+    assert found.first_bad == commits[6], found.describe()
+    assert looks[:3] == [(5, 1), (7, 1), (6, 1)] and looks[3] == (6, 2), looks  # at once, before any other look
+    assert found.builds == 3 and [s.again for s in found.steps][:4] == [False, False, False, True]
+    _, still, _ = _one_boot_day(7, lies={6: Status.SKIPPED}, again={6: Status.SKIPPED})
+    stays = bisect_main("vllm", GOOD, commits, splitting, max_steps=8, confirm=still)
+    assert stays.first_bad is None and commits[5] in stays.candidates and commits[6] in stays.candidates
+    assert sum(1 for s in stays.steps if s.again and s.commit == commits[5]) == 1  # looked at again once, not twice
+    unconfirmed = bisect_main("vllm", GOOD, commits, splitting, max_steps=8)  # no second look at hand: skipped
+    assert unconfirmed.steps and not any(s.again for s in unconfirmed.steps) and unconfirmed.first_bad is None
 
 
 def test_a_good_end_failing_on_one_boot_is_tried_again_before_it_is_called_not_mains_history() -> None:

@@ -11,7 +11,9 @@ A perf step is mostly decided on one boot of its build (detect/step_test.py), an
 every cell on a host whose boots spread wider than its record says. A wrong step anywhere leaves its mark on the
 answer's boundary (with one true boundary, a wrong answer needs a wrong verdict at the last good step or the first bad
 one), so before a commit is named the boundary's steps that rested on fewer than CONFIRM_BOOTS boots are tried again
-on that many; a verdict the second look turns over is replaced, and the search goes on from there.
+on that many; a verdict the second look turns over is replaced, and the search goes on from there. A step whose
+boots answered tonight's cells both ways (one like the last confirmed build, another like tonight's: a slow boot
+reads the narrowest gap wrong first) is looked at again at once, rather than skipped and built around.
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ class StepResult:
     built: bool = True  # False where nothing was built (a native commit the profile cannot build): costs no build
     boots: int = 0  # boots in turns its entries made (where one server fits; side by side none are counted)
     weighed_boots: int = 0  # the fewest boots of its build a perf cell was decided on against tonight's A (0: none)
+    split: bool = False  # its boots answered tonight's cells both ways, one like A and one like B (looked at again)
 
     @property
     def rests_on_few_boots(self) -> bool:
@@ -148,6 +151,7 @@ class Bisection:
                     "boots": s.result.boots,
                     "weighed_boots": s.result.weighed_boots,
                     "again": s.again,
+                    "split": s.result.split,
                 }
                 for s in self.steps
             ],
@@ -230,7 +234,7 @@ def bisect_main(
             mid = _untried(lo, hi, answers)
             if mid is None:
                 break
-            answers[mid] = _run(record, commits[mid], try_commit, say)
+            answers[mid] = _look(record, commits[mid], try_commit, confirm, say)
             lo, hi = _ends(answers, tip)
         doubtful = [i for i in (lo, hi) if 0 <= i < tip and answers[i].rests_on_few_boots and not _again(record, i)]
         if record.why or confirm is None or not doubtful:
@@ -287,8 +291,9 @@ def _test_good_end(
 ) -> None:
     """No step passed: the last good commit itself, tonight. Failing too (on CONFIRM_BOOTS boots where a perf cell
     decided it), tonight's failure is not in this range; not judged, nothing in the range can be named."""
-    result = _run(record, good, try_commit, say)
-    if result.status == Status.FAIL and result.rests_on_few_boots and confirm is not None:
+    result = _look(record, good, try_commit, confirm, say)
+    looked_twice = record.steps[-1].again
+    if result.status == Status.FAIL and result.rests_on_few_boots and confirm is not None and not looked_twice:
         result = _run(record, good, confirm, say, again=True)
     if result.status == Status.FAIL:
         record.good_fails = True
@@ -309,6 +314,23 @@ def _untried(lo: int, hi: int, tried: Mapping[int, StepResult]) -> int | None:
             if lo < candidate < hi and candidate not in tried:
                 return candidate
     return None
+
+
+def _look(
+    record: Bisection,
+    commit: Commit,
+    try_commit: Callable[[Commit], StepResult],
+    confirm: Callable[[Commit], StepResult] | None,
+    say: Say,
+) -> StepResult:
+    """A step's first look; where its boots answered its cells both ways, its second look at once, whose answer
+    replaces the first (the boot that split them counted in, at least one more made): left skipped, the commit would
+    cost the search a build around it, and another boot of a build already built costs far less."""
+    result = _run(record, commit, try_commit, say)
+    if not result.split or confirm is None:
+        return result
+    say(f"bisect: {commit.sha[:12]}: its boots answered tonight's cells both ways: looking again")
+    return _run(record, commit, confirm, say, again=True)
 
 
 def _run(

@@ -26,7 +26,7 @@ from pipeline.stages.aftermath.bisect import (
     separate,
 )
 from pipeline.stages.aftermath.suspects import GoodCommits, LastGoodNight
-from pipeline.stages.aftermath.trial_bench import Failing, TrialBench, failed_at, step_verdict
+from pipeline.stages.aftermath.trial_bench import Failing, TrialBench, cells_disagree, failed_at, step_verdict
 from pipeline.stages.build.build_plan import BuildPlan, SourcePlan
 from pipeline.stages.build.night_build import NativeBuildNeeded
 from pipeline.stages.build.resolve import Source
@@ -87,7 +87,10 @@ class CommitSteps:
         boots = sum(int(o.numbers.get("turns", {}).get("boots", 0)) for o in outcomes)
         weighed = [cell.step_boots for o in outcomes for cell in cells_of(o.numbers).values() if cell.step_boots]
         took = time.monotonic() - started
-        return StepResult(status, detail, built.how, took, boots=boots, weighed_boots=min(weighed, default=0))
+        weighed_boots, split = min(weighed, default=0), cells_disagree(self.failing, outcomes)
+        if split:  # not "another failure": one more boot of the step is asked for (bisect._look)
+            detail = "its boots answered tonight's cells both ways: " + detail.removeprefix("not tonight's failure: ")
+        return StepResult(status, detail, built.how, took, boots=boots, weighed_boots=weighed_boots, split=split)
 
 
 @dataclass(frozen=True)

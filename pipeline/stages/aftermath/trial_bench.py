@@ -12,7 +12,7 @@ from pipeline.config.matrix import ModelEntry, Profile
 from pipeline.infra.git import mirror_dir
 from pipeline.infra.supply import Supply
 from pipeline.infra.workshop import Workshop
-from pipeline.outcome import Outcome, cells_of, perf_alert_key
+from pipeline.outcome import CellNumbers, Outcome, cells_of, perf_alert_key
 from pipeline.places import CacheDir, RunDir
 from pipeline.progress import Say
 from pipeline.settings import Settings
@@ -159,13 +159,16 @@ def failure_names(outcome: Outcome) -> frozenset[str]:
 def step_verdict(failing: Sequence[Failing], outcomes: Sequence[Outcome]) -> tuple[Status, str]:
     """A bisection step's answer as `git bisect` reads one: FAIL (bad) where an entry fails as it failed tonight (the
     same stage, the same checks or cells or more; a cell of tonight's that the step's pairs left undecided stands
-    with them, while the step FAILs another of tonight's), PASS (good) where every entry passes what failed tonight,
-    else SKIPPED with why: it failed otherwise (another stage, other checks, one of tonight's passing), or could not
-    be judged (the host, a prerequisite). A skipped step is neither good nor bad: the search goes on around it."""
+    with them, while the step FAILs another of tonight's), PASS (good) where every entry passes what failed tonight
+    (a cell of tonight's left undecided standing with the others likewise, while the step PASSes another and FAILs
+    none), else SKIPPED with why: it failed otherwise (another stage, other checks, one of tonight's passing), or
+    could not be judged (the host, a prerequisite). A skipped step is neither good nor bad: the search goes on
+    around it."""
     tonight = {f.entry.id: f for f in failing}
-    bad, other = [], []
+    bad, other, judged = [], [], []
     for outcome in outcomes:
         was = tonight.get(outcome.entry)
+        judged.append(outcome)
         if outcome.status in {Status.PASS, Status.XFAIL}:
             continue
         if was is not None and outcome.status == Status.FAIL and outcome.stage == was.stage:
@@ -173,13 +176,32 @@ def step_verdict(failing: Sequence[Failing], outcomes: Sequence[Outcome]) -> tup
                 bad.append(f"{outcome.entry}: {outcome.reason}")
                 continue
             other.append(f"{outcome.entry}: fails other checks at {outcome.stage}: {outcome.reason}")
+        elif was is not None and outcome.stage == was.stage and (passed := _passes_part_of_tonight(outcome, was)):
+            judged[-1] = replace(outcome, status=Status.PASS, reason=f"{outcome.reason}; {passed}")
         else:
             other.append(f"{outcome.entry}: {outcome.status.value} at {outcome.stage}: {outcome.reason}")
     if bad:
         return Status.FAIL, "; ".join(bad)[:500]
     if other:
         return Status.SKIPPED, "not tonight's failure: " + "; ".join(other)[:480]
-    return trial_verdict(outcomes)
+    return trial_verdict(judged)
+
+
+def cells_disagree(failing: Sequence[Failing], outcomes: Sequence[Outcome]) -> bool:
+    """Whether a step's own boots answered tonight's cells both ways: one like the last confirmed build (PASS),
+    another like tonight's build (FAIL). One slowdown slows every cell it touches, and a slow boot slows every cell
+    too, most visibly the one whose gap is narrowest: another boot of the step, every cell weighed again, usually
+    settles it (a bisection looks again at once, bisect.bisect_main)."""
+    tonight = {f.entry.id: f.failures for f in failing}
+    for outcome in outcomes:
+        ended = {
+            cell.status
+            for name, cell in _tonights_cells(outcome, tonight.get(outcome.entry, frozenset())).items()
+            if cell.step_boots
+        }
+        if {Status.PASS, Status.FAIL} <= ended:
+            return True
+    return False
 
 
 def _fails_as_tonight(outcome: Outcome, tonight: frozenset[str]) -> bool:
@@ -192,6 +214,31 @@ def _fails_as_tonight(outcome: Outcome, tonight: frozenset[str]) -> bool:
         return True
     failed = failure_names(outcome)
     return bool(failed & tonight) and tonight <= failed | _undecided_cells(outcome)
+
+
+def _passes_part_of_tonight(outcome: Outcome, was: Failing) -> str:
+    """The mirror of a step that fails some of tonight's cells and leaves the rest undecided: one that passes some of
+    them, fails none and leaves the rest undecided (INCONCLUSIVE) does not carry tonight's slowdown, and is good. Its
+    cells in a few words, or "" where it is not such a step (another cell or check failed, none passed, or tonight's
+    failure was not its perf cells). Both wrong answers cost the same (detect/step_test.py): were only the FAIL side
+    allowed its undecided cells, a good step whose narrow cell (pp128 at 0.75x beside tg32 at 0.49x) a boot left
+    between the builds would be skipped where a bad one in its place is named."""
+    if outcome.status != Status.INCONCLUSIVE or not was.failures:
+        return ""
+    cells = _tonights_cells(outcome, was.failures)
+    if len(cells) != len(was.failures):  # tonight failed more than perf cells, or this step did not measure them
+        return ""
+    passed = sorted(name for name, cell in cells.items() if cell.status == Status.PASS)
+    undecided = sorted(name for name, cell in cells.items() if cell.status == Status.INCONCLUSIVE)
+    if not passed or len(passed) + len(undecided) != len(cells):
+        return ""
+    return f"passes {', '.join(passed)} of tonight's cells, leaves {', '.join(undecided)} undecided"
+
+
+def _tonights_cells(outcome: Outcome, tonight: frozenset[str]) -> dict[str, CellNumbers]:
+    """The outcome's perf cells that failed tonight (`tonight` names each as its failure did: "m:perf tg32")."""
+    key = perf_alert_key(outcome.entry)
+    return {name: cell for name, cell in cells_of(outcome.numbers).items() if f"{key} {name}" in tonight}
 
 
 def _undecided_cells(outcome: Outcome) -> frozenset[str]:
