@@ -410,6 +410,10 @@ def test_the_gpu_days_lying_boot_is_tried_again_and_the_guilty_commit_named() ->
     assert found.builds == 3 and found.confirmations == 3
     assert found.why == "3 build(s) of at most 8 over 10 commits, 3 tried again on 2 boots"
     assert [s["again"] for s in found.to_json()["steps"]] == [False, False, False, True, True, True]  # type: ignore[index, union-attr]
+    run = {"night": "2026-11-29", "verdict": "FAIL", "run_id": "r", "profile": "gpu-built", "publish": ""}
+    table = render_summary(run | {"bisection": found.to_json()}, [])
+    sixth = f"| 5 | {commits[5].sha[:12]} [Core] change 6 (#30006) | vllm: overlay (17 s) | 200 s | PASS, second look |"
+    assert sixth in table and table.count(", second look |") == 3, table  # the summary tells the second looks apart
 
 
 def test_a_boundary_decided_on_two_boots_or_by_golden_is_not_tried_again() -> None:

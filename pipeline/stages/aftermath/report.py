@@ -84,7 +84,8 @@ def _bisection_section(bisection: Mapping[str, Any]) -> list[str]:
         subject = f"{step['commit'][:12]} {step['subject']}".replace("|", "\\|")
         detail = str(step["detail"]).replace("|", "\\|").replace("\n", " ")
         built = str(step["build"] or "-").replace("|", "\\|")
-        lines.append(f"| {number} | {subject} | {built} | {step['seconds']:.0f} s | {step['verdict']} | {detail} |")
+        verdict = f"{step['verdict']}, second look" if step.get("again") else step["verdict"]
+        lines.append(f"| {number} | {subject} | {built} | {step['seconds']:.0f} s | {verdict} | {detail} |")
     return lines
 
 
