@@ -359,7 +359,12 @@ def test_a_step_that_passes_one_of_tonights_cells_and_leaves_the_other_undecided
 
 def test_cells_answered_both_ways_on_the_steps_boots_are_a_split_step_and_nothing_else_is() -> None:
     tonight = [Failing(ENTRY, "perf", {"pp128": 0.75, "tg32": 0.49}, frozenset({"m:perf pp128", "m:perf tg32"}))]
-    assert cells_disagree(tonight, [_perf_step(pp128=Status.FAIL, tg32=Status.PASS)])
+    split = _perf_step(pp128=Status.FAIL, tg32=Status.PASS)
+    assert cells_disagree(tonight, [split])
+    assert step_verdict(tonight, [split]) == (
+        Status.SKIPPED,
+        "not tonight's failure: m: its boots answered tonight's cells both ways at perf: " + split.reason,
+    )
     for agreeing in (
         _perf_step(pp128=Status.FAIL, tg32=Status.FAIL),
         _perf_step(pp128=Status.INCONCLUSIVE, tg32=Status.PASS),

@@ -291,10 +291,7 @@ def _test_good_end(
 ) -> None:
     """No step passed: the last good commit itself, tonight. Failing too (on CONFIRM_BOOTS boots where a perf cell
     decided it), tonight's failure is not in this range; not judged, nothing in the range can be named."""
-    result = _look(record, good, try_commit, confirm, say)
-    looked_twice = record.steps[-1].again
-    if result.status == Status.FAIL and result.rests_on_few_boots and confirm is not None and not looked_twice:
-        result = _run(record, good, confirm, say, again=True)
+    result = _look(record, good, try_commit, confirm, say, also=_fails_on_few_boots)
     if result.status == Status.FAIL:
         record.good_fails = True
         record.why = (
@@ -322,15 +319,23 @@ def _look(
     try_commit: Callable[[Commit], StepResult],
     confirm: Callable[[Commit], StepResult] | None,
     say: Say,
+    *,
+    also: Callable[[StepResult], bool] = lambda _: False,
 ) -> StepResult:
-    """A step's first look; where its boots answered its cells both ways, its second look at once, whose answer
-    replaces the first (the boot that split them counted in, at least one more made): left skipped, the commit would
-    cost the search a build around it, and another boot of a build already built costs far less."""
+    """A step's first look; where its boots answered its cells both ways (or `also` asks for one), its second look at
+    once, whose answer replaces the first (the boots of the first counted in, at least one more made): left skipped,
+    the commit would cost the search a build around it, and another boot of a build already built costs far less."""
     result = _run(record, commit, try_commit, say)
-    if not result.split or confirm is None:
+    if confirm is None or not (result.split or also(result)):
         return result
-    say(f"bisect: {commit.sha[:12]}: its boots answered tonight's cells both ways: looking again")
+    if result.split:
+        say(f"bisect: {commit.sha[:12]}: its boots answered tonight's cells both ways: looking again")
     return _run(record, commit, confirm, say, again=True)
+
+
+def _fails_on_few_boots(result: StepResult) -> bool:
+    """The good end FAILing on fewer than CONFIRM_BOOTS boots: looked at twice before "not main's history" is said."""
+    return result.status == Status.FAIL and result.rests_on_few_boots
 
 
 def _run(

@@ -88,8 +88,6 @@ class CommitSteps:
         weighed = [cell.step_boots for o in outcomes for cell in cells_of(o.numbers).values() if cell.step_boots]
         took = time.monotonic() - started
         weighed_boots, split = min(weighed, default=0), cells_disagree(self.failing, outcomes)
-        if split:  # not "another failure": one more boot of the step is asked for (bisect._look)
-            detail = "its boots answered tonight's cells both ways: " + detail.removeprefix("not tonight's failure: ")
         return StepResult(status, detail, built.how, took, boots=boots, weighed_boots=weighed_boots, split=split)
 
 

@@ -168,16 +168,20 @@ def step_verdict(failing: Sequence[Failing], outcomes: Sequence[Outcome]) -> tup
     bad, other, judged = [], [], []
     for outcome in outcomes:
         was = tonight.get(outcome.entry)
-        judged.append(outcome)
-        if outcome.status in {Status.PASS, Status.XFAIL}:
+        passed = _passes_part_of_tonight(outcome, was) if was is not None and outcome.stage == was.stage else ""
+        judged.append(replace(outcome, status=Status.PASS, reason=f"{outcome.reason}; {passed}") if passed else outcome)
+        if outcome.status in {Status.PASS, Status.XFAIL} or passed:
             continue
         if was is not None and outcome.status == Status.FAIL and outcome.stage == was.stage:
             if _fails_as_tonight(outcome, was.failures):
                 bad.append(f"{outcome.entry}: {outcome.reason}")
                 continue
-            other.append(f"{outcome.entry}: fails other checks at {outcome.stage}: {outcome.reason}")
-        elif was is not None and outcome.stage == was.stage and (passed := _passes_part_of_tonight(outcome, was)):
-            judged[-1] = replace(outcome, status=Status.PASS, reason=f"{outcome.reason}; {passed}")
+            how = (
+                "its boots answered tonight's cells both ways"
+                if _split(outcome, was.failures)
+                else "fails other checks"
+            )
+            other.append(f"{outcome.entry}: {how} at {outcome.stage}: {outcome.reason}")
         else:
             other.append(f"{outcome.entry}: {outcome.status.value} at {outcome.stage}: {outcome.reason}")
     if bad:
@@ -188,20 +192,18 @@ def step_verdict(failing: Sequence[Failing], outcomes: Sequence[Outcome]) -> tup
 
 
 def cells_disagree(failing: Sequence[Failing], outcomes: Sequence[Outcome]) -> bool:
-    """Whether a step's own boots answered tonight's cells both ways: one like the last confirmed build (PASS),
-    another like tonight's build (FAIL). One slowdown slows every cell it touches, and a slow boot slows every cell
-    too, most visibly the one whose gap is narrowest: another boot of the step, every cell weighed again, usually
+    """Whether a step's own boots answered tonight's cells both ways in some entry: one like the last confirmed build
+    (PASS), another like tonight's build (FAIL). One slowdown slows every cell it touches, and a slow boot slows every
+    cell too, most visibly the one whose gap is narrowest: another boot of the step, every cell weighed again, usually
     settles it (a bisection looks again at once, bisect.bisect_main)."""
     tonight = {f.entry.id: f.failures for f in failing}
-    for outcome in outcomes:
-        ended = {
-            cell.status
-            for name, cell in _tonights_cells(outcome, tonight.get(outcome.entry, frozenset())).items()
-            if cell.step_boots
-        }
-        if {Status.PASS, Status.FAIL} <= ended:
-            return True
-    return False
+    return any(_split(outcome, tonight.get(outcome.entry, frozenset())) for outcome in outcomes)
+
+
+def _split(outcome: Outcome, tonight: frozenset[str]) -> bool:
+    """Whether the outcome's own boots (not pairs) PASSed one of tonight's cells and FAILed another."""
+    ended = {cell.status for cell in _tonights_cells(outcome, tonight).values() if cell.step_boots}
+    return {Status.PASS, Status.FAIL} <= ended
 
 
 def _fails_as_tonight(outcome: Outcome, tonight: frozenset[str]) -> bool:
